@@ -1,0 +1,55 @@
+"""Language selection and the few fixed strings of the command-line interface."""
+
+from __future__ import annotations
+
+import locale
+import os
+
+STRINGS: dict[str, dict[str, str]] = {
+    "configuration": {"en": "Configuration", "zh": "配置"},
+    "performance": {"en": "Performance (estimated)", "zh": "性能（估算）"},
+    "cost": {"en": "Cost", "zh": "成本"},
+    "warnings": {"en": "Warnings", "zh": "警告"},
+    "reasons": {"en": "Key reasons", "zh": "主要理由"},
+    "rejected": {"en": "Rejected alternatives", "zh": "被排除的方案"},
+    "infeasible": {"en": "INFEASIBLE: no configuration meets this workload", "zh": "不可行：没有配置能满足该工作负载"},
+    "defaults": {"en": "Defaults used", "zh": "使用的默认值"},
+    "questions": {"en": "Open questions", "zh": "待确认的问题"},
+    "more": {"en": "more: servewise plan … --format md, servewise explain PLAN.json COMPONENT",
+             "zh": "更多：servewise plan … --format md，servewise explain PLAN.json 组件"},
+    "not_applicable": {"en": "none", "zh": "无"},
+}
+
+COMPONENT_NAMES: dict[str, dict[str, str]] = {
+    "gpu": {"en": "GPU", "zh": "GPU"}, "servers": {"en": "Servers", "zh": "服务器"},
+    "cpu": {"en": "CPU", "zh": "CPU"}, "memory": {"en": "Memory", "zh": "内存"},
+    "interconnect": {"en": "Interconnect", "zh": "卡间互联"},
+    "network": {"en": "Network", "zh": "网络"}, "storage": {"en": "Storage", "zh": "存储"},
+    "power": {"en": "Power", "zh": "电源"}, "cooling": {"en": "Cooling", "zh": "散热"},
+    "rack": {"en": "Rack", "zh": "机柜"}, "software": {"en": "Software", "zh": "软件"},
+}
+
+
+def default_lang() -> str:
+    """zh for a zh_* locale, else en."""
+    for var in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        value = os.environ.get(var)
+        if value:
+            return "zh" if value.lower().startswith("zh") else "en"
+    try:
+        loc = locale.getlocale()[0] or ""
+    except ValueError:
+        loc = ""
+    return "zh" if loc.lower().startswith("zh") else "en"
+
+
+def t(key: str, lang: str) -> str:
+    return STRINGS[key].get(lang, STRINGS[key]["en"])
+
+
+def pick(texts: dict[str, str] | str | None, lang: str) -> str:
+    if texts is None:
+        return ""
+    if isinstance(texts, str):
+        return texts
+    return texts.get(lang) or texts.get("en") or ""

@@ -1,0 +1,172 @@
+"""`servewise estimate` and `servewise validate` (CONTRACTS §2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..engine.catalog import UnknownEntry, load_catalog
+from ..engine.perf import PRECISIONS, estimate
+from ..engine.perf.calibration import BACKENDS
+from ..engine.perf.data import MODEL_ALIASES, DataError
+from ..engine.perf.validate import METRICS, validate
+
+
+class BadInput(click.ClickException):
+    """Bad input: one line, exit code 2."""
+
+    exit_code = 2
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True, file=file)
+
+
+def _lookup(kind: str, name: str, option: str) -> dict[str, Any]:
+    cat = load_catalog()
+    try:
+        return cat.gpu(name) if kind == "gpu" else cat.model(name)
+    except UnknownEntry as exc:
+        alias = MODEL_ALIASES.get(name.strip().lower()) if kind == "model" else None
+        if alias:
+            return cat.model(alias)
+        hint = f"; did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
+        raise BadInput(f"{option}: unknown {kind} '{name}' (expected a catalog name){hint}") \
+            from None
+
+
+def _fmt(x: float | None, nd: int = 1) -> str:
+    return "n/a" if x is None else f"{x:,.{nd}f}"
+
+
+def _values(v: dict[str, Any]) -> str:
+    parts = []
+    for k, x in v.items():
+        if isinstance(x, float):
+            x = f"{x:.4g}"
+        parts.append(f"{k}={x}")
+    return ", ".join(parts)
+
+
+def estimate_text(d: dict[str, Any]) -> str:
+    i, m, b = d["inputs"], d["memory"], d["band"]
+    lines = [f"{i['model']} on {i['n_gpus']}x {i['gpu']} (tp {i['tp']}, pp {i['pp']}, "
+             f"ep {i['ep']}), {i['precision']} weights, {i['kv_precision']} KV, {i['backend']}",
+             f"workload: isl {i['isl']}, osl {i['osl']}, {i['concurrency']} requests in flight",
+             f"memory per GPU: {m['per_gpu_gib']:.1f} of {m['budget_gib']:.1f} GiB usable "
+             f"(weights {m['weights_gib']:.1f} GiB total, KV {m['kv_cache_gib']:.2f} GiB, "
+             f"overhead {m['overhead_gib']:.1f} GiB/GPU) -> "
+             + ("fits" if d["fits"] else "does NOT fit")]
+    if d["reason"]:
+        lines.append(f"reason: {d['reason']}")
+    if d["ttft_ms"] is not None:
+        for key, label, unit in (("ttft_ms", "TTFT", "ms"), ("tpot_ms", "TPOT", "ms"),
+                                 ("output_tokens_per_s", "throughput", "tokens/s")):
+            lo, hi = b[key]
+            lines.append(f"{label:>10}: {_fmt(d[key])} {unit}  (band {_fmt(lo)} .. {_fmt(hi)})")
+    c = d["calibration"]
+    lines.append(f"calibration: {c['gpu_class']} / {c['backend']}"
+                 f" ({'measured' if c['measured'] else 'not measured: wider band'})")
+    lines.append("how:")
+    for s in d["steps"]:
+        res = s["result"]
+        res = f"{res:,.4g}" if isinstance(res, float) else res
+        lines.append(f"  {s['name']}: {s['formula']}")
+        lines.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
+    return "\n".join(lines)
+
+
+@click.command("estimate")
+@click.option("--model", required=True, help="Model catalog name (case-insensitive).")
+@click.option("--gpu", required=True, help="GPU catalog name (case-insensitive).")
+@click.option("--tp", type=click.IntRange(min=1), required=True, help="Tensor parallel size.")
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Pipeline parallel size.")
+@click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Expert parallel size of MoE layers.")
+@click.option("--precision", type=click.Choice(PRECISIONS, case_sensitive=False), required=True)
+@click.option("--isl", type=click.IntRange(min=1), required=True, help="Input tokens.")
+@click.option("--osl", type=click.IntRange(min=1), required=True, help="Output tokens.")
+@click.option("--concurrency", type=click.IntRange(min=1), required=True,
+              help="Requests in flight (steady state, continuous batching).")
+@click.option("--backend", type=click.Choice(BACKENDS, case_sensitive=False), default="vllm",
+              show_default=True)
+@click.option("--kv-precision", type=click.Choice(("bf16", "fp16", "fp8", "int8")),
+              default=None, help="KV-cache format (default: fp8 with fp8/fp4 weights on GPUs "
+                                 "with native FP8, else 16 bit).")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
+              show_default=True)
+def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, precision: str, isl: int,
+                 osl: int, concurrency: int, backend: str, kv_precision: str | None,
+                 fmt: str) -> None:
+    """Performance and memory of one model on one GPU configuration."""
+    m = _lookup("model", model, "--model")
+    g = _lookup("gpu", gpu, "--gpu")
+    try:
+        e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
+                     concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    d = e.to_dict()
+    click.echo(json.dumps(d, indent=2, ensure_ascii=False) if fmt == "json" else estimate_text(d))
+
+
+def _pct(x: float | None) -> str:
+    return "   n/a" if x is None or x != x else f"{100 * x:5.1f}%"
+
+
+def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dict]]) -> str:
+    lines = ["row  file            metric       predicted     measured   error"]
+    for row in r["rows"]:
+        key = (row["file"], row["row"])
+        if row["skipped"]:
+            lines.append(f"{row['row']:>4} {row['file']:<15} skipped: {row['skipped']}")
+            continue
+        for e in errs_by_row.get(key, []):
+            lines.append(f"{row['row']:>4} {row['file']:<15} {e['metric'][:12]:<12} "
+                         f"{e['pred']:>10.1f} {e['meas']:>12.1f} {100 * e['err']:+7.1f}%")
+    s = r["summary"]
+    lines.append("")
+    lines.append("absolute percentage error        n   median      p90")
+    for m, st in s["overall"].items():
+        lines.append(f"  {m:<28} {st['n']:>5}   {_pct(st['median_ape'])}   {_pct(st['p90_ape'])}")
+    for group in ("by_gpu", "by_backend", "by_model"):
+        lines.append(f"{group.replace('_', ' ')}:")
+        for g, ms in s[group].items():
+            cells = "  ".join(f"{m.split('_')[0]} {_pct(st['median_ape'])}/{_pct(st['p90_ape'])}"
+                              f" (n={st['n']})" for m, st in ms.items())
+            lines.append(f"  {g:<26} {cells}")
+    lines.append("targets (median APE): " + ", ".join(
+        f"{m} ≤ {100 * t['target_median_ape']:.0f}%: {'met' if t['met'] else 'NOT met'}"
+        for m, t in s["targets"].items()))
+    return "\n".join(lines)
+
+
+@click.command("validate")
+@click.option("--data", "data", multiple=True, type=click.Path(dir_okay=False),
+              help="CSV in the measured.csv or benchmarks.csv layout (repeatable); "
+                   "default: the data the project ships.")
+@click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
+              show_default=True)
+def validate_cmd(data: tuple[str, ...], fmt: str) -> None:
+    """Estimates against measured rows: error per row, median and p90 per metric."""
+    for p in data:
+        if not Path(p).is_file():
+            raise BadInput(f"--data: file '{p}' not found (expected a CSV file)")
+    try:
+        r = validate(list(data) or None)
+    except DataError as exc:
+        raise BadInput(f"--data: {exc}") from None
+    if fmt == "json":
+        rows = [{"row": x["row"], **{m: (round(x[m], 4) if x[m] is not None else None)
+                                      for m in METRICS}, "skipped": x["skipped"],
+                 "file": x["file"]} for x in r["rows"]]
+        click.echo(json.dumps({"rows": rows, "summary": r["summary"], "files": r["files"]},
+                              indent=1))
+        return
+    by_row: dict[tuple[str, int], list[dict]] = {}
+    for e in r["errors"]:
+        by_row.setdefault((e["file"], e["row"]), []).append(e)
+    click.echo(validate_text(r, by_row))

@@ -1,0 +1,389 @@
+"""A small, safe expression language for rule conditions and formulas.
+
+Expressions are parsed once, at load time, with Python's ``ast`` module and checked against a
+whitelist: arithmetic, comparisons, boolean logic, ``x if c else y``, list/tuple literals,
+calls of whitelisted functions, and *fact paths* such as ``traffic.peak_qps`` (a dotted name is a
+key into the facts, never attribute access on an object). Anything else — imports, lambdas,
+comprehensions, subscripts, dunder or private names, attribute access on a non-name — is a
+load-time error. Sizes are bounded (source length, node count, depth, exponent, literal size).
+Nothing is ever passed to ``eval``: the checked tree is compiled into plain Python closures.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_SOURCE = 2000
+MAX_NODES = 300
+MAX_DEPTH = 40
+MAX_EXPONENT = 64
+MAX_LITERAL_ITEMS = 64
+MAX_STRING = 200
+MAX_NUMBER = 1e18
+
+
+class ExprError(ValueError):
+    """An expression is not valid in the rule language (raised at load time)."""
+
+
+class EvalError(ValueError):
+    """An expression could not be evaluated with the facts at hand (raised at run time)."""
+
+
+def _round(x: float, ndigits: int = 0) -> float:
+    return round(x, int(ndigits))
+
+
+def _clamp(x: float, lo: float, hi: float) -> float:
+    return max(lo, min(hi, x))
+
+
+BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "min": min,
+    "max": max,
+    "abs": abs,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "round": _round,
+    "sqrt": math.sqrt,
+    "log2": math.log2,
+    "clamp": _clamp,
+    "len": len,
+    "sum": sum,
+    "int": int,
+    "float": float,
+}
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.Pow: operator.pow,
+}
+_CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+_SYMBOLS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "×", ast.Div: "/", ast.FloorDiv: "//",
+    ast.Mod: "%", ast.Pow: "^",
+}
+
+Resolver = Callable[[str], Any]
+
+
+def _path(node: ast.AST) -> str | None:
+    """The dotted fact path of a Name/Attribute chain, or None if it is not one."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _check_name(path: str, src: str) -> None:
+    for part in path.split("."):
+        if part.startswith("_"):
+            raise ExprError(f"name '{path}' is not allowed (no private or dunder names): {src}")
+
+
+def _num_guard(value: Any) -> Any:
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if abs(value) > MAX_NUMBER:
+            raise EvalError(f"number out of range ({value:.3g})")
+    return value
+
+
+@dataclass
+class Expr:
+    """A checked, compiled expression."""
+
+    source: str
+    tree: ast.Expression
+    names: tuple[str, ...]
+    functions: tuple[str, ...]
+    _fn: Callable[[Resolver], Any] = field(repr=False, default=None)  # type: ignore[assignment]
+
+    def evaluate(self, resolve: Resolver) -> Any:
+        try:
+            return self._fn(resolve)
+        except EvalError:
+            raise
+        except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError) as exc:
+            raise EvalError(f"{self.source}: {exc}") from None
+
+    def evaluate_with(self, values: Mapping[str, Any]) -> Any:
+        def resolve(name: str) -> Any:
+            if name not in values:
+                raise EvalError(f"{self.source}: '{name}' is not known")
+            return values[name]
+
+        return self.evaluate(resolve)
+
+    def render(self, values: Mapping[str, Any]) -> str:
+        """The expression with each fact path replaced by its value (for explanations)."""
+        return _render(self.tree.body, values)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value == int(value) and abs(value) < 1e15:
+            return str(int(value))
+        return f"{value:.4g}"
+    if isinstance(value, str):
+        return repr(value)
+    return str(value)
+
+
+def _render(node: ast.AST, values: Mapping[str, Any]) -> str:
+    path = _path(node)
+    if path is not None and path in values:
+        return _fmt(values[path])
+    if isinstance(node, ast.BinOp):
+        op = _SYMBOLS.get(type(node.op), "?")
+        return f"({_render(node.left, values)} {op} {_render(node.right, values)})"
+    if isinstance(node, ast.Call):
+        args = ", ".join(_render(a, values) for a in node.args)
+        return f"{_path(node.func)}({args})"
+    if isinstance(node, ast.Compare):
+        out = _render(node.left, values)
+        for op, right in zip(node.ops, node.comparators):
+            out += f" {ast.unparse(ast.Compare(left=ast.Constant(0), ops=[op], comparators=[ast.Constant(0)])).split()[1]} "
+            out += _render(right, values)
+        return out
+    if isinstance(node, ast.BoolOp):
+        word = " and " if isinstance(node.op, ast.And) else " or "
+        return "(" + word.join(_render(v, values) for v in node.values) + ")"
+    if isinstance(node, ast.UnaryOp):
+        sym = "not " if isinstance(node.op, ast.Not) else ("-" if isinstance(node.op, ast.USub) else "+")
+        return sym + _render(node.operand, values)
+    if isinstance(node, ast.IfExp):
+        return (f"({_render(node.body, values)} if {_render(node.test, values)} "
+                f"else {_render(node.orelse, values)})")
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return "[" + ", ".join(_render(e, values) for e in node.elts) + "]"
+    return ast.unparse(node)
+
+
+class _Compiler:
+    def __init__(self, src: str, functions: Mapping[str, Callable[..., Any]]):
+        self.src = src
+        self.functions = functions
+        self.names: list[str] = []
+        self.called: list[str] = []
+        self.count = 0
+
+    def fail(self, what: str) -> ExprError:
+        return ExprError(f"{what} is not allowed in expressions: {self.src}")
+
+    def compile(self, node: ast.AST, depth: int = 0) -> Callable[[Resolver], Any]:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise ExprError(f"expression too large (more than {MAX_NODES} nodes): {self.src[:80]}")
+        if depth > MAX_DEPTH:
+            raise ExprError(f"expression nested too deeply (more than {MAX_DEPTH}): {self.src[:80]}")
+        d = depth + 1
+        if isinstance(node, ast.Constant):
+            return self._constant(node)
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            path = _path(node)
+            if path is None:
+                raise self.fail("attribute access on a value")
+            _check_name(path, self.src)
+            if path in ("True", "False", "None"):
+                value = {"True": True, "False": False, "None": None}[path]
+                return lambda r: value
+            if path not in self.names:
+                self.names.append(path)
+            return lambda r: r(path)
+        if isinstance(node, ast.BinOp):
+            fn = self._binop(node, d)
+            if not any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) for n in ast.walk(node)):
+                try:  # constant sub-expression: evaluate now so bad arithmetic fails at load
+                    fn(lambda name: None)
+                except (EvalError, ArithmeticError, TypeError, ValueError) as exc:
+                    raise ExprError(f"invalid constant arithmetic ({exc}): {self.src[:80]}") from None
+            return fn
+        if isinstance(node, ast.UnaryOp):
+            return self._unary(node, d)
+        if isinstance(node, ast.BoolOp):
+            parts = [self.compile(v, d) for v in node.values]
+            if isinstance(node.op, ast.And):
+                def f_and(r):
+                    result = True
+                    for p in parts:
+                        result = p(r)
+                        if not result:
+                            return result
+                    return result
+                return f_and
+
+            def f_or(r):
+                result = False
+                for p in parts:
+                    result = p(r)
+                    if result:
+                        return result
+                return result
+            return f_or
+        if isinstance(node, ast.Compare):
+            return self._compare(node, d)
+        if isinstance(node, ast.IfExp):
+            test, body, orelse = (self.compile(n, d) for n in (node.test, node.body, node.orelse))
+            return lambda r: body(r) if test(r) else orelse(r)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            if len(node.elts) > MAX_LITERAL_ITEMS:
+                raise ExprError(f"list literal longer than {MAX_LITERAL_ITEMS}: {self.src[:80]}")
+            items = [self.compile(e, d) for e in node.elts]
+            return lambda r: [i(r) for i in items]
+        if isinstance(node, ast.Call):
+            return self._call(node, d)
+        raise self.fail(type(node).__name__)
+
+    def _constant(self, node: ast.Constant) -> Callable[[Resolver], Any]:
+        value = node.value
+        if isinstance(value, bool) or value is None:
+            pass
+        elif isinstance(value, (int, float)):
+            if abs(value) > MAX_NUMBER:
+                raise ExprError(f"number literal out of range: {self.src[:80]}")
+        elif isinstance(value, str):
+            if len(value) > MAX_STRING:
+                raise ExprError(f"string literal longer than {MAX_STRING}: {self.src[:80]}")
+        else:
+            raise self.fail(f"constant of type {type(value).__name__}")
+        return lambda r: value
+
+    def _binop(self, node: ast.BinOp, d: int) -> Callable[[Resolver], Any]:
+        op = _BINOPS.get(type(node.op))
+        if op is None:
+            raise self.fail(f"operator {type(node.op).__name__}")
+        left, right = self.compile(node.left, d), self.compile(node.right, d)
+        if isinstance(node.op, ast.Pow):
+            if isinstance(node.right, ast.Constant) and isinstance(node.right.value, (int, float)):
+                if abs(node.right.value) > MAX_EXPONENT:
+                    raise ExprError(f"exponent larger than {MAX_EXPONENT}: {self.src[:80]}")
+
+            def power(r):
+                base, exp = left(r), right(r)
+                if abs(exp) > MAX_EXPONENT:
+                    raise EvalError(f"exponent {exp} larger than {MAX_EXPONENT}")
+                if abs(base) > 1e6 and abs(exp) > 3:
+                    raise EvalError("power result out of range")
+                return _num_guard(base ** exp)
+            return power
+
+        def binop(r):
+            a, b = left(r), right(r)
+            if a is None or b is None:
+                raise EvalError(f"{self.src}: a value is not set (None)")
+            if isinstance(a, (str, list)) or isinstance(b, (str, list)):
+                if not (isinstance(node.op, ast.Add) and type(a) is type(b)):
+                    raise EvalError(f"{self.src}: arithmetic on text or lists")
+                if len(a) + len(b) > 10 * MAX_STRING:
+                    raise EvalError(f"{self.src}: result too long")
+            return _num_guard(op(a, b))
+        return binop
+
+    def _unary(self, node: ast.UnaryOp, d: int) -> Callable[[Resolver], Any]:
+        operand = self.compile(node.operand, d)
+        if isinstance(node.op, ast.Not):
+            return lambda r: not operand(r)
+        if isinstance(node.op, ast.USub):
+            return lambda r: -operand(r)
+        if isinstance(node.op, ast.UAdd):
+            return lambda r: +operand(r)
+        raise self.fail(f"operator {type(node.op).__name__}")
+
+    def _compare(self, node: ast.Compare, d: int) -> Callable[[Resolver], Any]:
+        ops = []
+        for op in node.ops:
+            fn = _CMPOPS.get(type(op))
+            if fn is None:
+                raise self.fail(f"comparison {type(op).__name__}")
+            ops.append((type(op), fn))
+        for op, comp in zip(node.ops, node.comparators):
+            if isinstance(op, (ast.Is, ast.IsNot)) and not (
+                isinstance(comp, ast.Constant) and comp.value is None
+            ):
+                raise ExprError(f"'is' compares only with None: {self.src}")
+        left = self.compile(node.left, d)
+        rights = [self.compile(c, d) for c in node.comparators]
+        ordered = {ast.Lt, ast.LtE, ast.Gt, ast.GtE}
+
+        def compare(r):
+            a = left(r)
+            for (kind, fn), right in zip(ops, rights):
+                b = right(r)
+                if kind in ordered and (a is None or b is None):
+                    return False  # an unset value never satisfies an ordering
+                if kind in (ast.In, ast.NotIn) and b is None:
+                    return kind is ast.NotIn
+                if not fn(a, b):
+                    return False
+                a = b
+            return True
+        return compare
+
+    def _call(self, node: ast.Call, d: int) -> Callable[[Resolver], Any]:
+        name = _path(node.func)
+        if name is None or "." in name:
+            raise self.fail("calling an attribute or expression")
+        if node.keywords:
+            raise self.fail("keyword arguments")
+        if name not in self.functions:
+            known = ", ".join(sorted(self.functions))
+            raise ExprError(f"unknown function '{name}' (allowed: {known}): {self.src}")
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            raise self.fail("*args")
+        fn = self.functions[name]
+        args = [self.compile(a, d) for a in node.args]
+        if name not in self.called:
+            self.called.append(name)
+
+        def call(r):
+            values = [a(r) for a in args]
+            return _num_guard(fn(*values))
+        return call
+
+
+def compile_expr(src: Any, functions: Mapping[str, Callable[..., Any]] | None = None) -> Expr:
+    """Parse and check ``src``; raise :class:`ExprError` with a clear message if not allowed."""
+    if isinstance(src, bool) or src is None or isinstance(src, (int, float)):
+        src = repr(src)
+    if not isinstance(src, str):
+        raise ExprError(f"an expression must be a string, got {type(src).__name__}")
+    text = src.strip()
+    if not text:
+        raise ExprError("empty expression")
+    if len(text) > MAX_SOURCE:
+        raise ExprError(f"expression longer than {MAX_SOURCE} characters")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as exc:
+        raise ExprError(f"syntax error in expression '{text}': {exc.msg}") from None
+    funcs = dict(BUILTIN_FUNCTIONS)
+    if functions:
+        funcs.update(functions)
+    comp = _Compiler(text, funcs)
+    fn = comp.compile(tree.body)
+    return Expr(text, tree, tuple(comp.names), tuple(comp.called), fn)

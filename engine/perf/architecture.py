@@ -1,0 +1,137 @@
+"""Parameter and KV-cache arithmetic from a model's architecture (catalog fields)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# MLA query/value dims when the catalog entry does not give them (DeepSeek-V2/V3 values).
+MLA_DEFAULTS = {"q_lora_rank": 1536, "qk_nope_head_dim": 128, "v_head_dim": 128}
+
+
+def _num(m: dict[str, Any], key: str, default: float | None = None) -> float | None:
+    v = m.get(key)
+    return float(v) if isinstance(v, (int, float)) else default
+
+
+@dataclass(frozen=True)
+class Params:
+    """Parameter counts (not bytes) of a model, split by how they are read and sharded."""
+
+    total: float            # all parameters
+    active: float           # used per token (shared + k experts)
+    embedding: float        # input embedding (looked up, never streamed in decode)
+    lm_head: float          # output projection (streamed every decode step)
+    experts: float          # all routed experts (0 for dense models)
+    per_expert: float       # one routed expert summed over all MoE layers
+    num_experts: int
+    experts_per_token: int
+    layers: int
+
+    @property
+    def shared(self) -> float:
+        """Non-expert weights other than embedding/lm_head: attention, dense FFN, shared experts."""
+        return self.total - self.experts - self.embedding - self.lm_head
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
+
+
+def attention_params_per_layer(m: dict[str, Any]) -> float:
+    h = _num(m, "hidden_size", 0)
+    heads = _num(m, "num_attention_heads", 0)
+    d = _num(m, "head_dim") or (h / heads if heads else 0)
+    if str(m.get("attention_type", "")).upper() == "MLA":
+        ql = _num(m, "q_lora_rank", MLA_DEFAULTS["q_lora_rank"])
+        kvl = _num(m, "kv_lora_rank", 512)
+        rope = _num(m, "qk_rope_head_dim", 64)
+        nope = _num(m, "qk_nope_head_dim", MLA_DEFAULTS["qk_nope_head_dim"])
+        vd = _num(m, "v_head_dim", MLA_DEFAULTS["v_head_dim"])
+        return (h * ql + ql * heads * (nope + rope) + h * (kvl + rope)
+                + kvl * heads * (nope + vd) + heads * vd * h)
+    kvh = _num(m, "num_kv_heads") or heads
+    return h * heads * d * 2 + 2 * h * kvh * d
+
+
+def params(m: dict[str, Any]) -> Params:
+    """Split the catalog's parameter count into embedding, lm_head, experts and shared weights.
+
+    MoE: one routed expert over all layers is ``(total - active) / (E - k)`` (the difference
+    between total and active parameters is exactly the E - k experts not chosen), so the split
+    needs only the published total/active counts. Dense models without ``total_params_b`` are
+    counted from the architecture (gated FFN, untied embeddings).
+    """
+    layers = int(_num(m, "num_layers", 0) or 0)
+    h = _num(m, "hidden_size", 0) or 0
+    vocab = _num(m, "vocab_size", 0) or 0
+    emb = vocab * h
+    head = 0.0 if m.get("tie_word_embeddings") else emb
+    e = int(_num(m, "num_experts", 0) or 0)
+    k = int(_num(m, "experts_per_token", 0) or 0)
+    total_b = _num(m, "total_params_b")
+    if total_b:
+        total = total_b * 1e9
+    else:
+        inter = _num(m, "intermediate_size", 4 * h) or 4 * h
+        ffn = 3 * h * inter * (e if e > 1 else 1)
+        total = layers * (attention_params_per_layer(m) + ffn) + emb + head
+    if e > 1 and k > 0:
+        active_b = _num(m, "active_params_b")
+        if active_b:
+            per_expert = (total - active_b * 1e9) / (e - k)
+        else:
+            per_expert = layers * 3 * h * (_num(m, "intermediate_size", 0) or 0)
+        experts = per_expert * e
+        active = total - per_expert * (e - k)
+    else:
+        per_expert, experts, active, e, k = 0.0, 0.0, total, 0, 0
+    return Params(total=total, active=active, embedding=emb, lm_head=head, experts=experts,
+                  per_expert=per_expert, num_experts=e, experts_per_token=k, layers=layers)
+
+
+def kv_elements_per_token(m: dict[str, Any]) -> tuple[float, str]:
+    """KV-cache elements per token (all layers) and the formula used."""
+    layers = _num(m, "num_layers", 0) or 0
+    if str(m.get("attention_type", "")).upper() == "MLA":
+        kvl = _num(m, "kv_lora_rank", 512)
+        rope = _num(m, "qk_rope_head_dim", 64)
+        return (kvl + rope) * layers, "(kv_lora_rank + qk_rope_head_dim) x layers"
+    heads = _num(m, "num_attention_heads", 1)
+    kvh = _num(m, "num_kv_heads") or heads
+    d = _num(m, "head_dim") or (_num(m, "hidden_size", 0) / heads)
+    return 2 * layers * kvh * d, "2 x layers x kv_heads x head_dim"
+
+
+def kv_shard_factor(m: dict[str, Any], tp: int) -> float:
+    """Share of one token's KV held by one GPU under tensor parallelism.
+
+    GQA/MHA heads are split across TP ranks (replicated when kv_heads < tp); the MLA latent is
+    replicated on every TP rank.
+    """
+    if str(m.get("attention_type", "")).upper() == "MLA":
+        return 1.0
+    kvh = _num(m, "num_kv_heads") or _num(m, "num_attention_heads", 1)
+    return max(1.0, kvh / tp) / kvh
+
+
+def attention_flops_per_token(m: dict[str, Any], context: float, decode: bool = True) -> float:
+    """FLOPs of the attention scores and weighted sum for one query token at ``context``.
+
+    MLA decodes in the absorbed form (attention over the 576-wide latent) and prefills in the
+    expanded form (192-wide keys, 128-wide values per head).
+    """
+    layers = _num(m, "num_layers", 0) or 0
+    heads = _num(m, "num_attention_heads", 1) or 1
+    if str(m.get("attention_type", "")).upper() == "MLA":
+        kvl = _num(m, "kv_lora_rank", 512)
+        rope = _num(m, "qk_rope_head_dim", 64)
+        if decode:
+            per_head = 2 * (kvl + rope) + 2 * kvl
+        else:
+            nope = _num(m, "qk_nope_head_dim", MLA_DEFAULTS["qk_nope_head_dim"])
+            per_head = 2 * (nope + rope) + 2 * _num(m, "v_head_dim", MLA_DEFAULTS["v_head_dim"])
+    else:
+        d = _num(m, "head_dim") or (_num(m, "hidden_size", 0) / heads)
+        per_head = 4 * d
+    return layers * heads * per_head * context

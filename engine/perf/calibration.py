@@ -1,0 +1,161 @@
+"""Calibration profiles: a few efficiencies per GPU class and serving backend.
+
+The constants live in ``facts/calibration.yaml`` (written by ``python -m
+servewise.engine.perf.fit``). A GPU is mapped to a class by architecture and memory technology
+(``hopper-hbm``, ``blackwell-hbm``, ``ada-gddr``, ...). Classes with measured rows have fitted
+profiles; other classes borrow the profile of a measured class (``inherit``) and carry a wider
+uncertainty band. A backend missing from a measured class is derived from the same backend's
+ratio in the reference class.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CALIBRATION_FILE = Path(__file__).resolve().parents[2] / "facts" / "calibration.yaml"
+BACKENDS = ("vllm", "trtllm", "sglang")
+
+# First-order values used when no calibration file exists (public efficiency figures:
+# decode 74-77% of peak bandwidth at batch 1, prefill 54-69% of peak FLOPS).
+FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.6, "t_step_ms": 1.5, "t_layer_us": 20.0,
+                    "burst": 0.1, "eta_moe": 0.8}
+PARAMS = ("eta_bw", "eta_flops", "t_step_ms", "t_layer_us", "burst", "eta_moe")
+# Prefill chunk (tokens per engine step) of each backend's default scheduler.
+CHUNK_TOKENS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
+FALLBACK_LINKS = {
+    "nvlink": {"latency_us": 8.0, "eta": 0.7},
+    "pcie": {"latency_us": 25.0, "eta": 0.6},
+    "xgmi": {"latency_us": 12.0, "eta": 0.6},
+    "hccs": {"latency_us": 15.0, "eta": 0.6},
+}
+FALLBACK_BAND = {"ttft_ms": [0.6, 1.6], "tpot_ms": [0.8, 1.25], "output_tokens_per_s": [0.8, 1.25]}
+PCIE_GBS = {3: 13.0, 4: 26.0, 5: 52.0}  # effective one-direction x16 bandwidth per generation
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Efficiencies of one GPU class with one backend."""
+
+    gpu_class: str
+    backend: str
+    eta_bw: float          # achieved share of peak memory bandwidth while decoding
+    eta_flops: float       # achieved share of peak dense tensor FLOPS while prefilling
+    t_step_ms: float       # fixed cost per engine step (scheduler, sampling, launch)
+    t_layer_us: float      # per-layer cost per step (small kernels, norms, routing)
+    burst: float           # share of a full arrival burst seen by a request's TTFT
+    eta_moe: float         # efficiency of grouped expert GEMMs relative to dense ones
+    band: dict[str, list[float]]  # [low, high] multipliers from the measured error spread
+    measured: bool         # fitted on rows of this class and backend
+    source: str            # where the numbers come from
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu_class": self.gpu_class, "backend": self.backend, "measured": self.measured,
+                "eta_bw": self.eta_bw, "eta_flops": self.eta_flops, "t_step_ms": self.t_step_ms,
+                "t_layer_us": self.t_layer_us, "burst": self.burst,
+                "eta_moe": self.eta_moe, "source": self.source}
+
+
+def gpu_class(gpu: dict[str, Any]) -> str:
+    """``<architecture>-<memory technology>``, e.g. ``hopper-hbm``, ``ada-gddr``."""
+    arch = str(gpu.get("arch", "unknown")).lower()
+    word = re.split(r"[\s(]+", arch.strip())[0] or "unknown"
+    if "ascend" in arch or "da vinci" in arch:
+        word = "ascend"
+    elif "orin" in arch:
+        word = "orin"
+    elif word == "cdna":
+        word = "cdna" + (re.findall(r"\d", arch) or [""])[0]
+    mem = str(gpu.get("memory_type", "")).lower()
+    tech = "hbm" if "hbm" in mem else "gddr" if "gddr" in mem else "lpddr" if "lpddr" in mem \
+        else "mem"
+    return f"{word}-{tech}"
+
+
+@lru_cache(maxsize=4)
+def load_calibration(path: str | None = None) -> dict[str, Any]:
+    """The calibration file as a dict (empty when it does not exist yet)."""
+    p = Path(path) if path else CALIBRATION_FILE
+    if not p.exists():
+        return {}
+    return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+
+
+def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None) -> tuple[str, float, float,
+                                                                              float]:
+    """(kind, bandwidth GB/s, efficiency, latency µs) of the GPU-to-GPU link inside a node."""
+    cal = load_calibration() if cal is None else cal
+    kind = str(gpu.get("intra_node") or "pcie").lower()
+    links = {**FALLBACK_LINKS, **(cal.get("links") or {})}
+    lp = links.get(kind, links["pcie"])
+    bw = gpu.get("link_gbs")
+    if not isinstance(bw, (int, float)) or bw <= 0 or kind == "pcie":
+        bw = PCIE_GBS.get(int(gpu.get("pcie_gen") or 4), 26.0)
+    else:
+        bw = float(bw) / 2  # NVLink figures are bidirectional totals
+    return kind, float(bw), float(lp["eta"]), float(lp["latency_us"])
+
+
+def _widen(band: dict[str, list[float]], factor: float) -> dict[str, list[float]]:
+    return {k: [lo ** factor, hi ** factor] for k, (lo, hi) in band.items()}
+
+
+def profile(gpu: dict[str, Any], backend: str = "vllm",
+            cal: dict[str, Any] | None = None) -> Profile:
+    """The calibration profile for ``gpu`` running ``backend``."""
+    cal = load_calibration() if cal is None else cal
+    backend = str(backend).lower()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend '{backend}': expected one of {', '.join(BACKENDS)}")
+    cls = gpu_class(gpu)
+    classes = cal.get("classes") or {}
+    widen = float(cal.get("unmeasured_band_widening", 2.0))
+    entry = classes.get(cls)
+    if not classes:
+        return Profile(cls, backend, **FALLBACK_PROFILE, band=dict(FALLBACK_BAND),
+                       measured=False, source="first-order defaults (no calibration file)")
+    if entry is None:
+        entry = {"inherit": cal.get("default_class", next(iter(classes)))}
+    if "inherit" in entry:
+        parent = _class_profile(classes, entry["inherit"], backend, cal)
+        scale = entry.get("scale") or {}
+        p = replace(parent, gpu_class=cls, measured=False,
+                    eta_bw=parent.eta_bw * scale.get("eta_bw", 1.0),
+                    eta_flops=parent.eta_flops * scale.get("eta_flops", 1.0),
+                    band=_widen(parent.band, widen),
+                    source=f"no measured rows for {cls}: efficiencies of {entry['inherit']}"
+                           f" ({entry.get('why', 'same memory/compute class')}), band widened")
+        return p
+    return _class_profile(classes, cls, backend, cal)
+
+
+def _class_profile(classes: dict[str, Any], cls: str, backend: str,
+                   cal: dict[str, Any]) -> Profile:
+    entry = classes[cls]
+    backends = entry.get("backends") or {}
+    keys = PARAMS
+    if backend in backends:
+        b = backends[backend]
+        return Profile(cls, backend, *(float(b[k]) for k in keys), band=b["band"],
+                       measured=True, source=b.get("fitted_on", "facts/calibration.yaml"))
+    # backend not measured on this class: transfer its ratio to a reference backend
+    ref_cls = cal.get("default_class", "hopper-hbm")
+    ref = (classes.get(ref_cls) or {}).get("backends") or {}
+    common = next((k for k in BACKENDS if k in backends and k in ref), None)
+    widen = float(cal.get("unmeasured_band_widening", 2.0))
+    if common is None or backend not in ref:
+        b = next(iter(backends.values()))
+        vals = [float(b[k]) for k in keys]
+        band = _widen(b["band"], widen)
+    else:
+        b, r0, r1 = backends[common], ref[common], ref[backend]
+        vals = [float(b[k]) * float(r1[k]) / float(r0[k]) for k in keys]
+        band = _widen(b["band"], widen ** 0.5)
+    return Profile(cls, backend, *vals, band=band, measured=False,
+                   source=f"{backend} not measured on {cls}: {common or 'first'} profile of "
+                          f"{cls} x ({backend}/{common}) ratio on {ref_cls}, band widened")

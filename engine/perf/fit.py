@@ -1,0 +1,213 @@
+"""Refit facts/calibration.yaml from the measured data (needs numpy and scipy: ``fit`` extra).
+
+    python -m servewise.engine.perf.fit [--data CSV ...] [--out facts/calibration.yaml]
+
+For each (GPU class, backend) with measured rows, five efficiencies are fitted by robust least
+squares on log(predicted / measured) of TPOT (weight 1), TTFT (weight 0.5) and throughput
+(weight 1): ``eta_bw``, ``eta_flops``, ``t_step_ms``, ``t_layer_us``, ``burst``, ``eta_moe``. Nothing is fitted
+per model or per row. The output is deterministic for the same data and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import hashlib
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .calibration import CALIBRATION_FILE, FALLBACK_LINKS, PARAMS, gpu_class
+from .data import DEFAULT_FILES, Row, read_rows
+from .validate import predict_row, quantile
+
+BOUNDS = {"eta_bw": (0.2, 1.0), "eta_flops": (0.05, 1.0), "t_step_ms": (0.05, 30.0),
+          "t_layer_us": (0.05, 300.0), "burst": (0.001, 3.0), "eta_moe": (0.1, 1.0)}
+START = {"eta_bw": 0.75, "eta_flops": 0.5, "t_step_ms": 1.0, "t_layer_us": 20.0, "burst": 0.2,
+         "eta_moe": 0.7}
+WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 0.5, "output_tokens_per_s": 1.0}
+REFERENCE_CLASS = "hopper-hbm"
+# Classes without measured rows and the measured class whose efficiencies they borrow.
+UNMEASURED = {
+    "ampere-hbm": "HBM datacenter GPU; A100 decode 77% of peak bandwidth (benchmarks.csv) is "
+                  "close to Hopper's",
+    "ada-gddr": "GDDR PCIe cards (L40S, L20, L4, RTX); L40S prefill 54% of peak FLOPS",
+    "ampere-gddr": "GDDR PCIe cards (A10, A6000)",
+    "turing-gddr": "T4", "volta-hbm": "V100", "pascal-gddr": "P40",
+    "cdna3-hbm": "AMD MI300X/MI325X (ROCm builds of the same backends)",
+    "ascend-hbm": "Huawei Ascend 910B (vLLM-Ascend / MindIE)",
+    "ascend-lpddr": "Ascend 310P cards", "orin-lpddr": "Jetson Orin",
+}
+
+
+def _band_entry(params: dict[str, float]) -> dict[str, Any]:
+    return {**params, "band": {"ttft_ms": [1, 1], "tpot_ms": [1, 1],
+                               "output_tokens_per_s": [1, 1]}}
+
+
+def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    classes: dict[str, Any] = defaultdict(lambda: {"backends": {}})
+    for (cls, be), entry in sorted(profiles.items()):
+        classes[cls]["backends"][be] = entry
+    return {"default_class": REFERENCE_CLASS, "links": FALLBACK_LINKS,
+            "unmeasured_band_widening": 2.0,
+            "classes": {**dict(classes),
+                        **{c: {"inherit": REFERENCE_CLASS, "why": w}
+                           for c, w in UNMEASURED.items() if c not in classes}}}
+
+
+def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = ()) -> list[Row]:
+    ex = {m.lower() for m in exclude_models}
+    out = []
+    for p in paths:
+        _, rows = read_rows(p)
+        for r in rows:
+            if r.skipped or r.model is None or r.gpu is None:
+                continue
+            if r.model_name.lower() in ex or str(r.model.get("id", "")).lower() in ex:
+                continue
+            out.append(r)
+    return out
+
+
+def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
+    res = []
+    for r in rows:
+        pr = predict_row(r, cal)
+        for m, meas in (("tpot_ms", r.tpot_ms), ("ttft_ms", r.ttft_ms),
+                        ("output_tokens_per_s", r.tput)):
+            if pr.get(m) and meas:
+                res.append(WEIGHTS[m] * math.log(pr[m] / meas))
+    return res
+
+
+def fit_group(rows: list[Row], cls: str, backend: str) -> dict[str, float]:
+    """Robust least squares of the five efficiencies of one (class, backend)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    lo = np.log([BOUNDS[k][0] for k in PARAMS])
+    hi = np.log([BOUNDS[k][1] for k in PARAMS])
+    x0 = np.log([START[k] for k in PARAMS])
+
+    def cal_for(x: Any) -> dict[str, Any]:
+        params = {k: float(v) for k, v in zip(PARAMS, np.exp(x), strict=True)}
+        return calibration_dict({(cls, backend): _band_entry(params)})
+
+    def f(x: Any) -> Any:
+        return np.asarray(residuals(rows, cal_for(x)))
+
+    sol = least_squares(f, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.15, max_nfev=80,
+                        x_scale=1.0, diff_step=1e-3)
+    return {k: float(f"{v:.4g}") for k, v in zip(PARAMS, np.exp(sol.x), strict=True)}
+
+
+def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[float]],
+                                                               dict[str, Any]]:
+    """[p10, p90] of measured/predicted per metric, and median APE of the group."""
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        pr = predict_row(r, cal)
+        for m, meas in (("tpot_ms", r.tpot_ms), ("ttft_ms", r.ttft_ms),
+                        ("output_tokens_per_s", r.tput)):
+            if pr.get(m) and meas:
+                ratios[m].append(meas / pr[m])
+    band = {}
+    err = {}
+    for m in ("ttft_ms", "tpot_ms"):
+        xs = ratios.get(m) or [1.0]
+        band[m] = [round(min(1.0, quantile(xs, 0.1)), 3), round(max(1.0, quantile(xs, 0.9)), 3)]
+        err[m] = {"n": len(ratios.get(m, [])),
+                  "median_ape": round(quantile([abs(1 / x - 1) for x in xs], 0.5), 4)}
+    xs = ratios.get("output_tokens_per_s")
+    if xs and len(xs) >= 5:
+        band["output_tokens_per_s"] = [round(min(1.0, quantile(xs, 0.1)), 3),
+                                       round(max(1.0, quantile(xs, 0.9)), 3)]
+    else:  # throughput ~ 1/TPOT
+        lo, hi = band["tpot_ms"]
+        band["output_tokens_per_s"] = [round(1 / hi, 3), round(1 / lo, 3)]
+    return band, err
+
+
+def fit(paths: Iterable[str | Path] = DEFAULT_FILES,
+        exclude_models: Iterable[str] = ()) -> dict[str, Any]:
+    """Fit every measured (class, backend) group; returns the calibration dict."""
+    paths = [Path(p) for p in paths]
+    rows = usable_rows(paths, exclude_models)
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        assert r.gpu is not None
+        groups[(gpu_class(r.gpu), r.backend)].append(r)
+    measured = sorted({g for g, rs in groups.items() if any(r.tpot_ms for r in rs)})
+    profiles: dict[tuple[str, str], dict[str, Any]] = {}
+    for key in measured:
+        profiles[key] = _band_entry(fit_group(groups[key], *key))
+    cal = calibration_dict(profiles)
+    for key in measured:
+        band, err = _ratio_band(groups[key], cal)
+        models = sorted({r.model_name for r in groups[key]})
+        gpus = sorted({r.gpu_name for r in groups[key]})
+        profiles[key].update(band=band, fit_error=err,
+                             fitted_on=f"{len(groups[key])} rows of {', '.join(gpus)} "
+                                       f"({', '.join(models)})")
+    return calibration_dict(profiles)
+
+
+def _sha(paths: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+HEADER = """\
+# Calibration constants of the performance model (servewise.engine.perf).
+# Written by `python -m servewise.engine.perf.fit`; do not edit by hand, refit instead.
+#
+# Per GPU class (architecture + memory technology) and backend:
+#   eta_bw      achieved share of peak memory bandwidth in decode steps
+#   eta_flops   achieved share of peak dense tensor FLOPS in prefill
+#   t_step_ms   fixed cost per engine step (scheduling, sampling, kernel launch)
+#   t_layer_us  cost per layer per step (small kernels: norms, rotary, routing)
+#   burst       share of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
+#   eta_moe     efficiency of grouped expert GEMMs relative to dense GEMMs (MoE models)
+#   band        [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
+#   fit_error   median absolute percentage error on the fitted rows
+# Method: robust least squares (scipy least_squares, soft-L1, f_scale 0.15) of
+#   log(predicted/measured) of TPOT (weight 1), TTFT (0.5), throughput (1) per group.
+# Not fitted (documented priors): links.* (NVLink one-shot all-reduce ~8 us, 70% of link
+#   bandwidth), memory overhead 1.5 GiB + activations (engine/perf/memory.py),
+#   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).
+# Classes marked `inherit` have no measured rows: they use the inherited class's
+#   efficiencies with their own bandwidth/FLOPS and a band widened by
+#   unmeasured_band_widening (band ** factor).
+"""
+
+
+def write(cal: dict[str, Any], paths: list[Path], out: Path, date: str) -> None:
+    meta = {"fitted_on": [p.name for p in paths], "data_sha256_16": _sha(paths), "date": date,
+            "method": "robust least squares on log errors per (gpu class, backend)"}
+    text = HEADER + yaml.safe_dump({"meta": meta, **cal}, sort_keys=False, width=100)
+    out.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", action="append", help="CSV (repeatable); default: shipped data")
+    ap.add_argument("--out", default=str(CALIBRATION_FILE))
+    ap.add_argument("--date", default=os.environ.get("FIT_DATE")
+                    or _dt.date.today().isoformat())
+    a = ap.parse_args(argv)
+    paths = [Path(p) for p in (a.data or DEFAULT_FILES)]
+    cal = fit(paths)
+    write(cal, paths, Path(a.out), a.date)
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

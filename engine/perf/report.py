@@ -1,0 +1,219 @@
+"""Write docs/accuracy.md and docs/img/accuracy.png (needs the ``fit`` and ``docs`` extras).
+
+    python -m servewise.engine.perf.report [--no-lomo]
+
+Validates the shipped calibration against the shipped data, runs the leave-one-model-out
+refit (fit on three measured models, predict the fourth) and plots predicted vs measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from .calibration import load_calibration
+from .data import DEFAULT_FILES
+from .fit import fit
+from .validate import TARGETS, errors, summarise, validate
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "accuracy.md"
+IMG = ROOT / "docs" / "img" / "accuracy.png"
+HELD_OUT = ("Llama-3.1-8B", "Qwen3-32B", "Qwen3-235B-A22B", "DeepSeek-R1")
+LABELS = {"ttft_ms": "TTFT", "tpot_ms": "TPOT", "output_tokens_per_s": "throughput (online)",
+          "offline_output_tokens_per_s": "throughput (offline)"}
+
+
+METHOD = """## Method
+
+One model (`servewise.engine.perf`), used by `estimate`, `validate` and the rules.
+
+**Memory.** Weights = (shared + routed-expert parameters) × bytes of the precision (+ quantisation
+scales: int4 group-128 scale and zero point, NVFP4 one FP8 scale per 16) + embedding and lm_head
+at 16 bit. MoE: every expert is resident; one expert over all layers is
+`(total − active) / (E − k)`. KV per token: `2 × layers × kv_heads × head_dim × bytes` (GQA/MHA),
+`(kv_lora_rank + qk_rope_head_dim) × layers × bytes` (MLA, replicated on every TP rank). KV
+default: FP8 with fp8/fp4 weights on GPUs with native FP8, else 16 bit. Per GPU: weight shard
+(attention/dense ÷ tp, experts ÷ GPUs of the stage, layers ÷ pp) + KV of its sequences +
+1.5 GiB + activation workspace (8192 tokens) ≤ memory × `gpu_memory_utilization`.
+
+**Decode step.** `t = max(bytes / (bw × η_bw), flops / (peak × η_flops)) + t_comm + t_step +
+layers × t_layer`, bytes = dense weights ÷ tp + experts touched at this batch
+(`E × (1 − (1 − k/E)^(B × dp))`, expert bytes ÷ η_moe) + KV of every sequence at its mean context.
+
+**Prefill.** `t = max(isl × (2 × active ÷ tp + attention(ctx)) / (peak × η_flops), weights /
+(bw × η_bw)) + t_comm + overhead`; the attention term grows with the context.
+
+**Communication.** Two all-reduces per layer over the TP group, ring volume
+`2(tp−1)/tp × B × hidden × 2 B` over the link (`link_gbs`/2 per direction, PCIe by generation)
+at 70 % efficiency plus a per-collective latency (NVLink 8 µs, PCIe 25 µs), MoE dispatch/combine
+across the stage when experts span more GPUs than TP.
+
+**Continuous batching.** With C requests in flight per attention rank the closed loop gives the
+arrival rate `λ = C / (TTFT + (osl − 1) × TPOT)`. Other requests' prefills take a share
+`ρ = λ × t_prefill` of the GPU, so `TPOT = t_decode(B) / (1 − ρ)`; a new request waits for the
+running step, for queued prefills (M/D/1: `ρ / (2(1 − ρ)) × t_prefill`), runs its prefill in
+`ceil(isl / chunk)` steps that also carry the decode batch, and keeps a calibrated share φ of the
+arrival-burst wait `(C − 1)/2 × t_prefill` (benchmark clients start all requests at once).
+`λ` is solved by bisection. Throughput = `λ × osl × dp`.
+
+**Calibration.** Per GPU class (architecture + memory technology) and backend, six numbers are
+fitted by robust least squares on log(predicted/measured) (TPOT weight 1, TTFT 0.5, throughput
+1): η_bw, η_flops, t_step, t_layer, φ (burst share), η_moe. No per-model or per-row constants.
+Classes without rows (Ampere, Ada, Turing, CDNA, Ascend, …) inherit Hopper's efficiencies with
+their own bandwidth and FLOPS, and their band is the Hopper band squared (`band ** 2`). A backend
+without rows on a measured class takes the backend's ratio from Hopper. The band of an estimate is
+the [p10, p90] of measured/predicted on the rows of its profile; SLA checks use the upper side.
+
+## Reading of the data
+
+* measured.csv `concurrency` is per attention-DP rank: rows with `attention_dp` > 1 say 32 where the
+  source id says `c256` with attention_dp 8. Total in flight = concurrency × attention_dp.
+* GPUs of a run = max(tp × attention_dp, moe_tp × moe_ep); where attention is narrower than the
+  MoE group (vLLM Qwen3-235B rows with tp 1, moe_tp 2) the extra GPUs run attention data-parallel.
+* 120 DeepSeek-R1 rows with tp × attention_dp of 16 or 64 are single-node runs whose id says
+  `tp4_ep4`/`tp8_ep8` and whose numbers equal the rows labelled tp 8, moe_ep 8: the column holds
+  tp × ep. They are read as `moe_ep` GPUs with expert-parallel MoE.
+* benchmarks.csv: model names with a parenthesis use the base architecture (Llama-3.3-70B =
+  Llama-3.1-70B); offline rows (`max (offline)`) run at the KV capacity capped by the backend's
+  maximum batch (vLLM/SGLang 1024, TRT-LLM 2048); rows without numeric lengths or from
+  llama.cpp/MLC (no profile) are skipped with the reason.
+
+## Known limits
+
+* TTFT is the weak metric: measured TTFT at the same configuration varies by several × between
+  backends and runs (burst start of the benchmark client, scheduler admission, prefix caching).
+  Some rows are faster than the hardware allows without prefix caching (e.g. vLLM Llama-3.1-8B
+  FP8, 112 requests of 1000 tokens with 72 ms TTFT would need > 1.5 PFLOP/s of prefill on one
+  H200); the model does not follow them.
+* No measured rows for vLLM on B200, for PCIe/GDDR GPUs, AMD or Ascend: those estimates rest on
+  spec sheets plus inherited efficiencies and carry the widened band.
+* Pipeline parallelism is modelled without micro-batch overlap (conservative latency).
+"""
+
+
+def _p(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def table(summary: dict[str, Any], group: str | None) -> list[str]:
+    metrics = ["tpot_ms", "ttft_ms", "offline_output_tokens_per_s", "output_tokens_per_s"]
+    head = "| " + (group or "all") + " | " + " | ".join(
+        f"{LABELS[m]} median / p90 (n)" for m in metrics) + " |"
+    lines = [head, "|" + "---|" * (len(metrics) + 1)]
+    items = {"all": summary["overall"]} if group is None else summary[f"by_{group}"]
+    for name, ms in items.items():
+        cells = [f"{_p(ms[m]['median_ape'])} / {_p(ms[m]['p90_ape'])} ({ms[m]['n']})"
+                 if m in ms else "–" for m in metrics]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def leave_one_model_out() -> dict[str, Any]:
+    """Refit without each measured model, then predict that model's rows."""
+    out = {}
+    for model in HELD_OUT:
+        cal = fit(DEFAULT_FILES, exclude_models=[model])
+        r = validate(DEFAULT_FILES, calibration=cal)
+        held = [e for e in r["errors"] if e["model"] == model]
+        out[model] = summarise(held, by=("gpu", "backend"))
+    return out
+
+
+def plot(errs: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [("tpot_ms", "TPOT (ms)"), ("ttft_ms", "TTFT (ms)"),
+              ("offline_output_tokens_per_s", "offline output tokens/s")]
+    gpus = sorted({e["gpu"] for e in errs})
+    colours = dict(zip(gpus, plt.cm.tab10.colors, strict=False))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
+    for ax, (metric, label) in zip(axes, panels, strict=True):
+        sel = [e for e in errs if e["metric"] == metric]
+        for g in gpus:
+            pts = [e for e in sel if e["gpu"] == g]
+            if pts:
+                ax.scatter([e["meas"] for e in pts], [e["pred"] for e in pts], s=9, alpha=0.6,
+                           color=colours[g], label=f"{g} ({len(pts)})")
+        if sel:
+            lo = min(min(e["meas"], e["pred"]) for e in sel) * 0.8
+            hi = max(max(e["meas"], e["pred"]) for e in sel) * 1.25
+            ax.plot([lo, hi], [lo, hi], "k-", lw=0.8)
+            for f in (0.8, 1.25):
+                ax.plot([lo, hi], [lo * f, hi * f], "k:", lw=0.6)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel(f"measured {label}")
+        ax.set_ylabel(f"predicted {label}")
+        ax.set_title(f"{label}: predicted vs measured")
+        ax.legend(fontsize=7, loc="upper left")
+        ax.grid(True, which="both", lw=0.3, alpha=0.5)
+    fig.suptitle("servewise performance model vs measured serving runs (dotted: ±25%)")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+
+
+def render(r: dict[str, Any], lomo: dict[str, Any] | None) -> str:
+    s = r["summary"]
+    cal = load_calibration()
+    meta = cal.get("meta", {})
+    t = s["targets"]
+    lines = ["# Accuracy of the performance model", "",
+             "Generated by `python -m servewise.engine.perf.report` from the shipped data "
+             "(`facts/data/measured.csv`, `facts/data/benchmarks.csv`) and the shipped "
+             f"calibration (`facts/calibration.yaml`, fitted {meta.get('date', '?')}, data hash "
+             f"{meta.get('data_sha256_16', '?')}). Reproduce the numbers with "
+             "`servewise validate`.", "",
+             "![predicted vs measured](img/accuracy.png)", "",
+             "## Targets", "",
+             "| metric | target (median APE) | achieved median | p90 | met |", "|---|---|---|---|---|"]
+    for m, tt in t.items():
+        o = s["overall"][m]
+        lines.append(f"| {LABELS.get(m, m)} | ≤ {_p(tt['target_median_ape'])} | "
+                     f"{_p(o['median_ape'])} | {_p(o['p90_ape'])} | "
+                     f"{'yes' if tt['met'] else '**no**'} |")
+    lines += ["", "APE = |predicted − measured| / measured, per row. TTFT/TPOT rows come from "
+              "both files; offline throughput from the `max (offline)` rows of benchmarks.csv.",
+              "", "## Error tables (fitted calibration, all rows)", ""]
+    for group in (None, "gpu", "backend", "model"):
+        lines += table(s, group) + [""]
+    if lomo:
+        lines += ["## Leave-one-model-out", "",
+                  "The calibration is refitted on the rows of three of the four measured models "
+                  "and used to predict the fourth (its measured.csv rows and any benchmarks.csv "
+                  "rows of the same model). With DeepSeek-R1 held out no B200 row remains, so "
+                  "B200 is then also an unmeasured GPU class (it borrows Hopper's efficiencies "
+                  "with its own bandwidth/FLOPS).", "",
+                  "| held-out model | TPOT median / p90 (n) | TTFT median / p90 (n) |",
+                  "|---|---|---|"]
+        for model, sm in lomo.items():
+            o = sm["overall"]
+            cells = [f"{_p(o[m]['median_ape'])} / {_p(o[m]['p90_ape'])} ({o[m]['n']})"
+                     if m in o else "–" for m in ("tpot_ms", "ttft_ms")]
+            lines.append(f"| {model} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += [METHOD]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--no-lomo", action="store_true", help="skip the leave-one-model-out refit")
+    a = ap.parse_args(argv)
+    r = validate(DEFAULT_FILES)
+    plot(r["errors"], IMG)
+    lomo = None if a.no_lomo else leave_one_model_out()
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    DOC.write_text(render(r, lomo), encoding="utf-8")
+    print(f"wrote {DOC} and {IMG}")
+
+
+__all__ = ["TARGETS", "errors", "main", "render"]
+
+if __name__ == "__main__":
+    main()

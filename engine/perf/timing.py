@@ -1,0 +1,134 @@
+"""Time of one engine step: decode (memory-bound), prefill (compute-bound), TP/EP communication.
+
+All times are milliseconds on one GPU of a replica. Pipeline stages run one after another for a
+token, so a step costs the same as one stage holding every layer, plus ``pp - 1`` hops (no
+micro-batch overlap is assumed: conservative for latency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .architecture import Params, attention_flops_per_token, kv_shard_factor, params
+from .calibration import Profile, link_params
+from .memory import EMBED_BYTES, Layout, kv_bytes_per_token
+from .precision import bytes_per_weight, compute_rate
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Per-GPU constants of one (model, GPU, layout, precision, profile) combination."""
+
+    p: Params
+    model: dict[str, Any]
+    lay: Layout
+    prof: Profile
+    bw_gbs: float              # peak memory bandwidth
+    tflops: float              # peak dense tensor rate of the GEMMs
+    rate_note: str
+    dense_bytes: float         # attention/dense/shared + lm_head bytes read per step per GPU
+    expert_bytes: float        # all routed experts' bytes per GPU (read in part per step)
+    kv_tok_gpu: float          # KV bytes per token on one GPU
+    link: tuple[str, float, float, float]
+    hidden: float
+    layers: float
+    act_bytes: float = 2.0     # activation bytes exchanged by collectives
+
+    @classmethod
+    def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
+              kv_precision: str, prof: Profile,
+              calibration: dict[str, Any] | None = None) -> StepModel:
+        p = params(model)
+        b = bytes_per_weight(precision)
+        tflops, note = compute_rate(gpu, precision)
+        bw = gpu.get("bandwidth_gbs")
+        if not isinstance(bw, (int, float)) or bw <= 0 or not tflops:
+            raise ValueError(f"{gpu.get('id', 'GPU')}: catalog lacks memory bandwidth or "
+                             f"{precision} TFLOPS, cannot estimate timings")
+        dense = p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
+        experts = p.experts * b / lay.stage_gpus
+        kv_gpu = kv_bytes_per_token(model, kv_precision) * kv_shard_factor(model, lay.tp)
+        return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
+                   rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
+                   link=link_params(gpu, calibration), hidden=float(model.get("hidden_size") or 0),
+                   layers=float(p.layers))
+
+    # -- building blocks -------------------------------------------------------------------
+    def expert_fraction(self, tokens: float) -> float:
+        """Expected share of routed experts touched by ``tokens`` tokens: 1-(1-k/E)^tokens."""
+        if not self.p.is_moe:
+            return 0.0
+        return 1.0 - (1.0 - self.p.experts_per_token / self.p.num_experts) ** max(tokens, 0.0)
+
+    def mem_ms(self, nbytes: float) -> float:
+        return nbytes / (self.bw_gbs * 1e9 * self.prof.eta_bw) * 1e3
+
+    def flops_ms(self, flops: float) -> float:
+        return flops / (self.tflops * 1e12 * self.prof.eta_flops) * 1e3
+
+    def comm_ms(self, tokens_rank: float, tokens_stage: float) -> float:
+        """TP all-reduces (2 per layer) and MoE dispatch/combine across the stage."""
+        _, bw, eta, lat_us = self.link
+        t = 0.0
+        tp = self.lay.tp
+        if tp > 1:
+            msg = tokens_rank * self.hidden * self.act_bytes
+            per = 2 * (tp - 1) / tp * msg / (bw * 1e9 * eta) * 1e3 + lat_us / 1e3
+            t += 2 * self.layers * per
+        n = self.lay.stage_gpus
+        if self.p.is_moe and n > tp:
+            msg = tokens_stage * self.hidden * self.act_bytes * min(self.p.experts_per_token, n)
+            per = (n - 1) / n * msg / n / (bw * 1e9 * eta) * 1e3 + lat_us / 1e3
+            t += 2 * self.layers * per
+        if self.lay.pp > 1:
+            t += (self.lay.pp - 1) * (lat_us / 1e3 + tokens_rank * self.hidden * 2 / (bw * 1e6))
+        return t
+
+    def overhead_ms(self) -> float:
+        return self.prof.t_step_ms + self.layers * self.prof.t_layer_us / 1e3
+
+    def linear_flops_per_token(self, stage_tokens_ratio: float = 1.0) -> float:
+        """GEMM FLOPs per token on one GPU (shared weights split by TP, experts by stage).
+
+        Expert FLOPs are divided by ``eta_moe``: grouped expert GEMMs run below dense efficiency.
+        """
+        p = self.p
+        shared = 2 * (p.shared + p.lm_head) / self.lay.tp
+        experts = 2 * p.experts_per_token * p.per_expert / self.lay.stage_gpus * stage_tokens_ratio
+        return shared + experts / self.prof.eta_moe
+
+    # -- steps --------------------------------------------------------------------------------
+    def decode(self, batch: float, context: float) -> dict[str, float]:
+        """One decode step for ``batch`` sequences per DP rank at mean ``context`` tokens."""
+        batch = max(batch, 1.0)
+        stage_tokens = batch * self.lay.dp
+        w_exp = self.expert_bytes * self.expert_fraction(stage_tokens)
+        kv = self.kv_tok_gpu * batch * context
+        nbytes = self.dense_bytes + w_exp + kv
+        t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / self.prof.eta_moe)
+        attn = attention_flops_per_token(self.model, context) / self.lay.tp
+        flops = batch * (self.linear_flops_per_token(self.lay.dp) + attn)
+        t_cmp = self.flops_ms(flops)
+        t_comm = self.comm_ms(batch, stage_tokens)
+        t_ovh = self.overhead_ms()
+        return {"bytes": nbytes, "weights_bytes": self.dense_bytes + w_exp, "kv_bytes": kv,
+                "t_mem": t_mem, "flops": flops, "t_compute": t_cmp, "t_comm": t_comm,
+                "t_overhead": t_ovh, "total": max(t_mem, t_cmp) + t_comm + t_ovh}
+
+    def prefill(self, tokens: float, past: float = 0.0) -> dict[str, float]:
+        """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
+        tokens = max(tokens, 1.0)
+        ctx = past + tokens / 2  # causal: mean context seen by a new token
+        attn = attention_flops_per_token(self.model, ctx, decode=False) / self.lay.tp
+        flops = tokens * (self.linear_flops_per_token() + attn)
+        t_cmp = self.flops_ms(flops)
+        w_exp = self.expert_bytes * self.expert_fraction(tokens)
+        nbytes = self.dense_bytes + w_exp
+        t_mem = self.mem_ms(self.dense_bytes + w_exp / self.prof.eta_moe)
+        t_comm = self.comm_ms(tokens, tokens)
+        t_ovh = self.overhead_ms()
+        return {"flops": flops, "t_compute": t_cmp, "bytes": nbytes, "t_mem": t_mem,
+                "t_comm": t_comm, "t_overhead": t_ovh,
+                "total": max(t_cmp, t_mem) + t_comm + t_ovh,
+                "marginal": t_cmp + t_comm}

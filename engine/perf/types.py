@@ -1,0 +1,86 @@
+"""Result types of the performance model: explanation steps, memory and performance estimates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def _r(x: float | None, nd: int = 4) -> float | None:
+    """Round for output (keeps JSON short and deterministic)."""
+    if x is None:
+        return None
+    return float(f"{x:.{nd}g}") if abs(x) < 1e-3 and x != 0 else round(float(x), nd)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One explained number: ``result = formula(values)``."""
+
+    name: str
+    formula: str
+    values: dict[str, Any]
+    result: float | str | bool | None
+    unit: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        vals = {k: (_r(v) if isinstance(v, float) else v) for k, v in self.values.items()}
+        res = _r(self.result) if isinstance(self.result, float) else self.result
+        return {"name": self.name, "formula": self.formula, "values": vals, "result": res,
+                "unit": self.unit}
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Memory of one replica, split by use; ``per_gpu_gib`` is what the busiest GPU holds."""
+
+    weights_gib: float            # all weights of the replica (every expert resident)
+    kv_cache_gib: float           # KV cache of the tokens in flight, whole replica
+    overhead_gib: float           # activations, CUDA graphs, framework, per GPU
+    total_gib: float              # whole replica: weights + KV + overhead x GPUs
+    per_gpu_gib: float            # one GPU: its weight shard + its KV + overhead
+    budget_gib: float             # usable per GPU = memory x gpu_memory_utilization
+    kv_capacity_tokens: int       # tokens of KV that fit in the budget (whole replica)
+    fits: bool
+    reason: str | None
+    n_gpus: int
+    steps: tuple[Step, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weights_gib": _r(self.weights_gib), "kv_cache_gib": _r(self.kv_cache_gib),
+                "overhead_gib": _r(self.overhead_gib), "total_gib": _r(self.total_gib),
+                "per_gpu_gib": _r(self.per_gpu_gib), "budget_gib": _r(self.budget_gib),
+                "kv_capacity_tokens": self.kv_capacity_tokens, "n_gpus": self.n_gpus}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Performance of one replica at a steady concurrency (continuous batching)."""
+
+    ttft_ms: float | None
+    tpot_ms: float | None
+    output_tokens_per_s: float | None
+    fits: bool
+    reason: str | None
+    memory: MemoryEstimate
+    band: dict[str, tuple[float, float] | None]
+    calibration: dict[str, Any]
+    steps: tuple[Step, ...]
+    inputs: dict[str, Any]
+
+    def upper(self, metric: str) -> float | None:
+        """Conservative (slow) side of the band for a latency metric."""
+        b = self.band.get(metric)
+        return b[1] if b else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ttft_ms": _r(self.ttft_ms), "tpot_ms": _r(self.tpot_ms),
+            "output_tokens_per_s": _r(self.output_tokens_per_s),
+            "fits": self.fits, "reason": self.reason,
+            "memory": self.memory.to_dict(),
+            "band": {k: ([_r(v[0]), _r(v[1])] if v else None) for k, v in self.band.items()},
+            "calibration": self.calibration,
+            "inputs": self.inputs,
+            "steps": [s.to_dict() for s in self.steps],
+        }

@@ -1,0 +1,236 @@
+"""Build a plan: workload → input facts → rule run → the plan document of CONTRACTS §4."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .catalog import UnknownEntry, load_catalog
+from .functions import RunContext
+from .inputs import WorkloadError, flatten, get_path, input_defs, load_workload
+from .rulebase import FACTS_DIR, RuleBase, load_rules
+from .runner import Memory, Origin, Runner
+
+COMPONENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "gpu": ("model", "count", "per_server", "precision", "tensor_parallel", "replicas",
+            "vram_per_gpu_gib"),
+    "servers": ("count", "form"),
+    "cpu": ("model", "sockets", "cores_total"),
+    "memory": ("capacity_gb", "type", "channels_populated"),
+    "interconnect": ("intra_node", "pcie_lanes_per_gpu"),
+    "network": ("inter_node", "switch_features"),
+    "storage": ("system", "model_store", "raid", "capacity_tb"),
+    "power": ("server_draw_w", "psu_total_w", "redundancy"),
+    "cooling": ("type",),
+    "rack": ("power_kw_per_rack", "servers_per_rack"),
+    "software": ("framework", "settings"),
+}
+PERFORMANCE_FIELDS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "max_concurrency", "meets_sla")
+COST_FIELDS = ("capex_cny", "monthly_opex_cny", "cny_per_million_tokens", "buy_or_rent")
+MODEL_FACT_FIELDS = (
+    "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads",
+    "num_kv_heads", "head_dim", "intermediate_size", "vocab_size", "max_context",
+    "attention_type", "kv_lora_rank", "qk_rope_head_dim", "num_experts", "experts_per_token",
+    "family", "task", "moe",
+)
+
+
+def servewise_version() -> str:
+    try:
+        return version("servewise")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+@lru_cache(maxsize=1)
+def guidelines() -> dict[str, dict[str, Any]]:
+    data = yaml.safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
+    return {g["id"]: g for g in data}
+
+
+def cite(source: dict[str, Any]) -> dict[str, Any]:
+    """A rule's source with the guideline's section and verbatim quote attached."""
+    out = dict(source)
+    ids = source.get("guideline")
+    first = ids[0] if isinstance(ids, list) else ids
+    if first and first in guidelines():
+        g = guidelines()[first]
+        out.setdefault("doc", g["source"]["doc"])
+        out.setdefault("section", g["source"]["section"])
+        out.setdefault("quote", g["quote"])
+    return out
+
+
+@dataclass
+class PlanResult:
+    plan: dict[str, Any]
+    memory: Memory
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.plan["feasible"])
+
+
+def custom_model(spec: dict[str, Any]) -> dict[str, Any]:
+    """A catalog-shaped model entry from a workload's custom-model mapping."""
+    entry = {k: v for k, v in spec.items() if k not in ("name", "params_b")}
+    entry["id"] = spec["name"]
+    entry["total_params_b"] = spec["params_b"]
+    entry.setdefault("num_kv_heads", spec["num_attention_heads"])
+    entry.setdefault("head_dim", spec["hidden_size"] // spec["num_attention_heads"])
+    entry.setdefault("attention_type", "MHA" if entry["num_kv_heads"] == spec["num_attention_heads"] else "GQA")
+    entry.setdefault("intermediate_size", 4 * spec["hidden_size"])
+    entry.setdefault("vocab_size", 128000)
+    entry["sources"] = [{"ref": "workload file (custom model)", "status": "user"}]
+    return entry
+
+
+def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunContext,
+                file: str = "<workload>") -> dict[str, tuple[Any, Origin]]:
+    """Every input as a fact, plus the model's architecture from the catalog."""
+    facts: dict[str, tuple[Any, Origin]] = {}
+    for key, value in flatten(workload).items():
+        if key == "models":
+            continue
+        kind = "default" if key in defaults_used else "input"
+        facts[key] = (value, Origin(kind, f"workload:{key}"))
+    model_spec = workload.get("model")
+    if model_spec is None:
+        raise WorkloadError(file, 0, "models", "hosting several models together (`models:`) is "
+                            "not supported by this version; give one `model`")
+    if isinstance(model_spec, dict):
+        entry = custom_model(model_spec)
+        ctx.custom_models[entry["id"]] = entry
+        ref = "workload:model"
+    else:
+        try:
+            entry = ctx.catalog.model(model_spec)
+        except UnknownEntry as exc:
+            raise WorkloadError(file, 0, "model", str(exc)) from None
+        ref = f"catalog:models/{entry['id']}"
+    facts["model"] = (entry["id"], Origin("input", "workload:model"))
+    facts["model.id"] = (entry["id"], Origin("catalog", ref))
+    for f in MODEL_FACT_FIELDS:
+        facts[f"model.{f}"] = (entry.get(f), Origin("catalog", ref))
+    return facts
+
+
+def _closure(mem: Memory, roots: list[int]) -> list[dict[str, Any]]:
+    by_no = {s["step"]: s for s in mem.steps}
+    keep: set[int] = set()
+    todo = [r for r in roots if r is not None]
+    while todo:
+        n = todo.pop()
+        if n in keep or n not in by_no:
+            continue
+        keep.add(n)
+        for p in by_no[n]["premises"]:
+            if "step" in p:
+                todo.append(p["step"])
+    return [by_no[n] for n in sorted(keep)]
+
+
+def _section(mem: Memory, prefix: str, fields: tuple[str, ...]) -> tuple[dict[str, Any], list[int]]:
+    out: dict[str, Any] = {}
+    steps = []
+    for f in fields:
+        key = f"{prefix}.{f}"
+        out[f] = mem.values.get(key)
+        if key in mem.value_step:
+            steps.append(mem.value_step[key])
+    for key in sorted(mem.values):  # extra fields rules chose beyond the contract
+        if key.startswith(prefix + ".") and key.count(".") == prefix.count(".") + 1:
+            f = key.rsplit(".", 1)[1]
+            if f not in out:
+                out[f] = mem.values[key]
+                if key in mem.value_step:
+                    steps.append(mem.value_step[key])
+    return out, steps
+
+
+def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
+             rulebase: RuleBase) -> dict[str, Any]:
+    components: dict[str, Any] = {}
+    roots: list[int] = []
+    undecided: list[str] = []
+    for comp, fields in COMPONENT_FIELDS.items():
+        section, steps = _section(mem, f"components.{comp}", fields)
+        components[comp] = section
+        roots += steps
+        if not steps:
+            undecided.append(comp)
+    for key in sorted(mem.values):  # components beyond the contract (isolation, monitoring...)
+        if key.startswith("components."):
+            comp = key.split(".")[1]
+            if comp not in components:
+                section, steps = _section(mem, f"components.{comp}", ())
+                components[comp] = section
+                roots += steps
+    performance, steps = _section(mem, "performance", PERFORMANCE_FIELDS)
+    roots += steps
+    cost, steps = _section(mem, "cost", COST_FIELDS)
+    roots += steps
+    roots += [w["step"] for w in mem.warnings] + [a["step"] for a in mem.asks]
+    feasible = mem.values.get("plan.feasible")
+    if feasible is None:
+        feasible = mem.values.get("chosen.id") is not None
+    if "plan.feasible" in mem.value_step:
+        roots.append(mem.value_step["plan.feasible"])
+    warnings = [{"rule": w["rule"], "severity": w["severity"], "message": w["message"]["en"],
+                 "message_i18n": w["message"]} for w in mem.warnings]
+    for comp in undecided:
+        warnings.append({"rule": "engine.undecided-component", "severity": "warning",
+                         "message": f"no rule decided the component '{comp}'",
+                         "message_i18n": {"en": f"no rule decided the component '{comp}'",
+                                          "zh": f"没有规则决定组件 '{comp}'"}})
+    rejected = [{"option": r["option"], "kind": r["kind"], "rule": r["rule"],
+                 "because": r["because"]["en"], "because_i18n": r["because"],
+                 "values": r.get("values", {})} | ({"ranked": True} if r.get("ranked") else {})
+                for r in mem.rejections]
+    trace = []
+    for s in _closure(mem, roots):
+        step = dict(s)
+        src = step["source"]
+        step["source"] = [cite(x) for x in src] if isinstance(src, list) else cite(src)
+        step["because_i18n"] = step["because"]
+        step["because"] = step["because"]["en"]
+        trace.append(step)
+    return {
+        "servewise_version": servewise_version(),
+        "knowledge_hash": rulebase.knowledge_hash,
+        "workload": workload,
+        "defaults_used": sorted(defaults_used),
+        "feasible": bool(feasible),
+        "components": components,
+        "performance": performance,
+        "cost": cost,
+        "warnings": warnings,
+        "rejected": rejected,
+        "asks": [{"input": a["input"], "rule": a["rule"], "because": a["because"]} for a in mem.asks],
+        "trace": trace,
+    }
+
+
+def plan_workload(workload: dict[str, Any], defaults_used: list[str],
+                  rulebase: RuleBase | None = None, file: str = "<workload>",
+                  provided: frozenset[str] | None = None) -> PlanResult:
+    """Run the rules over a validated, default-filled workload."""
+    rulebase = rulebase or load_rules()
+    if provided is None:
+        provided = frozenset(d.key for d in input_defs()
+                             if d.key not in defaults_used and get_path(workload, d.key) is not None)
+    ctx = RunContext(load_catalog(), provided=provided)
+    facts = input_facts(workload, defaults_used, ctx, file)
+    runner = Runner(rulebase)
+    mem = runner.run(facts, ctx)
+    return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
+
+
+def plan_file(path: str | Path, rulebase: RuleBase | None = None) -> PlanResult:
+    workload, defaults_used = load_workload(path)
+    return plan_workload(workload, defaults_used, rulebase, str(path))

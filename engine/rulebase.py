@@ -1,0 +1,318 @@
+"""Load rule files: validate against rules/rule.schema.json, compile expressions once, and report
+every problem as ``file:line: rule-id: message``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from .expr import Expr, ExprError, compile_expr
+from .functions import FUNCTIONS
+from .yamlio import Lines, YamlError, line_of, load_file
+
+RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
+FACTS_DIR = Path(__file__).resolve().parent.parent / "facts"
+SCHEMA_FILE = RULES_DIR / "rule.schema.json"
+STAGES = ("inputs", "derivations", "candidates", "filters", "selection", "bom", "facilities",
+          "cost", "checks")
+TEMPLATE_FIELD = re.compile(r"\{(=[^{}]+?|[a-zA-Z_][\w.]*)(?::([<>^]?[+-]?,?\d*(?:\.\d+)?[a-z%]?))?\}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.rule}: {self.message}"
+
+
+class RuleLoadError(ValueError):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(map(str, problems)))
+
+
+@dataclass(frozen=True)
+class Template:
+    """An explanation text with ``{fact.path}``, ``{fact.path:.1f}`` or ``{=expression}`` fields."""
+
+    text: str
+    names: tuple[str, ...]
+    exprs: tuple[tuple[str, Expr], ...] = ()
+
+    def expr(self, source: str) -> Expr | None:
+        for src, e in self.exprs:
+            if src == source:
+                return e
+        return None
+
+
+@dataclass
+class Action:
+    kind: str                      # derive | choose | propose | reject | warn | ask | select
+    spec: dict[str, Any]
+    exprs: dict[str, Expr] = field(default_factory=dict)
+    locals: tuple[str, ...] = ()   # names bound by the action itself (propose `over`, select kind)
+
+
+@dataclass
+class RuleSpec:
+    id: str
+    title: dict[str, str]
+    sources: list[dict[str, Any]]
+    stage: str
+    salience: int
+    for_each: str | None
+    when: list[Expr]
+    actions: list[Action]
+    because: dict[str, Template]
+    file: str
+    line: int
+    load_order: int
+    tests: list[dict[str, Any]]
+    corrects: str | None = None
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every fact path the rule reads (conditions, formulas, explanation)."""
+        seen: list[str] = []
+        local: set[str] = set()
+        for a in self.actions:
+            local.update(a.locals)
+        exprs = list(self.when) + [e for a in self.actions for e in a.exprs.values()]
+        for e in exprs:
+            for n in e.names:
+                if n.split(".")[0] not in local and n not in seen:
+                    seen.append(n)
+        return tuple(seen)
+
+    @property
+    def template_names(self) -> tuple[str, ...]:
+        """Fact paths the explanation shows (they may be results of this rule)."""
+        out: list[str] = []
+        for t in self.because.values():
+            out.extend(n for n in t.names if n not in out)
+        return tuple(out)
+
+    def global_names(self) -> tuple[str, ...]:
+        prefix = f"{self.for_each}." if self.for_each else None
+        return tuple(n for n in self.names if not (prefix and n.startswith(prefix)))
+
+    def item_names(self) -> tuple[str, ...]:
+        prefix = f"{self.for_each}." if self.for_each else None
+        return tuple(n[len(prefix):] for n in self.names if prefix and n.startswith(prefix))
+
+
+@lru_cache(maxsize=1)
+def known_guidelines() -> dict[str, str]:
+    """Guideline id → seed document, from facts/guidelines.yaml."""
+    import yaml
+
+    data = yaml.safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
+    return {g["id"]: g["source"]["doc"] for g in data}
+
+
+@lru_cache(maxsize=1)
+def rule_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+def make_template(text: str) -> Template:
+    """Parse a template; ``{=expr}`` fields are compiled like any other expression."""
+    names: list[str] = []
+    exprs: list[tuple[str, Expr]] = []
+    for m in TEMPLATE_FIELD.finditer(text):
+        field = m.group(1)
+        if field.startswith("="):
+            e = _compile(field[1:], "because")
+            exprs.append((field, e))
+            names.extend(n for n in e.names if n not in names)
+        elif field not in names:
+            names.append(field)
+    return Template(text, tuple(names), tuple(exprs))
+
+
+def _compile(src: Any, where: str) -> Expr:
+    try:
+        return compile_expr(src, FUNCTIONS)
+    except ExprError as exc:
+        raise ExprError(f"{where}: {exc}") from None
+
+
+def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
+    kind, spec = next(iter(raw.items()))
+    spec = spec or {}
+    exprs: dict[str, Expr] = {}
+    local: tuple[str, ...] = ()
+    if kind == "derive":
+        for key, src in spec.items():
+            if "." in key and for_each is None and key.split(".")[0] in ("candidate",):
+                raise ExprError(f"derive '{key}': per-item values need `for_each`")
+            exprs[key] = _compile(src, f"derive {key}")
+    elif kind == "choose":
+        for key, src in (spec.get("compute") or {}).items():
+            exprs[f"compute.{key}"] = _compile(src, f"choose {spec['component']}.{key}")
+    elif kind == "propose":
+        over = spec.get("over") or {}
+        local = tuple(over)
+        for key, src in over.items():
+            exprs[f"over.{key}"] = _compile(src, f"propose over {key}")
+        exprs["id"] = _compile(spec["id"], "propose id")
+        for key, src in spec["attrs"].items():
+            exprs[f"attrs.{key}"] = _compile(src, f"propose attr {key}")
+        for i, u in enumerate(spec.get("unless") or []):
+            exprs[f"unless.{i}"] = _compile(u["when"], f"propose unless {i}")
+            for lang, text in u["because"].items():
+                spec.setdefault("_templates", {})[(i, lang)] = make_template(text)
+        local = local + (spec["kind"],)
+    elif kind == "select":
+        local = (spec["kind"],)
+        for i, src in enumerate(spec["minimize"]):
+            exprs[f"minimize.{i}"] = _compile(src, f"select minimize {i}")
+    return Action(kind, spec, exprs, local)
+
+
+def _schema_problems(data: Any, lines: Lines, file: str) -> list[Problem]:
+    validator = jsonschema.Draft202012Validator(rule_schema())
+    problems = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        path = tuple(err.absolute_path)
+        rule_id = "-"
+        if path and isinstance(data, list) and isinstance(path[0], int):
+            item = data[path[0]]
+            if isinstance(item, dict):
+                rule_id = str(item.get("id", f"#{path[0] + 1}"))
+        best = jsonschema.exceptions.best_match([err])
+        where = ".".join(map(str, path[1:])) or "rule"
+        message = best.message
+        if err.validator == "additionalProperties":
+            message = message.replace("Additional properties are not allowed", "unknown key")
+        problems.append(Problem(file, line_of(lines, path), rule_id, f"{where}: {message}"))
+    return problems
+
+
+def load_rule_file(path: Path, start_order: int = 0, display: str | None = None) -> tuple[list[RuleSpec], list[Problem]]:
+    file = display or str(path)
+    try:
+        data, lines = load_file(path)
+    except YamlError as exc:
+        return [], [Problem(file, exc.line, "-", exc.message)]
+    if data is None:
+        return [], []
+    problems = _schema_problems(data, lines, file)
+    if problems:
+        return [], problems
+    specs: list[RuleSpec] = []
+    for i, raw in enumerate(data):
+        rid = raw["id"]
+        try:
+            when = [_compile(c, f"when[{j}]") for j, c in enumerate(raw.get("when") or [])]
+            actions = [_compile_action(a, raw.get("for_each")) for a in raw["then"]]
+            because = {lang: make_template(text) for lang, text in raw["because"].items()}
+        except ExprError as exc:
+            problems.append(Problem(file, line_of(lines, (i,)), rid, str(exc)))
+            continue
+        sources = raw["source"] if isinstance(raw["source"], list) else [raw["source"]]
+        for src in sources:
+            ids = src.get("guideline") or []
+            for gid in [ids] if isinstance(ids, str) else ids:
+                known = known_guidelines()
+                if gid not in known:
+                    problems.append(Problem(file, line_of(lines, (i, "source")), rid,
+                                            f"source: unknown guideline id '{gid}'"))
+                elif src.get("doc") and src["doc"] != known[gid]:
+                    problems.append(Problem(file, line_of(lines, (i, "source")), rid,
+                                            f"source: {gid} is from {known[gid]}, not {src['doc']}"))
+        specs.append(RuleSpec(
+            id=rid, title=raw["title"], sources=sources, stage=raw["stage"],
+            salience=int(raw.get("salience", 0)), for_each=raw.get("for_each"), when=when,
+            actions=actions, because=because, file=file, line=line_of(lines, (i,)),
+            load_order=start_order + len(specs), tests=raw.get("tests") or [],
+            corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()),
+        ))
+    return specs, problems
+
+
+def rule_files(dirs: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for d in dirs:
+        p = Path(d)
+        if p.is_file():
+            files.append(p)
+        else:
+            files.extend(sorted(x for x in p.rglob("*.yaml") if "tests" not in x.relative_to(p).parts[:-1]))
+    return files
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@dataclass
+class RuleBase:
+    rules: list[RuleSpec]
+    files: list[Path]
+    knowledge_hash: str
+
+    def by_id(self, rule_id: str) -> RuleSpec:
+        for r in self.rules:
+            if r.id == rule_id or rule_id in r.aliases:
+                return r
+        raise KeyError(rule_id)
+
+
+def knowledge_files(rule_paths: list[Path]) -> list[Path]:
+    facts = sorted(p for p in FACTS_DIR.rglob("*") if p.suffix in (".yaml", ".json") and p.is_file())
+    return list(rule_paths) + facts
+
+
+def compute_hash(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.name.encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True) -> RuleBase:
+    """Load the built-in rules and any extra folders; raise :class:`RuleLoadError` on problems."""
+    dirs = ([RULES_DIR] if builtin else []) + [Path(d) for d in (extra_dirs or [])]
+    for d in dirs:
+        if not Path(d).exists():
+            raise RuleLoadError([Problem(str(d), 0, "-", "rules folder or file not found")])
+    files = rule_files(dirs)
+    rules: list[RuleSpec] = []
+    problems: list[Problem] = []
+    seen: dict[str, RuleSpec] = {}
+    for path in files:
+        specs, probs = load_rule_file(path, len(rules), _display(path))
+        problems.extend(probs)
+        for s in specs:
+            if s.id in seen:
+                other = seen[s.id]
+                problems.append(Problem(s.file, s.line, s.id,
+                                        f"duplicate rule id (first defined at {other.file}:{other.line})"))
+                continue
+            seen[s.id] = s
+            rules.append(s)
+    if problems:
+        raise RuleLoadError(problems)
+    for i, r in enumerate(rules):
+        r.load_order = i
+    return RuleBase(rules, files, compute_hash(knowledge_files(files)))
