@@ -110,6 +110,29 @@ def rules_lint(settings: Settings, paths: tuple[str, ...]) -> None:
     click.echo(f"ok: {len(rb.rules)} rules in {len(rb.files)} files, knowledge {rb.knowledge_hash}")
 
 
+@rules.command("test")
+@click.option("-k", "only", help="Only rules whose id contains this text.")
+@click.option("-v", "--verbose", is_flag=True, help="List passing cases too.")
+@click.pass_obj
+def rules_test(settings: Settings, only: str | None, verbose: bool) -> None:
+    """Run the test cases written next to every rule."""
+    from ..engine.ruletest import run_all
+
+    rb = settings.rulebase()
+    results = run_all(rb, only)
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        if not r.ok:
+            click.echo(f"FAIL {r.file}:{r.line}: {r.rule}: {r.name}: {r.message}")
+        elif verbose:
+            click.echo(f"ok   {r.rule}: {r.name}")
+    rules_with_cases = len({r.rule for r in results})
+    click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed "
+               f"({len(results)} cases, {rules_with_cases} rules)")
+    if failed:
+        sys.exit(1)
+
+
 @cli.group()
 def schema() -> None:
     """Print the JSON Schemas servewise uses."""

@@ -110,7 +110,8 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append("")
         out.append(t("warnings", lang))
         for warn in plan["warnings"]:
-            out.append(f"  ! [{warn['severity']}] {pick(warn.get('message_i18n') or warn['message'], lang)} ({warn['rule']})")
+            message = pick(warn.get("message_i18n") or warn["message"], lang)
+            out.append(f"  ! [{warn['severity']}] {message} ({warn['rule']})")
     if plan["rejected"]:
         groups = _rejected_by_option(plan)
         out.append("")
@@ -192,14 +193,16 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
         o.append(f"## {t('warnings', lang)}")
         o.append("")
         for warn in plan["warnings"]:
-            o.append(f"- **{warn['severity']}** {_md_escape(pick(warn.get('message_i18n') or warn['message'], lang))} (`{warn['rule']}`)")
+            message = _md_escape(pick(warn.get("message_i18n") or warn["message"], lang))
+            o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
     o.append("")
     o.append(f"## {t('rejected', lang)}")
     o.append("")
     o.append("| option | rule | because |")
     o.append("|---|---|---|")
     for r in plan["rejected"]:
-        o.append(f"| {_md_escape(r['option'])} | `{r['rule']}` | {_md_escape(pick(r.get('because_i18n') or r['because'], lang))} |")
+        because = _md_escape(pick(r.get("because_i18n") or r["because"], lang))
+        o.append(f"| {_md_escape(r['option'])} | `{r['rule']}` | {because} |")
     o.append("")
     o.append("## Explanation chain")
     o.append("")

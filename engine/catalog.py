@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
+from .yamlio import safe_load
 
 CATALOG_DIR = Path(__file__).resolve().parent.parent / "facts" / "catalog"
 
@@ -85,7 +85,7 @@ class Catalog:
 
 def read_entries(path: Path) -> list[dict[str, Any]]:
     """Read one catalog file: a YAML list of mappings, each with an ``id``."""
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or []
+    data = safe_load(path.read_text(encoding="utf-8")) or []
     if not isinstance(data, list):
         raise ValueError(f"{path}: a catalog file must be a YAML list of entries")
     return data

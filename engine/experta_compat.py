@@ -52,12 +52,14 @@ from experta import (  # noqa: E402
     Rule,
 )
 from experta.abstract import Strategy  # noqa: E402
+from experta.strategies import DepthStrategy as StockStrategy  # noqa: E402  (for the bug tests)
 
 
 class StableStrategy(Strategy):
     """Total, stable agenda order with exact removal.
 
-    Key: higher salience first, then lower rule load order, then older facts (smaller fact ids,
+    Key: higher salience first, then lower rule load order (``load_order`` set on the rule's
+    function: experta rebuilds Rule objects from it), then older facts (smaller fact ids,
     compared as sorted tuples). Every activation has a distinct key because an activation is one
     rule on one tuple of facts, so the order never depends on hash iteration order. Removal
     deletes every activation equal to the removed one, scanning the whole agenda (the stock
@@ -71,19 +73,19 @@ class StableStrategy(Strategy):
         # the agenda pops from the end: the activation to run next must sort last
         return (rule.salience, -getattr(rule, "load_order", 0), tuple(-i for i in facts))
 
+    @staticmethod
+    def identity(activation) -> tuple:
+        """One rule on one set of facts: what removal must match exactly."""
+        return (id(activation.rule), frozenset(f["__factid__"] for f in activation.facts))
+
     def _update_agenda(self, agenda, added, removed):
         if removed:
-            gone = set()
-            for act in removed:
-                gone.add((act.rule, frozenset(f["__factid__"] for f in act.facts)))
-            agenda.activations = [
-                a
-                for a in agenda.activations
-                if (a.rule, frozenset(f["__factid__"] for f in a.facts)) not in gone
-            ]
+            gone = {self.identity(act) for act in removed}
+            agenda.activations = [a for a in agenda.activations if a.identity not in gone]
         if added:
             for act in added:
                 act.key = self.key(act)
+                act.identity = self.identity(act)
             agenda.activations.extend(added)
             agenda.activations.sort(key=lambda a: a.key)
 
@@ -97,5 +99,6 @@ __all__ = [
     "KnowledgeEngine",
     "Rule",
     "StableStrategy",
+    "StockStrategy",
     "experta",
 ]

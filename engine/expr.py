@@ -80,6 +80,10 @@ _CMPOPS: dict[type, Callable[[Any, Any], bool]] = {
     ast.Is: operator.is_,
     ast.IsNot: operator.is_not,
 }
+_CMP_SYMBOLS = {
+    ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "≤", ast.Gt: ">", ast.GtE: "≥",
+    ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not",
+}
 _SYMBOLS = {
     ast.Add: "+", ast.Sub: "-", ast.Mult: "×", ast.Div: "/", ast.FloorDiv: "//",
     ast.Mod: "%", ast.Pow: "^",
@@ -166,8 +170,8 @@ def _render(node: ast.AST, values: Mapping[str, Any]) -> str:
         return f"{_path(node.func)}({args})"
     if isinstance(node, ast.Compare):
         out = _render(node.left, values)
-        for op, right in zip(node.ops, node.comparators):
-            out += f" {ast.unparse(ast.Compare(left=ast.Constant(0), ops=[op], comparators=[ast.Constant(0)])).split()[1]} "
+        for op, right in zip(node.ops, node.comparators, strict=False):
+            out += f" {_CMP_SYMBOLS.get(type(op), '?')} "
             out += _render(right, values)
         return out
     if isinstance(node, ast.BoolOp):
@@ -321,7 +325,7 @@ class _Compiler:
             if fn is None:
                 raise self.fail(f"comparison {type(op).__name__}")
             ops.append((type(op), fn))
-        for op, comp in zip(node.ops, node.comparators):
+        for op, comp in zip(node.ops, node.comparators, strict=False):
             if isinstance(op, (ast.Is, ast.IsNot)) and not (
                 isinstance(comp, ast.Constant) and comp.value is None
             ):
@@ -332,7 +336,7 @@ class _Compiler:
 
         def compare(r):
             a = left(r)
-            for (kind, fn), right in zip(ops, rights):
+            for (kind, fn), right in zip(ops, rights, strict=False):
                 b = right(r)
                 if kind in ordered and (a is None or b is None):
                     return False  # an unset value never satisfies an ordering

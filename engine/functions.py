@@ -22,6 +22,7 @@ class RunContext:
     custom_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     provided: frozenset[str] = frozenset()
     details: list[dict[str, Any]] = field(default_factory=list)
+    cache: dict[tuple, Any] = field(default_factory=dict)
 
     def model(self, name: str) -> dict[str, Any]:
         if name in self.custom_models:
@@ -120,11 +121,15 @@ def _perf():
 
 
 def _estimate(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int, concurrency: int):
+    """The performance model's estimate, memoised per run (pure function of its arguments)."""
     ctx = current()
-    return _perf().estimate(
-        ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), precision=str(precision),
-        isl=int(isl), osl=int(osl), concurrency=max(1, int(concurrency)),
-    )
+    key = ("estimate", model, gpu, int(tp), str(precision), int(isl), int(osl), max(1, int(concurrency)))
+    if key not in ctx.cache:
+        ctx.cache[key] = _perf().estimate(
+            ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), precision=str(precision),
+            isl=int(isl), osl=int(osl), concurrency=max(1, int(concurrency)),
+        ).to_dict()
+    return ctx.cache[key]
 
 
 @domain_function
@@ -144,8 +149,7 @@ def estimate(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
              concurrency: int, metric: str) -> Any:
     """One metric of the performance estimate (``ttft_ms``, ``tpot_ms``, ``output_tokens_per_s``,
     ``fits``, ``per_gpu_gib``, ``ttft_ms_hi``, ``tpot_ms_hi``...); records the formula steps."""
-    est = _estimate(model, gpu, tp, precision, isl, osl, concurrency)
-    data = est.to_dict()
+    data = _estimate(model, gpu, tp, precision, isl, osl, concurrency)
     if metric in data:
         value = data[metric]
     elif metric in data.get("memory", {}):
@@ -165,31 +169,20 @@ def max_concurrency(model: str, gpu: str, tp: int, precision: str, isl: int, osl
                     ttft_ms: float | None, tpot_ms: float | None) -> int:
     """Largest number of requests in flight per replica that meets the SLA and fits in memory."""
     ctx = current()
-    n = _perf().max_concurrency(
-        ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), precision=str(precision),
-        isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-    )
+    key = ("max_concurrency", model, gpu, int(tp), str(precision), int(isl), int(osl), ttft_ms, tpot_ms)
+    if key not in ctx.cache:
+        ctx.cache[key] = _perf().max_concurrency(
+            ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), precision=str(precision),
+            isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+        )
+    n = ctx.cache[key]
     note_detail({"function": "max_concurrency", "result": n,
                  "formula": "largest C with TTFT_hi(C) ≤ SLA, TPOT_hi(C) ≤ SLA and KV(C) fitting"})
     return int(n)
 
 
-def _price_entries(item: str, units: tuple[str, ...]) -> list[dict[str, Any]]:
-    out = []
-    for entry in current().catalog.table("prices"):
-        target = entry.get("item") or entry.get("gpu") or entry.get("server")
-        if target != item:
-            continue
-        unit = str(entry.get("unit", "")).lower().replace(" ", "_")
-        if any(u in unit for u in units):
-            out.append(entry)
-    out.sort(key=lambda e: (not e.get("use_for_cost", False), str(e.get("id"))))
-    return out
-
-
 def _midpoint(entry: dict[str, Any]) -> float | None:
-    lo = entry.get("min_cny", entry.get("low_cny"))
-    hi = entry.get("max_cny", entry.get("high_cny"))
+    lo, hi = entry.get("min_cny"), entry.get("max_cny")
     if lo is None and hi is None:
         return None
     lo = hi if lo is None else lo
@@ -197,25 +190,59 @@ def _midpoint(entry: dict[str, Any]) -> float | None:
     return (float(lo) + float(hi)) / 2
 
 
+def _price_gpu(entry: dict[str, Any]) -> str | None:
+    """The catalog GPU id a price entry is about, if any."""
+    name = entry.get("gpu") or entry.get("refers_to")
+    if not name:
+        return None
+    try:
+        return current().catalog.gpu(name)["id"]
+    except UnknownEntry:
+        return None
+
+
+def _gpu_count(entry: dict[str, Any]) -> float | None:
+    count = entry.get("gpu_count")
+    if isinstance(count, list) and count:
+        return sum(count) / len(count)
+    return float(count) if count else None
+
+
 @domain_function
-def gpu_price_cny(gpu: str) -> float | None:
-    """Purchase price of one GPU card (CNY, midpoint of the sourced range), or None if unsourced."""
-    for entry in _price_entries(gpu, ("card", "gpu")):
-        value = _midpoint(entry)
-        if value is not None:
-            note_detail({"function": "gpu_price_cny", "price": entry.get("id"),
-                         "source": entry.get("sources", [{}])[0].get("ref")})
-            return value
-    return None
+def gpu_installed_cny(gpu: str) -> float | None:
+    """Purchase cost per installed GPU (CNY): the mean per-GPU share of the whole-server prices
+    the sources give for this GPU; without one, the card price ÷ 0.75 (GPUs are 70-80% of server
+    cost, G-COST-021). None when no price is sourced. Used prices are recorded as details."""
+    key = ("gpu_installed_cny", gpu)
+    ctx = current()
+    if key in ctx.cache:
+        value, used = ctx.cache[key]
+    else:
+        servers, cards = [], []
+        for entry in ctx.catalog.table("prices"):
+            if _price_gpu(entry) != gpu or _midpoint(entry) is None:
+                continue
+            kind, unit = entry.get("kind"), str(entry.get("unit", ""))
+            if kind == "server" and _gpu_count(entry) and "used" not in unit:
+                servers.append((entry["id"], _midpoint(entry) / _gpu_count(entry)))
+            elif kind == "gpu-card":
+                cards.append((entry["id"], _midpoint(entry) / 0.75))
+        used = servers or cards
+        value = sum(v for _, v in used) / len(used) if used else None
+        ctx.cache[key] = (value, used)
+    if value is not None:
+        note_detail({"function": "gpu_installed_cny", "gpu": gpu, "result": round(value),
+                     "from": [{"price": pid, "cny_per_gpu": round(v)} for pid, v in used],
+                     "formula": "mean(server price ÷ GPUs per server), else card price ÷ 0.75"})
+    return value
 
 
 @domain_function
 def rent_cny_per_gpu_hour(gpu: str) -> float | None:
-    """Cloud rental rate of one GPU (CNY per hour, midpoint), or None if unsourced."""
-    for entry in _price_entries(gpu, ("hour",)):
-        value = _midpoint(entry)
-        if value is not None:
-            return value
+    """Cloud rental rate of one GPU (CNY per hour, midpoint of the sourced range), or None."""
+    for entry in current().catalog.table("prices"):
+        if entry.get("kind") == "rental" and _price_gpu(entry) == gpu:
+            return _midpoint(entry)
     return None
 
 

@@ -3,6 +3,7 @@ field paths and suggestions, and default filling."""
 
 from __future__ import annotations
 
+import copy
 import difflib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -10,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import yaml
 
-from .yamlio import Lines, YamlError, line_of, load_file
+from .yamlio import Lines, YamlError, line_of, load_file, safe_load
 
 INPUTS_FILE = Path(__file__).resolve().parent.parent / "facts" / "inputs.yaml"
 
@@ -64,7 +64,7 @@ class InputDef:
 
 @lru_cache(maxsize=1)
 def input_defs() -> tuple[InputDef, ...]:
-    raw = yaml.safe_load(INPUTS_FILE.read_text(encoding="utf-8"))
+    raw = safe_load(INPUTS_FILE.read_text(encoding="utf-8"))
     return tuple(
         InputDef(
             key=d["key"], type=d["type"], default=d.get("default"),
@@ -161,7 +161,8 @@ def _describe(error: jsonschema.ValidationError, d: InputDef | None) -> str:
             rng = f"{d.minimum}..{d.maximum}" if d.minimum is not None else "a number"
             unit = f" {d.unit}" if d.unit else ""
             null = " or null" if d.nullable else ""
-            return f"expected {'an integer' if d.type == 'integer' else 'a number'} in {rng}{unit}{null}, got {error.instance!r}"
+            kind = "an integer" if d.type == "integer" else "a number"
+            return f"expected {kind} in {rng}{unit}{null}, got {error.instance!r}"
         if d.type == "choice":
             return f"expected one of {', '.join(map(str, d.choices or ()))}, got {error.instance!r}"
         if d.type == "choices":
@@ -234,7 +235,7 @@ def has_path(data: dict[str, Any], key: str) -> bool:
 
 def fill_defaults(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """The workload with every default filled in, and the list of defaulted keys."""
-    out = yaml.safe_load(yaml.safe_dump(data))  # deep copy with plain types
+    out = copy.deepcopy(data)
     used: list[str] = []
     for d in input_defs():
         if d.key in ("model", "models"):

@@ -8,13 +8,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .catalog import UnknownEntry, load_catalog
 from .functions import RunContext
 from .inputs import WorkloadError, flatten, get_path, input_defs, load_workload
 from .rulebase import FACTS_DIR, RuleBase, load_rules
 from .runner import Memory, Origin, Runner
+from .yamlio import safe_load
 
 COMPONENT_FIELDS: dict[str, tuple[str, ...]] = {
     "gpu": ("model", "count", "per_server", "precision", "tensor_parallel", "replicas",
@@ -49,7 +48,7 @@ def servewise_version() -> str:
 
 @lru_cache(maxsize=1)
 def guidelines() -> dict[str, dict[str, Any]]:
-    data = yaml.safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
+    data = safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
     return {g["id"]: g for g in data}
 
 

@@ -3,11 +3,12 @@ every problem as ``file:line: rule-id: message``."""
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import jsonschema
 
 from .expr import Expr, ExprError, compile_expr
 from .functions import FUNCTIONS
-from .yamlio import Lines, YamlError, line_of, load_file
+from .yamlio import Lines, YamlError, line_of, load_file, safe_load
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 FACTS_DIR = Path(__file__).resolve().parent.parent / "facts"
@@ -83,9 +84,22 @@ class RuleSpec:
     corrects: str | None = None
     aliases: tuple[str, ...] = ()
 
-    @property
+    @cached_property
+    def produces(self) -> frozenset[str]:
+        """Fact paths this rule's own actions set (later actions may read them)."""
+        out: set[str] = set()
+        for a in self.actions:
+            if a.kind == "derive":
+                out.update(a.spec)
+            elif a.kind == "choose":
+                comp = a.spec["component"]
+                out.update(f"components.{comp}.{k}" for k in (a.spec.get("set") or {}))
+                out.update(f"components.{comp}.{k}" for k in (a.spec.get("compute") or {}))
+        return frozenset(out)
+
+    @cached_property
     def names(self) -> tuple[str, ...]:
-        """Every fact path the rule reads (conditions, formulas, explanation)."""
+        """Every fact path the rule needs before it can fire (conditions and formulas)."""
         seen: list[str] = []
         local: set[str] = set()
         for a in self.actions:
@@ -93,11 +107,11 @@ class RuleSpec:
         exprs = list(self.when) + [e for a in self.actions for e in a.exprs.values()]
         for e in exprs:
             for n in e.names:
-                if n.split(".")[0] not in local and n not in seen:
+                if n.split(".")[0] not in local and n not in seen and n not in self.produces:
                     seen.append(n)
         return tuple(seen)
 
-    @property
+    @cached_property
     def template_names(self) -> tuple[str, ...]:
         """Fact paths the explanation shows (they may be results of this rule)."""
         out: list[str] = []
@@ -105,10 +119,12 @@ class RuleSpec:
             out.extend(n for n in t.names if n not in out)
         return tuple(out)
 
+    @cached_property
     def global_names(self) -> tuple[str, ...]:
         prefix = f"{self.for_each}." if self.for_each else None
         return tuple(n for n in self.names if not (prefix and n.startswith(prefix)))
 
+    @cached_property
     def item_names(self) -> tuple[str, ...]:
         prefix = f"{self.for_each}." if self.for_each else None
         return tuple(n[len(prefix):] for n in self.names if prefix and n.startswith(prefix))
@@ -117,9 +133,8 @@ class RuleSpec:
 @lru_cache(maxsize=1)
 def known_guidelines() -> dict[str, str]:
     """Guideline id → seed document, from facts/guidelines.yaml."""
-    import yaml
 
-    data = yaml.safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
+    data = safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
     return {g["id"]: g["source"]["doc"] for g in data}
 
 
@@ -193,16 +208,23 @@ def _schema_problems(data: Any, lines: Lines, file: str) -> list[Problem]:
             item = data[path[0]]
             if isinstance(item, dict):
                 rule_id = str(item.get("id", f"#{path[0] + 1}"))
-        best = jsonschema.exceptions.best_match([err])
         where = ".".join(map(str, path[1:])) or "rule"
-        message = best.message
-        if err.validator == "additionalProperties":
-            message = message.replace("Additional properties are not allowed", "unknown key")
-        problems.append(Problem(file, line_of(lines, path), rule_id, f"{where}: {message}"))
+        message = err.message
+        line = line_of(lines, path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = sorted(err.schema.get("properties", {}))
+            extra = sorted(k for k in err.instance if k not in allowed)
+            if extra:
+                close = difflib.get_close_matches(extra[0], allowed, n=1, cutoff=0.5)
+                hint = f"; did you mean '{close[0]}'?" if close else f"; allowed: {', '.join(allowed)}"
+                message = f"unknown key '{extra[0]}'{hint}"
+                line = line_of(lines, (*path, extra[0]))
+        problems.append(Problem(file, line, rule_id, f"{where}: {message}"))
     return problems
 
 
-def load_rule_file(path: Path, start_order: int = 0, display: str | None = None) -> tuple[list[RuleSpec], list[Problem]]:
+def load_rule_file(path: Path, start_order: int = 0,
+                   display: str | None = None) -> tuple[list[RuleSpec], list[Problem]]:
     file = display or str(path)
     try:
         data, lines = load_file(path)

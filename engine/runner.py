@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .experta_compat import MATCH, NOT, TEST, Fact, KnowledgeEngine, Rule, StableStrategy
+from .experta_compat import MATCH, TEST, Fact, KnowledgeEngine, Rule, StableStrategy
 from .expr import EvalError, Expr
 from .functions import RunContext, current, reset_context, use_context
 from .rulebase import STAGES, RuleBase, RuleSpec, Template
@@ -34,10 +34,6 @@ class Value(Fact):
 
 class Item(Fact):
     """An item (e.g. a candidate) ``kind``/``id`` at revision ``rev``."""
-
-
-class Rejected(Fact):
-    """An item that a rule rejected; for-each rules no longer see it."""
 
 
 class LoopError(RuntimeError):
@@ -77,6 +73,11 @@ def _fmt(value: Any, spec: str | None) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     return str(value)
+
+
+def _score(values: tuple) -> str:
+    return ", ".join(f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else _fmt(v, None)
+                     for v in values)
 
 
 def render(template: Template, resolve) -> str:
@@ -158,16 +159,17 @@ class Runner:
     def _compile_rule(self, spec: RuleSpec) -> Rule:
         patterns: list[Any] = [Stage(name=spec.stage)]
         params: list[str] = []
-        if spec.for_each:
-            patterns.append(Item(kind=spec.for_each, id=MATCH.iid, rev=MATCH.irev))
-            patterns.append(NOT(Rejected(kind=spec.for_each, id=MATCH.iid)))
-            params += ["iid", "irev"]
         revs: dict[str, str] = {}
-        for i, name in enumerate(spec.global_names()):
+        for i, name in enumerate(spec.global_names):
             var = f"v{i}"
             revs[name] = var
             patterns.append(Value(key=name, rev=getattr(MATCH, var)))
             params.append(var)
+        if spec.for_each:
+            # last, so an item change passes one join; a rejected item's fact is retracted,
+            # so for-each rules simply stop seeing it
+            patterns.append(Item(kind=spec.for_each, id=MATCH.iid, rev=MATCH.irev))
+            params += ["iid", "irev"]
         runner = self
 
         def test(**bound):
@@ -180,10 +182,11 @@ class Runner:
         def rhs(engine, **context):
             runner._fire(spec, context.get("iid"))
 
-        rule = Rule(*patterns, TEST(test), salience=spec.salience)(rhs)
-        rule.load_order = spec.load_order
+        # experta rebuilds Rule objects from the wrapped function (update_wrapper copies its
+        # __dict__), so the tie-break key must live on the function
         rhs.__name__ = spec.id
-        return rule
+        rhs.load_order = spec.load_order
+        return Rule(*patterns, TEST(test), salience=spec.salience)(rhs)
 
     def _snapshot_resolver(self, spec: RuleSpec, bound: dict[str, Any], revs: dict[str, str]):
         mem = self.mem
@@ -207,17 +210,17 @@ class Runner:
 
     # ---------------------------------------------------------------- reading
     def _resolver(self, spec: RuleSpec | None, iid: str | None, log: dict[str, Any] | None = None,
-                  local: dict[str, Any] | None = None, item_kind: str | None = None):
+                  local: dict[str, Any] | None = None, item_kind: str | None = None,
+                  pending: dict[str, Any] | None = None):
         mem = self.mem
         kind = item_kind or (spec.for_each if spec else None)
         prefix = f"{kind}." if kind else None
 
         def resolve(name: str) -> Any:
-            if local is not None:
-                if name in local:
-                    return local[name]
-                if prefix and name.startswith(prefix) and name[len(prefix):] in local:
-                    return local[name[len(prefix):]]
+            if local is not None and name in local:
+                return local[name]
+            if pending and prefix and name.startswith(prefix) and name[len(prefix):] in pending:
+                return pending[name[len(prefix):]]
             if prefix and name.startswith(prefix) and iid is not None:
                 attrs = mem.items.get((kind, iid), {})
                 attr = name[len(prefix):]
@@ -254,6 +257,8 @@ class Runner:
     def _premises(self, log: dict[str, Any], spec: RuleSpec, iid: str | None) -> list[dict[str, Any]]:
         out = []
         for name, value in log.items():
+            if name in spec.produces:
+                continue
             entry: dict[str, Any] = {"fact": name, "value": _jsonable(value)}
             if spec.for_each and iid is not None and name.startswith(spec.for_each + "."):
                 attr = name[len(spec.for_each) + 1:]
@@ -272,7 +277,8 @@ class Runner:
     def _fire(self, spec: RuleSpec, iid: str | None) -> None:
         mem = self.mem
         read: dict[str, Any] = {}
-        resolve = self._resolver(spec, iid, read)
+        pending_item: dict[str, Any] = {}
+        resolve = self._resolver(spec, iid, read, pending=pending_item)
         try:
             for name in spec.names:
                 resolve(name)
@@ -286,7 +292,6 @@ class Runner:
         step_no = len(mem.steps) + 1
         self._extra_premises: list[dict[str, Any]] = []
         conclusions: list[dict[str, Any]] = []
-        pending_item: dict[str, Any] = {}
         because: dict[str, str] = {}
 
         def run(kinds: tuple[str, ...]) -> None:
@@ -301,7 +306,7 @@ class Runner:
 
         run(("derive", "choose", "propose", "select"))
         # the explanation may show this rule's own results: render it after they are computed
-        shown = self._resolver(spec, iid, None, pending_item or None)
+        shown = self._resolver(spec, iid, None, pending=pending_item)
         because.update({lang: render(t, shown) for lang, t in spec.because.items()})
         run(("reject", "warn", "ask"))
         if not conclusions:
@@ -389,7 +394,7 @@ class Runner:
         unless = [(action.exprs[f"unless.{i}"], u["because"]) for i, u in enumerate(a.get("unless") or [])]
         created = 0
         for combo in combos:
-            local = dict(zip(names, combo))
+            local = dict(zip(names, combo, strict=False))
             log: dict[str, Any] = {}
             res = self._resolver(spec, iid, log, local)
             item_id = str(action.exprs["id"].evaluate(res))
@@ -432,7 +437,7 @@ class Runner:
             if key in self.mem.rejected_items:
                 return
             self.mem.rejected_items.add(key)
-            self.engine.declare(Rejected(kind=spec.for_each, id=iid))
+            self.engine.retract(self._item_facts.pop(key))
             option = iid
             kind = spec.for_each
         else:
@@ -501,9 +506,9 @@ class Runner:
                 "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
                 "because": {
                     "en": f"ranked below {best[1]} on {', '.join(k.source for k in keys)}: "
-                          f"{_fmt(list(score), None)} vs {_fmt(list(best_score), None)}",
+                          f"{_score(score)} vs {_score(best_score)}",
                     "zh": f"在 {', '.join(k.source for k in keys)} 上排在 {best[1]} 之后："
-                          f"{_fmt(list(score), None)} 对 {_fmt(list(best_score), None)}"},
+                          f"{_score(score)} 对 {_score(best_score)}"},
                 "values": {"score": _jsonable(list(score)), "selected_score": _jsonable(list(best_score))},
                 "step": step_no, "ranked": True})
 

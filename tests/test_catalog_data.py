@@ -1,9 +1,9 @@
-"""Data tests for the sourced catalog in facts/catalog/*.yaml (schema, sources, aliases, known conflicts)."""
+"""Data tests for the sourced catalog (facts/catalog/*.yaml): schema, sources, aliases."""
 
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -25,12 +25,12 @@ def norm(name: str) -> str:
     return normalise_name(name)
 
 
-@lru_cache(maxsize=None)
+@cache
 def entries(stem: str) -> list[dict]:
     return yaml.safe_load((CATALOG / f"{stem}.yaml").read_text(encoding="utf-8"))
 
 
-@lru_cache(maxsize=1)
+@cache
 def schema() -> dict:
     return json.loads(SCHEMA.read_text(encoding="utf-8"))
 
@@ -67,7 +67,7 @@ def covered(path: str, sources: list[dict]) -> bool:
     return False
 
 
-# ---------------------------------------------------------------------------------------------- schema
+# ------------------------------------------------------------ schema
 def test_schema_is_valid_2020_12():
     Draft202012Validator.check_schema(schema())
 
@@ -76,7 +76,8 @@ def test_schema_is_valid_2020_12():
 def test_file_validates_against_its_schema(stem):
     s = schema()
     sub = {"$schema": s["$schema"], "$defs": s["$defs"], "$ref": f"#/$defs/{stem}_file"}
-    errors = sorted(Draft202012Validator(sub).iter_errors(entries(stem)), key=lambda e: list(e.path))
+    validator = Draft202012Validator(sub)
+    errors = sorted(validator.iter_errors(entries(stem)), key=lambda e: list(e.path))
     msgs = [f"{stem}[{'/'.join(map(str, e.path))}]: {e.message}" for e in errors[:20]]
     assert not errors, "\n".join(msgs)
 
@@ -93,7 +94,7 @@ def test_catalog_loads_through_engine():
         assert len(cat.table(stem).entries) == len(entries(stem)), f"duplicate ids in {stem}"
 
 
-# ---------------------------------------------------------------------------------------------- sources
+# ------------------------------------------------------------ sources
 def test_every_entry_has_a_source():
     for stem, e in all_entries():
         assert e.get("sources"), f"{stem}:{e['id']} has no source"
@@ -122,11 +123,12 @@ def test_source_fields_name_existing_fields():
 def test_verified_sources_are_urls_and_seed_refs_resolve():
     if not GUIDELINES.exists():
         pytest.skip("../shared/guidelines.yaml not available")
-    guide = {g["id"]: g["source"]["doc"] for g in yaml.safe_load(GUIDELINES.read_text(encoding="utf-8"))}
+    items = yaml.safe_load(GUIDELINES.read_text(encoding="utf-8"))
+    guide = {g["id"]: g["source"]["doc"] for g in items}
     bad = []
 
     def check_seed(ref, where):
-        doc, gid = ref[len("seed:"):].split("#")
+        doc, gid = ref[len("seed:") :].split("#")
         if guide.get(gid) != doc:
             bad.append(f"{where}: {ref} does not match guidelines.yaml (doc {guide.get(gid)})")
 
@@ -134,7 +136,8 @@ def test_verified_sources_are_urls_and_seed_refs_resolve():
         where = f"{stem}:{e['id']}"
         for s in e["sources"]:
             if s["status"] == "verified":
-                assert s["ref"].startswith(("http://", "https://")), f"{where}: verified needs a URL"
+                url = s["ref"].startswith(("http://", "https://"))
+                assert url, f"{where}: verified needs a URL"
             if s["ref"].startswith("seed:"):
                 check_seed(s["ref"], where)
         for c in e.get("conflicts", []):
@@ -149,7 +152,7 @@ def test_verified_sources_are_urls_and_seed_refs_resolve():
 
 
 def test_conflict_chosen_matches_the_entry_value():
-    """Where a conflict names a top-level or dotted field that exists, the entry carries the chosen value."""
+    """If a conflict names an existing (dotted) field, the entry holds the chosen value."""
     bad = []
     for stem, e in all_entries():
         for c in e.get("conflicts", []):
@@ -161,11 +164,12 @@ def test_conflict_chosen_matches_the_entry_value():
                     ok = False
                     break
             if ok and c["chosen"] is not None and node != c["chosen"]:
-                bad.append(f"{stem}:{e['id']}: {c['field']} = {node!r} but conflict chose {c['chosen']!r}")
+                got, want = node, c["chosen"]
+                bad.append(f"{stem}:{e['id']}: {c['field']} = {got!r} but conflict chose {want!r}")
     assert not bad, "\n".join(bad)
 
 
-# ---------------------------------------------------------------------------------------------- aliases
+# ------------------------------------------------------------ aliases
 @pytest.mark.parametrize("stem", FILES)
 def test_ids_and_aliases_are_unique_within_a_file(stem):
     seen: dict[str, str] = {}
@@ -257,7 +261,7 @@ def test_price_refers_to_resolves_and_ranges_are_ordered():
             assert lo <= hi, f"{e['id']}: min {lo} > max {hi}"
 
 
-# ---------------------------------------------------------------------------------------------- known facts
+# ------------------------------------------------------------ known facts
 def by_id(stem: str, id_: str) -> dict:
     return next(e for e in entries(stem) if e["id"] == id_)
 
@@ -332,7 +336,8 @@ def test_gpu_rule_fields():
     assert g["RTX 4090"]["consumer"] is True and g["RTX 4090"]["tier"] == "consumer"
     assert g["Ascend Atlas 300I Duo"]["domestic"] is True
     assert g["NVIDIA Jetson AGX Orin 64GB"]["tier"] == "edge"
-    assert g["L40S"]["mig"] is False and g["L40S"]["nvlink"] is False and g["L40S"]["bandwidth_gbs"] == 864
+    assert g["L40S"]["mig"] is False and g["L40S"]["nvlink"] is False
+    assert g["L40S"]["bandwidth_gbs"] == 864
     assert g["H200 SXM"]["mig"] is True and g["H200 SXM"]["mig_max_instances"] == 7
     assert g["AMD MI300X"]["mig"] is False and g["AMD MI300X"]["partitions_max"] == 8
 

@@ -89,5 +89,6 @@ def default_kv_precision(gpu: dict[str, Any], precision: str) -> str:
 def kv_bytes(kv_precision: str) -> float:
     k = str(kv_precision).lower()
     if k not in KV_BYTES:
-        raise ValueError(f"kv_precision '{kv_precision}': expected one of {', '.join(KV_PRECISIONS)}")
+        raise ValueError(f"kv_precision '{kv_precision}': expected one of "
+                         f"{', '.join(KV_PRECISIONS)}")
     return KV_BYTES[k]

@@ -171,7 +171,8 @@ def render(r: dict[str, Any], lomo: dict[str, Any] | None) -> str:
              "`servewise validate`.", "",
              "![predicted vs measured](img/accuracy.png)", "",
              "## Targets", "",
-             "| metric | target (median APE) | achieved median | p90 | met |", "|---|---|---|---|---|"]
+             "| metric | target (median APE) | achieved median | p90 | met |",
+             "|---|---|---|---|---|"]
     for m, tt in t.items():
         o = s["overall"][m]
         lines.append(f"| {LABELS.get(m, m)} | ≤ {_p(tt['target_median_ape'])} | "

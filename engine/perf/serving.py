@@ -20,9 +20,8 @@ with the decode steps of the others:
 
 from __future__ import annotations
 
-from typing import Any
-
 import math
+from typing import Any
 
 from .calibration import CHUNK_TOKENS, Profile, gpu_class, profile
 from .memory import Layout, memory
@@ -58,7 +57,7 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
                 "ttft": ttft, "life": ttft + n_dec * tpot}
 
     lo, hi = 0.0, 1.0 / t_marg
-    for _ in range(60):
+    for _ in range(40):
         mid = 0.5 * (lo + hi)
         s = state(mid)
         if mid * s["life"] > c_rank:

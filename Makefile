@@ -1,0 +1,36 @@
+# servewise — the two commands of CONTRACTS §1. Both create .venv if missing and need no
+# activated environment; run them as often as you like.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test lint rules-test bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+run: $(VENV)/.installed
+	$(BIN)/servewise plan examples/chat-70b-online.yaml
+
+test: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/servewise rules lint
+	$(BIN)/python -m pytest
+
+rules-test: $(VENV)/.installed
+	$(BIN)/servewise rules test
+
+bench: $(VENV)/.installed-test
+	$(BIN)/python tests/bench/bench_plan.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

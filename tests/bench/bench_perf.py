@@ -1,0 +1,47 @@
+"""Benchmark (not a test): validate over the shipped rows, and in-process estimate latency.
+
+    python tests/bench/bench_perf.py
+
+Targets: validate over all 1,256 measured rows < 10 s; one estimate well under 1 ms.
+"""
+
+from __future__ import annotations
+
+import time
+
+from servewise.engine.catalog import load_catalog
+from servewise.engine.perf import estimate
+from servewise.engine.perf.data import DEFAULT_FILES
+from servewise.engine.perf.memory import Layout
+from servewise.engine.perf.serving import predict
+from servewise.engine.perf.validate import validate
+
+
+def main() -> None:
+    t = time.perf_counter()
+    r = validate([DEFAULT_FILES[0]])
+    dt = time.perf_counter() - t
+    print(f"validate measured.csv ({len(r['rows'])} rows): {dt:.2f} s  (target < 10 s)")
+    t = time.perf_counter()
+    validate()
+    print(f"validate both shipped files: {time.perf_counter() - t:.2f} s")
+
+    cat = load_catalog()
+    m, g = cat.model("Llama-3.1-70B"), cat.gpu("H200 SXM")
+    cases = {
+        "estimate (with explanation steps)": lambda: estimate(
+            m, g, tp=4, precision="fp8", isl=1024, osl=256, concurrency=32),
+        "predict (fast path, no steps)": lambda: predict(
+            m, g, Layout(tp=4), precision="fp8", isl=1024, osl=256, concurrency=32),
+    }
+    for name, fn in cases.items():
+        fn()
+        n = 2000
+        t = time.perf_counter()
+        for _ in range(n):
+            fn()
+        print(f"{name}: {(time.perf_counter() - t) / n * 1e3:.3f} ms per call")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""CLI contract of `estimate` and `validate` (CONTRACTS §2)."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from servewise.cli.perf_commands import estimate_cmd, validate_cmd
+
+ARGS = ["--model", "Llama-3.1-70B", "--gpu", "H200 SXM", "--tp", "4", "--precision", "fp8",
+        "--isl", "1024", "--osl", "256", "--concurrency", "32"]
+
+
+@pytest.fixture
+def run():
+    return lambda cmd, args: CliRunner().invoke(cmd, args)
+
+
+def test_estimate_json_contract(run):
+    r = run(estimate_cmd, [*ARGS, "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert isinstance(d["ttft_ms"], float) and isinstance(d["tpot_ms"], float)
+    assert isinstance(d["output_tokens_per_s"], float) and d["fits"] is True
+    assert set(d["memory"]) >= {"weights_gib", "kv_cache_gib", "total_gib", "per_gpu_gib"}
+
+
+def test_estimate_text_shows_band_and_formulas(run):
+    r = run(estimate_cmd, ARGS)
+    assert r.exit_code == 0
+    assert "band" in r.output and "TPOT" in r.output and "t_decode = " in r.output
+
+
+def test_estimate_case_insensitive_names(run):
+    r = run(estimate_cmd, ["--model", "llama-3.1-70b", "--gpu", "h200 sxm", *ARGS[4:],
+                           "--format", "json"])
+    assert r.exit_code == 0, r.output
+
+
+def test_estimate_does_not_fit(run):
+    r = run(estimate_cmd, ["--model", "Llama-3.1-70B", "--gpu", "L40S", "--tp", "1",
+                           "--precision", "bf16", "--isl", "1024", "--osl", "256",
+                           "--concurrency", "1", "--format", "json"])
+    assert r.exit_code == 0
+    d = json.loads(r.output)
+    assert d["fits"] is False and d["reason"] and d["ttft_ms"] is None
+
+
+@pytest.mark.parametrize("bad, needle", [
+    (["--model", "Llama-9000"], "--model"),
+    (["--gpu", "H300"], "--gpu"),
+    (["--precision", "fp3"], "--precision"),
+    (["--tp", "0"], "--tp"),
+])
+def test_estimate_bad_input_exit_2(run, bad, needle):
+    args = list(ARGS)
+    i = args.index(bad[0])
+    args[i + 1] = bad[1]
+    r = run(estimate_cmd, args)
+    assert r.exit_code == 2
+    assert needle in r.output
+    assert "Traceback" not in r.output
+
+
+def test_unknown_model_suggests(run):
+    args = list(ARGS)
+    args[1] = "Llama-3.1-70"
+    r = run(estimate_cmd, args)
+    assert r.exit_code == 2 and "did you mean" in r.output
+    assert len(r.output.strip().splitlines()) == 1
+
+
+def test_validate_json_rows(run, tmp_path):
+    src = open(__import__("servewise.engine.perf.data", fromlist=["x"]).DEFAULT_FILES[0]).read()
+    lines = src.splitlines()
+    f = tmp_path / "m.csv"
+    f.write_text("\n".join(lines[:6]) + "\n")
+    r = run(validate_cmd, ["--data", str(f), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert [x["row"] for x in d["rows"]] == [0, 1, 2, 3, 4]
+    assert all(x["tpot_ms"] > 0 and x["skipped"] is None for x in d["rows"])
+    assert "overall" in d["summary"]
+
+
+def test_validate_text(run, tmp_path):
+    f = tmp_path / "b.csv"
+    f.write_text("model,gpu,n_gpus,framework,precision,tp,input_len,output_len,"
+                 "concurrency_or_batch,ttft_ms,tpot_or_itl_ms,output_tokens_per_s_total\n"
+                 "Llama-3.1-8B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n"
+                 "Nope-1B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n")
+    r = run(validate_cmd, ["--data", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "median" in r.output and "p90" in r.output and "skipped" in r.output
+
+
+def test_validate_bad_file_exit_2(run, tmp_path):
+    f = tmp_path / "x.csv"
+    f.write_text("a,b\n1,2\n")
+    r = run(validate_cmd, ["--data", str(f)])
+    assert r.exit_code == 2 and "--data" in r.output and "Traceback" not in r.output
+    r = run(validate_cmd, ["--data", str(tmp_path / "missing.csv")])
+    assert r.exit_code == 2

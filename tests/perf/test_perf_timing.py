@@ -1,0 +1,143 @@
+"""Time formulas and monotonicity of the serving model."""
+
+import pytest
+from servewise.engine.catalog import load_catalog
+from servewise.engine.perf import compute_rate, default_kv_precision, estimate, max_concurrency
+from servewise.engine.perf.calibration import gpu_class, profile
+from servewise.engine.perf.memory import Layout
+from servewise.engine.perf.timing import StepModel
+
+
+@pytest.fixture(scope="module")
+def cat():
+    return load_catalog()
+
+
+def _sm(cat, model, gpu, precision="bf16", tp=1):
+    g = cat.gpu(gpu)
+    return StepModel.build(cat.model(model), g, Layout(tp=tp), precision,
+                           default_kv_precision(g, precision), profile(g, "vllm"))
+
+
+def test_decode_bytes_batch1_is_weights_plus_kv(cat):
+    sm = _sm(cat, "Llama-3.1-8B", "H100 SXM")
+    d = sm.decode(1, 1000)
+    emb = 128_256 * 4096 * 2  # input embedding is looked up, not streamed
+    assert d["weights_bytes"] == pytest.approx(8.03e9 * 2 - emb)
+    assert d["kv_bytes"] == pytest.approx(1000 * 2 * 32 * 8 * 128 * 2)
+    assert d["t_mem"] == pytest.approx(d["bytes"] / (3350e9 * sm.prof.eta_bw) * 1e3)
+
+
+def test_moe_expert_fraction(cat):
+    sm = _sm(cat, "Qwen3-235B-A22B", "H200 SXM", "fp8", tp=4)
+    assert sm.expert_fraction(1) == pytest.approx(8 / 128)
+    assert sm.expert_fraction(16) == pytest.approx(1 - (1 - 8 / 128) ** 16)
+    assert sm.expert_fraction(10_000) == pytest.approx(1.0)
+    assert sm.decode(64, 1000)["weights_bytes"] > sm.decode(1, 1000)["weights_bytes"]
+
+
+def test_prefill_attention_grows_superlinearly(cat):
+    sm = _sm(cat, "Llama-3.1-8B", "H100 SXM")
+    f1, f8 = sm.prefill(1000)["flops"], sm.prefill(8000)["flops"]
+    assert f8 > 8 * f1
+
+
+def test_precision_rates(cat):
+    h100, a100 = cat.gpu("H100 SXM"), cat.gpu("A100 80GB SXM")
+    assert compute_rate(h100, "fp8")[0] == pytest.approx(1978.9)
+    rate, note = compute_rate(h100, "int4")
+    assert rate == pytest.approx(989.4) and "16-bit" in note
+    rate, note = compute_rate(a100, "fp8")
+    assert rate == pytest.approx(312) and "Marlin" in note
+    assert compute_rate(cat.gpu("B200"), "fp4")[0] == pytest.approx(9000)
+    assert default_kv_precision(h100, "fp8") == "fp8"
+    assert default_kv_precision(a100, "fp8") == "bf16"
+
+
+def test_gpu_classes(cat):
+    assert gpu_class(cat.gpu("H200 SXM")) == "hopper-hbm"
+    assert gpu_class(cat.gpu("B200")) == "blackwell-hbm"
+    assert gpu_class(cat.gpu("L40S")) == "ada-gddr"
+
+
+def test_unmeasured_class_has_wider_band(cat):
+    m = cat.model("Llama-3.1-8B")
+    kw = dict(tp=1, precision="bf16", isl=1000, osl=200, concurrency=8)
+    h = estimate(m, cat.gpu("H100 SXM"), backend="trtllm", **kw)
+    lovelace = estimate(m, cat.gpu("L40S"), backend="trtllm", **kw)
+    assert h.calibration["measured"] and not lovelace.calibration["measured"]
+    width = lambda e: e.band["tpot_ms"][1] / e.band["tpot_ms"][0]  # noqa: E731
+    assert width(lovelace) > width(h)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "trtllm", "sglang"])
+def test_monotonic_in_concurrency(cat, backend):
+    m, g = cat.model("Llama-3.1-70B"), cat.gpu("H200 SXM")
+    prev = None
+    for c in (1, 4, 16, 64, 256):
+        e = estimate(m, g, tp=4, precision="fp8", isl=1024, osl=256, concurrency=c,
+                     backend=backend)
+        if prev:
+            assert e.tpot_ms >= prev.tpot_ms
+            assert e.ttft_ms >= prev.ttft_ms
+            assert e.output_tokens_per_s >= prev.output_tokens_per_s
+        prev = e
+
+
+def test_monotonic_in_lengths_and_hardware(cat):
+    m = cat.model("Llama-3.1-70B")
+    kw = dict(tp=4, precision="fp8", osl=256, concurrency=16)
+    a = estimate(m, cat.gpu("H100 SXM"), isl=1024, **kw)
+    b = estimate(m, cat.gpu("H100 SXM"), isl=4096, **kw)
+    assert b.ttft_ms > a.ttft_ms and b.tpot_ms > a.tpot_ms
+    faster = estimate(m, cat.gpu("H200 SXM"), isl=1024, **kw)
+    assert faster.tpot_ms < a.tpot_ms
+
+
+def test_tp_reduces_single_stream_latency(cat):
+    m, g = cat.model("Llama-3.1-70B"), cat.gpu("H100 SXM")
+    t2 = estimate(m, g, tp=2, precision="fp8", isl=512, osl=128, concurrency=1)
+    t8 = estimate(m, g, tp=8, precision="fp8", isl=512, osl=128, concurrency=1)
+    assert t8.tpot_ms < t2.tpot_ms
+
+
+def test_estimate_contract_and_steps(cat):
+    e = estimate(cat.model("Llama-3.1-70B"), cat.gpu("H200 SXM"), tp=4, precision="fp8",
+                 isl=1024, osl=256, concurrency=32)
+    d = e.to_dict()
+    for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s", "fits", "reason", "band",
+              "calibration", "steps"):
+        assert k in d
+    assert set(d["memory"]) >= {"weights_gib", "kv_cache_gib", "total_gib", "per_gpu_gib"}
+    assert d["fits"] and d["reason"] is None
+    names = {s["name"] for s in d["steps"]}
+    assert {"weights", "kv_per_token", "memory_per_gpu", "decode_step", "prefill", "tp_comm",
+            "ttft", "tpot"} <= names
+    lo, hi = d["band"]["tpot_ms"]
+    assert lo <= d["tpot_ms"] <= hi
+    assert e.upper("tpot_ms") == pytest.approx(hi, rel=1e-4)
+
+
+def test_not_fitting_has_null_timings(cat):
+    e = estimate(cat.model("Llama-3.1-70B"), cat.gpu("L40S"), tp=1, precision="bf16",
+                 isl=1024, osl=256, concurrency=1)
+    assert not e.fits and e.reason and e.ttft_ms is None and e.tpot_ms is None
+
+
+def test_deterministic(cat):
+    args = (cat.model("DeepSeek-V3"), cat.gpu("B200"))
+    kw = dict(tp=8, ep=8, precision="fp4", isl=2048, osl=512, concurrency=64, backend="sglang")
+    assert estimate(*args, **kw).to_dict() == estimate(*args, **kw).to_dict()
+
+
+def test_max_concurrency(cat):
+    m, g = cat.model("Llama-3.1-70B"), cat.gpu("H200 SXM")
+    kw = dict(tp=4, precision="fp8", isl=1024, osl=256, ttft_ms=None)
+    loose = max_concurrency(m, g, tpot_ms=60, **kw)
+    tight = max_concurrency(m, g, tpot_ms=25, **kw)
+    assert 0 < tight <= loose
+    e = estimate(m, g, tp=4, precision="fp8", isl=1024, osl=256, concurrency=tight)
+    assert e.upper("tpot_ms") <= 25
+    assert max_concurrency(m, g, tpot_ms=0.5, **kw) == 0
+    assert max_concurrency(cat.model("Llama-3.1-70B"), cat.gpu("L40S"), tp=1,
+                           precision="bf16", isl=1024, osl=256, ttft_ms=None, tpot_ms=100) == 0

@@ -1,0 +1,71 @@
+"""Workload files: one source of truth (facts/inputs.yaml), clear errors with field paths."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from servewise.engine.inputs import fill_defaults, input_defs, workload_schema
+
+
+def write(tmp_path, text):
+    path = tmp_path / "w.yaml"
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+BAD = [
+    ("model: Llama-3.1-8B\ntrafic:\n  peak_qps: 3\n", "w.yaml:2: trafic: unknown key 'trafic'; did you mean 'traffic'?"),
+    ("model: Llama-3.1-8B\ntraffic:\n  peak_qpss: 3\n", "w.yaml:3: traffic.peak_qpss: unknown key 'peak_qpss'; did you mean 'peak_qps'?"),
+    ("model: Llama-3.1-8B\ntraffic:\n  peak_qps: -3\n", "traffic.peak_qps: expected a number in 0.001..100000 req/s, got -3"),
+    ("model: Llama-3.1-8B\nmode: onlin\n", "mode: expected one of online, offline, edge, got 'onlin'"),
+    ("model: Llama-3.1-8B\nsla:\n  ttft_ms: fast\n", "sla.ttft_ms: expected a number in 1..600000 ms or null, got 'fast'"),
+    ("mode: online\n", "model: missing required field 'model'"),
+    ("model: Llama-9-70B\n", "model: unknown models 'Llama-9-70B'"),
+    ("model: {name: mine}\n", "model: expected a catalog model name or a custom-model mapping; 'params_b' is a required property"),
+    ("model: [unclosed\n", "invalid YAML"),
+    ("- just\n- a list\n", "a workload must be a mapping"),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD)
+def test_bad_workloads_exit_2_with_field_path(tmp_path, cli, text, message):
+    result = cli("plan", write(tmp_path, text))
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_missing_file(cli):
+    result = cli("plan", "no/such/file.yaml")
+    assert result.exit_code == 2
+    assert "file not found" in result.output
+
+
+def test_schema_is_generated_from_inputs_yaml():
+    schema = workload_schema()
+    for d in input_defs():
+        node = schema
+        for part in d.key.split("."):
+            node = node["properties"][part]
+        assert node is not None
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["traffic"]["additionalProperties"] is False
+
+
+def test_every_input_has_bilingual_question():
+    for d in input_defs():
+        assert d.question.get("en") and d.question.get("zh"), d.key
+
+
+def test_defaults_are_filled_and_reported():
+    workload, used = fill_defaults({"model": "Llama-3.1-8B", "traffic": {"peak_qps": 3}})
+    assert workload["traffic"]["peak_qps"] == 3
+    assert workload["sla"]["ttft_ms"] == 500
+    assert "sla.ttft_ms" in used and "traffic.peak_qps" not in used
+
+
+def test_schema_command(cli):
+    result = cli("schema", "workload")
+    assert json.loads(result.output)["title"] == "servewise workload"
