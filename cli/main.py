@@ -145,13 +145,20 @@ def schema_workload() -> None:
 
 
 def _register_optional() -> None:
-    """Commands that live in their own modules."""
-    try:
-        from .perf_commands import estimate_cmd, validate_cmd
-    except ImportError:  # pragma: no cover - during development only
-        return
+    """Commands that live in their own modules: perf_commands, and every ``cli/cmd_*.py``
+    module's ``COMMANDS`` list of click commands."""
+    import importlib
+    import pkgutil
+
+    from .perf_commands import estimate_cmd, validate_cmd
+
     cli.add_command(estimate_cmd)
     cli.add_command(validate_cmd)
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).resolve().parent)]), key=lambda m: m.name):
+        if info.name.startswith("cmd_"):
+            module = importlib.import_module(f"{__package__}.{info.name}")
+            for command in getattr(module, "COMMANDS", []):
+                cli.add_command(command)
 
 
 _register_optional()

@@ -295,3 +295,18 @@ def settings_trtllm(tp: int, max_batch: int, precision: str, max_len: int) -> di
 def cooling_rank(kind: str) -> int:
     """Order of cooling capability: air < hybrid < liquid."""
     return {"air": 0, "hybrid": 1, "liquid": 2}.get(str(kind), 0)
+
+
+def _load_function_modules() -> None:
+    """Import every ``engine/fn_*.py`` module: each adds domain functions with @domain_function."""
+    import importlib
+    import pkgutil
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):
+        if info.name.startswith("fn_"):
+            importlib.import_module(f"{__package__}.{info.name}")
+
+
+_load_function_modules()
