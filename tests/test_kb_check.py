@@ -1,0 +1,51 @@
+"""`servewise kb check` finds the seed articles' inconsistencies and reports coverage."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servewise.engine.kbcheck import catalog_conflicts, check_claims
+
+
+@pytest.fixture(scope="module")
+def claims():
+    results, errors = check_claims()
+    assert errors == []
+    return {r.id: r for r in results}
+
+
+@pytest.mark.parametrize("claim_id", [
+    "claim.l40s-bandwidth", "claim.internode-quarter", "claim.4xl40s-vs-h200-tco",
+    "claim.liquid-cooling-saving", "claim.psu-headroom",
+])
+def test_required_inconsistencies_are_found(claims, claim_id):
+    assert claims[claim_id].holds is False
+    assert claims[claim_id].verdict != "OK"
+
+
+def test_recomputed_numbers(claims):
+    assert claims["claim.internode-quarter"].values["quarter_gbps"] == 1800
+    assert round(claims["claim.liquid-cooling-saving"].values["saving_cny_per_year"]) == 19622
+    assert round(claims["claim.psu-headroom"].values["ratio_4xh200"], 2) == 1.43
+    tco = claims["claim.4xl40s-vs-h200-tco"].values
+    assert 1.1 < tco["capex_ratio_low"] < 1.2 and 1.6 < tco["capex_ratio_high"] < 1.8
+
+
+def test_a_consistent_claim_holds(claims):
+    assert claims["claim.storage-example"].holds is True
+
+
+def test_catalog_conflicts_include_l40s_bandwidth():
+    found = {(c.table, c.entry, c.field): c for c in catalog_conflicts()}
+    l40s = found[("gpus", "L40S", "bandwidth_gbs")]
+    assert l40s.chosen == 864
+    assert 2600 in [v.get("value") for v in l40s.values]
+
+
+def test_cli_json(cli):
+    result = cli("kb", "check", "--format", "json", "--min-coverage", "0")
+    data = json.loads(result.output)
+    assert {"conflicts", "claims", "coverage", "errors"} <= set(data)
+    assert data["coverage"]["total"] == 243
