@@ -23,9 +23,11 @@ BACKENDS = ("vllm", "trtllm", "sglang")
 
 # First-order values used when no calibration file exists (public efficiency figures:
 # decode 74-77% of peak bandwidth at batch 1, prefill 54-69% of peak FLOPS).
-FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.6, "t_step_ms": 1.5, "t_layer_us": 20.0,
-                    "burst": 0.1, "eta_moe": 0.8}
-PARAMS = ("eta_bw", "eta_flops", "t_step_ms", "t_layer_us", "burst", "eta_moe")
+FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.8, "t_step_ms": 1.0,
+                    "t_layer_us": 20.0, "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 2.0,
+                    "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05}
+PARAMS = ("eta_bw", "eta_flops", "eta_moe", "t_step_ms", "t_layer_us", "t_seq_us", "interference",
+          "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission")
 # Prefill chunk (tokens per engine step) of each backend's default scheduler.
 CHUNK_TOKENS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
 FALLBACK_LINKS = {
@@ -44,21 +46,25 @@ class Profile:
 
     gpu_class: str
     backend: str
-    eta_bw: float          # achieved share of peak memory bandwidth while decoding
-    eta_flops: float       # achieved share of peak dense tensor FLOPS while prefilling
-    t_step_ms: float       # fixed cost per engine step (scheduler, sampling, launch)
+    eta_bw: float          # achieved share of peak memory bandwidth in decode steps
+    eta_flops: float       # achieved share of peak dense tensor FLOPS (GEMMs, attention)
+    eta_moe: float         # efficiency of grouped expert GEMMs / expert reads relative to dense
+    t_step_ms: float       # fixed cost per engine step (scheduler, launch)
     t_layer_us: float      # per-layer cost per step (small kernels, norms, routing)
-    burst: float           # share of a full arrival burst seen by a request's TTFT
-    eta_moe: float         # efficiency of grouped expert GEMMs relative to dense ones
+    t_seq_us: float        # per-sequence cost per step (sampling, detokenisation, bookkeeping)
+    interference: float    # share of other requests' prefill time that lands on decode steps
+    t_chunk_ms: float      # extra cost of each prefill chunk (its own step / launch)
+    t_request_ms: float    # fixed per-request latency before the first token (HTTP, tokenise)
+    k_step: float          # decode steps a new request waits for (admission at step boundaries)
+    burst: float           # share of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
+    admission: float       # share of the completion interval (osl-1) x TPOT / (C-1) waited
     band: dict[str, list[float]]  # [low, high] multipliers from the measured error spread
     measured: bool         # fitted on rows of this class and backend
     source: str            # where the numbers come from
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu_class": self.gpu_class, "backend": self.backend, "measured": self.measured,
-                "eta_bw": self.eta_bw, "eta_flops": self.eta_flops, "t_step_ms": self.t_step_ms,
-                "t_layer_us": self.t_layer_us, "burst": self.burst,
-                "eta_moe": self.eta_moe, "source": self.source}
+                **{k: getattr(self, k) for k in PARAMS}, "source": self.source}
 
 
 def gpu_class(gpu: dict[str, Any]) -> str:

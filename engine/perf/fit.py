@@ -2,10 +2,11 @@
 
     python -m servewise.engine.perf.fit [--data CSV ...] [--out facts/calibration.yaml]
 
-For each (GPU class, backend) with measured rows, six efficiencies are fitted by robust least
-squares on log(predicted / measured) of TPOT (weight 1), TTFT (weight 0.5) and throughput
-(weight 1): ``eta_bw``, ``eta_flops``, ``t_step_ms``, ``t_layer_us``, ``burst``,
-``eta_moe``. Nothing is fitted per model or per row. The output is deterministic for the
+For each (GPU class, backend) with measured rows, the twelve profile constants of
+``calibration.PARAMS`` (three efficiencies, four engine overheads, five serving-behaviour
+shares) are fitted by robust least squares on log(predicted / measured) of TPOT (weight 1),
+TTFT (weight 0.5) and throughput (weight 1), with a weak prior that keeps them near physical
+values when the rows do not pin them. Nothing is fitted per model or per row. The output is deterministic for the
 same data and date.
 """
 
@@ -29,10 +30,16 @@ from .validate import predict_row, quantile
 
 # eta_bw is capped at 92 %: more than that of peak HBM bandwidth is not reached by real kernels,
 # and without the cap the fit trades bandwidth against per-step overhead.
-BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 1.0), "t_step_ms": (0.05, 30.0),
-          "t_layer_us": (0.05, 300.0), "burst": (0.001, 3.0), "eta_moe": (0.1, 1.0)}
-START = {"eta_bw": 0.75, "eta_flops": 0.5, "t_step_ms": 1.0, "t_layer_us": 20.0, "burst": 0.2,
-         "eta_moe": 0.7}
+BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 0.9), "eta_moe": (0.1, 1.0),
+          "t_step_ms": (0.01, 30.0), "t_layer_us": (0.01, 300.0), "t_seq_us": (0.01, 500.0),
+          "interference": (0.05, 3.0), "t_chunk_ms": (0.01, 100.0),
+          "t_request_ms": (0.1, 500.0), "k_step": (0.01, 20.0), "burst": (0.001, 3.0),
+          "admission": (0.001, 3.0)}
+START = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
+         "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
+         "k_step": 1.0, "burst": 0.1, "admission": 0.1}
+# Weak log-space prior (weight per parameter) towards START for the efficiencies only.
+PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3}
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 0.5, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
@@ -102,10 +109,12 @@ def fit_group(rows: list[Row], cls: str, backend: str) -> dict[str, float]:
         params = {k: float(v) for k, v in zip(PARAMS, np.exp(x), strict=True)}
         return calibration_dict({(cls, backend): _band_entry(params)})
 
-    def f(x: Any) -> Any:
-        return np.asarray(residuals(rows, cal_for(x)))
+    prior_w = np.array([PRIOR_WEIGHT.get(k, 0.0) for k in PARAMS])
 
-    sol = least_squares(f, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.15, max_nfev=80,
+    def f(x: Any) -> Any:
+        return np.concatenate([np.asarray(residuals(rows, cal_for(x))), prior_w * (x - x0)])
+
+    sol = least_squares(f, x0, bounds=(lo, hi), loss="soft_l1", f_scale=0.15, max_nfev=300,
                         x_scale=1.0, diff_step=1e-3)
     return {k: float(f"{v:.4g}") for k, v in zip(PARAMS, np.exp(sol.x), strict=True)}
 
@@ -173,16 +182,23 @@ HEADER = """\
 # Written by `python -m servewise.engine.perf.fit`; do not edit by hand, refit instead.
 #
 # Per GPU class (architecture + memory technology) and backend:
-#   eta_bw      achieved share of peak memory bandwidth in decode steps
-#   eta_flops   achieved share of peak dense tensor FLOPS in prefill
-#   t_step_ms   fixed cost per engine step (scheduling, sampling, kernel launch)
-#   t_layer_us  cost per layer per step (small kernels: norms, rotary, routing)
-#   burst       share of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
-#   eta_moe     efficiency of grouped expert GEMMs relative to dense GEMMs (MoE models)
-#   band        [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
-#   fit_error   median absolute percentage error on the fitted rows
+#   eta_bw        achieved share of peak memory bandwidth in decode steps
+#   eta_flops     achieved share of peak dense tensor FLOPS (GEMMs and attention)
+#   eta_moe       efficiency of grouped expert GEMMs / expert reads relative to dense ones
+#   t_step_ms     fixed cost per engine step (scheduler, kernel launch)
+#   t_layer_us    cost per layer per step (small kernels: norms, rotary, routing)
+#   t_seq_us      cost per sequence per step (sampling, detokenisation, bookkeeping)
+#   interference  share kappa of other requests' prefill time that lands on decode steps
+#   t_chunk_ms    extra cost per prefill chunk (its own engine step)
+#   t_request_ms  fixed per-request latency before the first token (HTTP, tokenise)
+#   k_step        decode steps a new request waits before its prefill starts
+#   burst         share phi of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
+#   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
+#   band          [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
+#   fit_error     median absolute percentage error on the fitted rows
 # Method: robust least squares (scipy least_squares, soft-L1, f_scale 0.15) of
-#   log(predicted/measured) of TPOT (weight 1), TTFT (0.5), throughput (1) per group.
+#   log(predicted/measured) of TPOT (weight 1), TTFT (0.5), throughput (1) per group, with a
+#   weak prior (weight 0.3 in log space) on eta_bw, eta_flops, eta_moe.
 # Not fitted (documented priors): links.* (NVLink one-shot all-reduce ~8 us, 70% of link
 #   bandwidth), memory overhead 1.5 GiB + activations (engine/perf/memory.py),
 #   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).

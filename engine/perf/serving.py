@@ -1,29 +1,31 @@
-"""Steady-state serving under continuous batching: TTFT, TPOT and throughput at a concurrency.
+"""Serving under continuous batching in a closed-loop benchmark: TTFT, TPOT and throughput.
 
-With ``C`` requests in flight per attention rank, each request lives ``TTFT + (osl-1) x TPOT``,
-so requests arrive (and finish) at ``λ = C / lifetime``. The engine interleaves their prefills
-with the decode steps of the others:
+With ``C`` requests in flight per attention rank (a client that sends a new request whenever one
+finishes), each request lives ``TTFT + (osl-1) x TPOT``, so requests arrive at
+``λ = C / lifetime`` per rank. All terms are per attention rank, in milliseconds:
 
-* ``ρ = λ x t_prefill_marginal`` is the share of GPU time spent on other requests' prefills, so
-  decode steps stretch to ``TPOT = t_decode(B) / (1 - ρ)``;
-* a new request waits for the step in progress and for the prefills queued before it
-  (M/D/1 wait ``ρ / (2(1-ρ)) x t_prefill``), then runs its own prefill in
-  ``n_chunks = ceil(isl / chunk)`` engine steps, each also carrying the decode batch;
-* benchmark clients start all requests at once, and identical requests stay partly in step:
-  a calibrated share ``φ`` (per backend) of the burst wait ``(C-1)/2 x t_prefill`` remains:
-  ``TTFT = t_prefill + (n_chunks - 1/2) x t_decode + ρ/(2(1-ρ)) x t_prefill
-  + φ x (C-1)/2 x t_prefill``;
-* ``B = C - λ x t_prefill`` sequences are decoding at any time.
+* ``t_decode(C)``: one decode step of the ``C`` sequences (timing.StepModel.decode);
+* ``t_prefill``: one request's prefill (compute + communication + ``n_chunks x t_chunk``);
+* ``TPOT = t_decode + κ x (C-1) x t_prefill / osl``: during one request's ``osl`` steps the
+  other ``C-1`` requests each prefill once; a share ``κ`` (interference, per backend) of that
+  time lands on the decode steps (chunked prefill mixes it into them, non-mixed schedulers stop
+  decoding for it);
+* ``TTFT = t_request + t_prefill + k_step x t_decode + φ x (C-1)/2 x t_prefill
+  + ψ x (osl-1) x TPOT / (C-1)``: a fixed per-request cost (HTTP, tokenisation, first
+  sampling); the own prefill; admission at step boundaries (``k_step`` decode steps); the
+  share ``φ`` of the arrival burst left in the average (benchmark clients start all ``C``
+  requests at once, and identical requests stay partly in step); and the share ``ψ`` of
+  requests that find the batch full and wait for the next completion (one completes every
+  ``(osl-1) x TPOT / (C-1)`` on average).
 
-``λ`` is the fixed point of ``λ x lifetime(λ) = C``, found by bisection.
+The form is closed (no fixed-point iteration): estimate is a few microseconds of arithmetic.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-from .calibration import CHUNK_TOKENS, Profile, gpu_class, profile
+from .calibration import Profile, gpu_class, profile
 from .memory import Layout, memory
 from .precision import check_precision, default_kv_precision
 from .timing import StepModel
@@ -33,40 +35,25 @@ MAX_BATCH = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}  # max sequences per 
 
 
 def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
-    """Fixed point of the closed loop for ``c_rank`` requests in flight on one attention rank."""
+    """TTFT, TPOT and arrival rate for ``c_rank`` requests in flight on one attention rank."""
+    prof = sm.prof
     pf = sm.prefill(isl)
-    t_pf, t_marg = pf["total"], max(pf["marginal"], 1e-9)
+    t_pf = pf["total"]
     ctx = isl + osl / 2.0
+    dec = sm.decode(max(c_rank, 1.0), ctx)
+    others = max(c_rank - 1.0, 0.0)
+    interf = prof.interference * others * t_pf / osl
+    tpot = dec["total"] + interf
     n_dec = max(osl - 1, 0)
-    n_chunks = math.ceil(isl / CHUNK_TOKENS.get(sm.prof.backend, 8192))
-    burst = sm.prof.burst * max(c_rank - 1.0, 0.0) / 2.0 * t_marg
-
-    def state(lam: float) -> dict[str, Any]:
-        rho = min(lam * t_marg, 0.999999)
-        batch = max(1.0, c_rank - lam * t_pf)
-        dec = sm.decode(batch, ctx)
-        tpot = dec["total"] / (1.0 - rho)
-        if c_rank > 1:
-            mixed = (n_chunks - 0.5) * dec["total"]
-            queue = rho / (2.0 * (1.0 - rho)) * t_pf
-        else:
-            mixed = queue = 0.0
-        ttft = t_pf + mixed + queue + burst
-        return {"lam": lam, "rho": rho, "batch": batch, "dec": dec, "tpot": tpot,
-                "mixed": mixed, "queue": queue, "burst": burst, "n_chunks": n_chunks,
-                "ttft": ttft, "life": ttft + n_dec * tpot}
-
-    lo, hi = 0.0, 1.0 / t_marg
-    for _ in range(40):
-        mid = 0.5 * (lo + hi)
-        s = state(mid)
-        if mid * s["life"] > c_rank:
-            hi = mid
-        else:
-            lo = mid
-    s = state(lo)
-    s["prefill"] = pf
-    return s
+    many = 1.0 if c_rank > 1 else 0.0
+    step_wait = prof.k_step * dec["total"] * many
+    burst = prof.burst * others / 2.0 * t_pf
+    admission = prof.admission * n_dec * tpot / max(others, 1.0) * many
+    ttft = prof.t_request_ms + t_pf + step_wait + burst + admission
+    life = ttft + n_dec * tpot
+    return {"lam": c_rank / life, "batch": max(c_rank, 1.0), "dec": dec, "prefill": pf,
+            "interference": interf, "tpot": tpot, "step_wait": step_wait, "burst": burst,
+            "admission": admission, "ttft": ttft, "life": life}
 
 
 def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) -> list[Step]:
@@ -74,7 +61,7 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
     lay = sm.lay
     ctx = isl + osl / 2.0
     link = sm.link
-    out = [
+    return [
         Step("compute_rate", "peak = dense TFLOPS at the GEMM precision",
              {"how": sm.rate_note}, sm.tflops, "TFLOPS"),
         Step("decode_bytes",
@@ -87,11 +74,13 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
               "kv_per_token_per_gpu_b": sm.kv_tok_gpu},
              d["bytes"] / 1e9, "GB"),
         Step("decode_step",
-             "t_decode = max(bytes / (bw x η_bw), flops / (peak x η_flops)) + t_comm + t_overhead",
+             "t_decode = bytes / (bw x η_bw) + flops / (peak x η_flops) + t_comm + t_overhead"
+             "  (expert bytes and FLOPs / η_moe)",
              {"bytes_gb": d["bytes"] / 1e9, "bw_gbs": sm.bw_gbs, "eta_bw": prof.eta_bw,
-              "t_mem_ms": d["t_mem"], "gflops": d["flops"] / 1e9, "peak_tflops": sm.tflops,
-              "eta_flops": prof.eta_flops, "t_compute_ms": d["t_compute"],
-              "t_comm_ms": d["t_comm"], "t_overhead_ms": d["t_overhead"]},
+              "eta_moe": prof.eta_moe, "t_mem_ms": d["t_mem"], "gflops": d["flops"] / 1e9,
+              "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
+              "t_compute_ms": d["t_compute"], "t_comm_ms": d["t_comm"],
+              "t_overhead_ms": d["t_overhead"]},
              d["total"], "ms"),
         Step("tp_comm",
              "t_comm = 2 x layers x (2(tp-1)/tp x B x hidden x 2 B / (link x η_link) + latency)"
@@ -99,30 +88,28 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
              {"layers": sm.layers, "tp": lay.tp, "B": s["batch"], "hidden": sm.hidden,
               "link": link[0], "link_gbs": link[1], "eta_link": link[2],
               "latency_us": link[3]}, d["t_comm"], "ms"),
-        Step("overhead", "t_overhead = t_step + layers x t_layer",
-             {"t_step_ms": prof.t_step_ms, "layers": sm.layers, "t_layer_us": prof.t_layer_us},
-             d["t_overhead"], "ms"),
+        Step("overhead", "t_overhead = t_step + layers x t_layer + B x t_seq",
+             {"t_step_ms": prof.t_step_ms, "layers": sm.layers, "t_layer_us": prof.t_layer_us,
+              "B": s["batch"], "t_seq_us": prof.t_seq_us}, d["t_overhead"], "ms"),
         Step("prefill",
-             "t_prefill = max(isl x (2 x active/tp + attn(ctx)) / (peak x η_flops), "
-             "W / (bw x η_bw)) + t_comm + t_overhead",
+             "t_prefill = isl x (2 x active/tp + attn(ctx)) / (peak x η_flops) + t_comm "
+             "+ n_chunks x t_chunk",
              {"isl": isl, "gflops": pf["flops"] / 1e9, "peak_tflops": sm.tflops,
               "eta_flops": prof.eta_flops, "t_compute_ms": pf["t_compute"],
-              "t_mem_ms": pf["t_mem"], "t_comm_ms": pf["t_comm"],
-              "t_overhead_ms": pf["t_overhead"]}, pf["total"], "ms"),
+              "t_comm_ms": pf["t_comm"], "n_chunks": pf["n_chunks"],
+              "t_chunk_ms": prof.t_chunk_ms}, pf["total"], "ms"),
+        Step("tpot", "TPOT = t_decode + κ x (C-1) x t_prefill / osl",
+             {"t_decode_ms": d["total"], "kappa": prof.interference, "C": c_rank,
+              "t_prefill_ms": pf["total"], "osl": osl}, s["tpot"], "ms"),
+        Step("ttft", "TTFT = t_request + t_prefill + k_step x t_decode + φ x (C-1)/2 x t_prefill"
+             " + ψ x (osl-1) x TPOT / (C-1)",
+             {"t_request_ms": prof.t_request_ms, "t_prefill_ms": pf["total"],
+              "k_step": prof.k_step, "t_decode_ms": d["total"], "phi": prof.burst, "C": c_rank,
+              "burst_ms": s["burst"], "psi": prof.admission, "admission_ms": s["admission"]},
+             s["ttft"], "ms"),
         Step("arrival_rate", "λ = C / (TTFT + (osl-1) x TPOT)  (closed loop, per attention rank)",
-             {"C": c_rank, "osl": osl}, s["lam"] * 1e3, "req/s"),
-        Step("prefill_share", "ρ = λ x t_prefill_compute",
-             {"lambda_per_s": s["lam"] * 1e3, "t_prefill_compute_ms": pf["marginal"]},
-             s["rho"], ""),
-        Step("tpot", "TPOT = t_decode / (1 - ρ)",
-             {"t_decode_ms": d["total"], "rho": s["rho"]}, s["tpot"], "ms"),
-        Step("ttft", "TTFT = t_prefill + (n_chunks - 1/2) x t_decode + ρ/(2(1-ρ)) x t_prefill"
-             " + φ x (C-1)/2 x t_prefill_compute",
-             {"t_prefill_ms": pf["total"], "n_chunks": s["n_chunks"], "t_decode_ms": d["total"],
-              "rho": s["rho"], "queue_ms": s["queue"], "phi": prof.burst, "C": c_rank,
-              "burst_ms": s["burst"]}, s["ttft"], "ms"),
+             {"C": c_rank, "osl": osl, "lifetime_ms": s["life"]}, s["lam"] * 1e3, "req/s"),
     ]
-    return out
 
 
 def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precision: str,
@@ -201,23 +188,38 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
                     attention_dp: int = 1) -> int:
     """Largest concurrency whose upper-band TTFT/TPOT meet the targets and whose KV fits (0: none).
 
-    TTFT and TPOT grow with concurrency, so the answer is found by bisection over [1, limit].
+    Memory is checked once (KV capacity in sequences of ``isl + osl/2`` tokens); TTFT and TPOT
+    grow with concurrency, so the latency limit is found by bisection over the fast ``predict``
+    path (the same arithmetic as ``estimate``, without explanation steps).
     """
-    kw = {"tp": tp, "pp": pp, "ep": ep, "precision": precision, "isl": isl, "osl": osl,
-          "backend": backend, "kv_precision": kv_precision,
-          "gpu_memory_utilization": gpu_memory_utilization, "attention_dp": attention_dp}
+    precision = check_precision(precision)
+    lay = Layout(tp, pp, ep, attention_dp)
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    prof = profile(gpu, backend)
+    mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=0,
+                 kv_precision=kvp, gpu_memory_utilization=gpu_memory_utilization,
+                 attention_dp=attention_dp)
+    if not mem.fits:
+        return 0
+    cap = int(mem.kv_capacity_tokens // (isl + osl / 2.0)) if mem.kv_capacity_tokens else 0
+    hi = min(max(1, int(limit)), cap)
+    if hi < 1:
+        return 0
+    try:
+        sm = StepModel.build(model, gpu, lay, precision, kvp, prof)
+    except ValueError:
+        return 0
+    up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
 
     def ok(c: int) -> bool:
-        e = estimate(model, gpu, concurrency=c, **kw)
-        if not e.fits or e.ttft_ms is None:
+        s = _solve(sm, c / lay.dp, isl, osl)
+        if ttft_ms is not None and s["ttft"] * up_ttft > ttft_ms:
             return False
-        if ttft_ms is not None and e.upper("ttft_ms") > ttft_ms:
-            return False
-        return not (tpot_ms is not None and e.upper("tpot_ms") > tpot_ms)
+        return not (tpot_ms is not None and s["tpot"] * up_tpot > tpot_ms)
 
     if not ok(1):
         return 0
-    lo, hi = 1, max(1, int(limit))
+    lo = 1
     if ok(hi):
         return hi
     while hi - lo > 1:

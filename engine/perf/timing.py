@@ -1,4 +1,10 @@
-"""Time of one engine step: decode (memory-bound), prefill (compute-bound), TP/EP communication.
+"""Time of one engine step: decode (memory + compute), prefill (compute-bound), TP/EP communication.
+
+A decode step reads the weights (or the experts touched at this batch) and the KV of every
+sequence, and runs the GEMMs and attention of the batch; reading and computing are added (they
+overlap little at the batch sizes served), plus the per-step, per-layer and per-sequence
+overheads of the engine. A prefill is compute time plus communication plus a fixed cost per
+chunk of the backend's scheduler.
 
 All times are milliseconds on one GPU of a replica. Pipeline stages run one after another for a
 token, so a step costs the same as one stage holding every layer, plus ``pp - 1`` hops (no
@@ -7,11 +13,12 @@ micro-batch overlap is assumed: conservative for latency).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from .architecture import Params, attention_flops_per_token, kv_shard_factor, params
-from .calibration import Profile, link_params
+from .calibration import CHUNK_TOKENS, Profile, link_params
 from .memory import EMBED_BYTES, Layout, kv_bytes_per_token
 from .precision import bytes_per_weight, compute_rate
 
@@ -85,8 +92,14 @@ class StepModel:
             t += (self.lay.pp - 1) * (lat_us / 1e3 + tokens_rank * self.hidden * 2 / (bw * 1e6))
         return t
 
-    def overhead_ms(self) -> float:
-        return self.prof.t_step_ms + self.layers * self.prof.t_layer_us / 1e3
+    def overhead_ms(self, batch: float = 1.0) -> float:
+        """Engine cost per step: fixed + per layer + per sequence in the batch."""
+        pr = self.prof
+        return pr.t_step_ms + self.layers * pr.t_layer_us / 1e3 + batch * pr.t_seq_us / 1e3
+
+    def n_chunks(self, tokens: float) -> int:
+        """Prefill chunks of the backend's scheduler for a prompt of ``tokens`` tokens."""
+        return max(1, math.ceil(tokens / CHUNK_TOKENS.get(self.prof.backend, 8192)))
 
     def linear_flops_per_token(self, stage_tokens_ratio: float = 1.0) -> float:
         """GEMM FLOPs per token on one GPU (shared weights split by TP, experts by stage).
@@ -111,10 +124,10 @@ class StepModel:
         flops = batch * (self.linear_flops_per_token(self.lay.dp) + attn)
         t_cmp = self.flops_ms(flops)
         t_comm = self.comm_ms(batch, stage_tokens)
-        t_ovh = self.overhead_ms()
+        t_ovh = self.overhead_ms(batch)
         return {"bytes": nbytes, "weights_bytes": self.dense_bytes + w_exp, "kv_bytes": kv,
                 "t_mem": t_mem, "flops": flops, "t_compute": t_cmp, "t_comm": t_comm,
-                "t_overhead": t_ovh, "total": max(t_mem, t_cmp) + t_comm + t_ovh}
+                "t_overhead": t_ovh, "total": t_mem + t_cmp + t_comm + t_ovh}
 
     def prefill(self, tokens: float, past: float = 0.0) -> dict[str, float]:
         """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
@@ -123,12 +136,8 @@ class StepModel:
         attn = attention_flops_per_token(self.model, ctx, decode=False) / self.lay.tp
         flops = tokens * (self.linear_flops_per_token() + attn)
         t_cmp = self.flops_ms(flops)
-        w_exp = self.expert_bytes * self.expert_fraction(tokens)
-        nbytes = self.dense_bytes + w_exp
-        t_mem = self.mem_ms(self.dense_bytes + w_exp / self.prof.eta_moe)
         t_comm = self.comm_ms(tokens, tokens)
-        t_ovh = self.overhead_ms()
-        return {"flops": flops, "t_compute": t_cmp, "bytes": nbytes, "t_mem": t_mem,
-                "t_comm": t_comm, "t_overhead": t_ovh,
-                "total": max(t_cmp, t_mem) + t_comm + t_ovh,
-                "marginal": t_cmp + t_comm}
+        n = self.n_chunks(tokens)
+        t_ovh = n * self.prof.t_chunk_ms
+        return {"flops": flops, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
+                "t_overhead": t_ovh, "total": t_cmp + t_comm + t_ovh}

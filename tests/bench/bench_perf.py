@@ -2,7 +2,8 @@
 
     python tests/bench/bench_perf.py
 
-Targets: validate over all 1,256 measured rows < 10 s; one estimate well under 1 ms.
+Targets: validate over all 1,256 measured rows < 10 s; one estimate well under 1 ms;
+max_concurrency (bisection over the fast path, called once per candidate by the rules) fast.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import time
 
 from servewise.engine.catalog import load_catalog
-from servewise.engine.perf import estimate
+from servewise.engine.perf import estimate, max_concurrency
 from servewise.engine.perf.data import DEFAULT_FILES
 from servewise.engine.perf.memory import Layout
 from servewise.engine.perf.serving import predict
@@ -33,10 +34,12 @@ def main() -> None:
             m, g, tp=4, precision="fp8", isl=1024, osl=256, concurrency=32),
         "predict (fast path, no steps)": lambda: predict(
             m, g, Layout(tp=4), precision="fp8", isl=1024, osl=256, concurrency=32),
+        "max_concurrency (TTFT 2 s, TPOT 50 ms)": lambda: max_concurrency(
+            m, g, tp=4, precision="fp8", isl=1024, osl=256, ttft_ms=2000, tpot_ms=50),
     }
     for name, fn in cases.items():
         fn()
-        n = 2000
+        n = 500
         t = time.perf_counter()
         for _ in range(n):
             fn()
