@@ -18,6 +18,11 @@ STRINGS: dict[str, dict[str, str]] = {
     "more": {"en": "more: servewise plan … --format md, servewise explain PLAN.json COMPONENT",
              "zh": "更多：servewise plan … --format md，servewise explain PLAN.json 组件"},
     "not_applicable": {"en": "none", "zh": "无"},
+    "notes": {"en": "Notes and corrections of the sources (--format md shows them)",
+              "zh": "说明与原文更正（--format md 显示全文）"},
+    "operations": {"en": "Operations and procurement", "zh": "运维与采购"},
+    "inputs": {"en": "Inputs", "zh": "输入"},
+    "chain": {"en": "Explanation chain", "zh": "解释链"},
 }
 
 COMPONENT_NAMES: dict[str, dict[str, str]] = {
@@ -27,6 +32,9 @@ COMPONENT_NAMES: dict[str, dict[str, str]] = {
     "network": {"en": "Network", "zh": "网络"}, "storage": {"en": "Storage", "zh": "存储"},
     "power": {"en": "Power", "zh": "电源"}, "cooling": {"en": "Cooling", "zh": "散热"},
     "rack": {"en": "Rack", "zh": "机柜"}, "software": {"en": "Software", "zh": "软件"},
+    "isolation": {"en": "Isolation", "zh": "隔离"}, "monitoring": {"en": "Monitoring", "zh": "监控"},
+    "loadtest": {"en": "Load test", "zh": "压测"}, "procurement": {"en": "Procurement", "zh": "采购"},
+    "availability": {"en": "Availability", "zh": "可用性"}, "edge": {"en": "Edge", "zh": "边缘"},
 }
 
 

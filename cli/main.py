@@ -64,7 +64,7 @@ def cli(ctx: click.Context, lang: str | None, rules_dirs: tuple[str, ...]) -> No
 
 @cli.command()
 @click.argument("workload", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "html"]), default="text")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file.")
 @click.pass_obj
 def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> None:
@@ -82,6 +82,10 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
         text = render.to_json(result.plan)
     elif fmt == "md":
         text = render.to_markdown(result.plan, settings.lang)
+    elif fmt == "html":
+        from .render_html import to_html
+
+        text = to_html(result.plan, settings.lang)
     else:
         text = render.to_text(result.plan, settings.lang)
     write_output(text, output)
@@ -131,6 +135,21 @@ def rules_test(settings: Settings, only: str | None, verbose: bool) -> None:
                f"({len(results)} cases, {rules_with_cases} rules)")
     if failed:
         sys.exit(1)
+
+
+@rules.command("functions")
+def rules_functions() -> None:
+    """List the functions rule expressions may call, with their documentation."""
+    import inspect
+
+    from ..engine.expr import BUILTIN_FUNCTIONS
+    from ..engine.functions import FUNCTIONS
+
+    click.echo("built-in: " + ", ".join(sorted(BUILTIN_FUNCTIONS)))
+    for name in sorted(FUNCTIONS):
+        fn = FUNCTIONS[name]
+        doc = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
+        click.echo(f"{name}{inspect.signature(fn)}\n    {doc}")
 
 
 @cli.group()

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ..engine.plan import COMPONENT_FIELDS
 from .i18n import COMPONENT_NAMES, pick, t
+
+CONTRACT_COMPONENTS = tuple(COMPONENT_FIELDS)
 
 
 def to_json(plan: dict[str, Any]) -> str:
@@ -29,29 +32,75 @@ def _v(value: Any) -> str:
     return str(value)
 
 
+def _short(text: str, limit: int = 110) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
+    "isolation": ("method", "layout"),
+    "monitoring": ("stack",),
+    "loadtest": ("tool", "concurrencies"),
+    "procurement": ("system", "sizing_basis"),
+    "availability": ("redundancy", "replicas_total", "spare_replicas"),
+    "edge": ("device", "units", "power_w_total"),
+}
+
+
 def component_line(name: str, comp: dict[str, Any]) -> str:
-    """One readable line per component."""
+    """One readable line per component (a generic listing when values differ per pool)."""
+    try:
+        return _component_line(name, comp)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return _short(_v(comp), 160)
+
+
+def _component_line(name: str, comp: dict[str, Any]) -> str:
     c = comp
+    if c.get("status"):
+        return str(c["status"])
     if name == "gpu" and c.get("model"):
+        pp = c.get("pipeline_parallel") or 1
+        span = (f", pipeline parallel {pp} across {c.get('servers_per_replica') or pp} servers"
+                if pp and pp > 1 else "")
         return (f"{c['count']} × {c['model']} ({c['precision']}), tensor parallel "
-                f"{c['tensor_parallel']}, {c['replicas']} replica(s), {c['per_server']} per server")
+                f"{c['tensor_parallel']}{span}, {c['replicas']} replica(s), {c['per_server']} per server")
     if name == "servers" and c.get("count"):
         return f"{c['count']} × {c['form']}"
     if name == "cpu" and c.get("model"):
         return f"{c['sockets']} × {c['model']} ({c['cores_total']} cores)"
     if name == "memory" and c.get("capacity_gb"):
         dimm = f" ({c['channels_populated']} × {c['dimm_gb']} GB)" if c.get("dimm_gb") else ""
-        return f"{c['capacity_gb']} GB {c['type']}, {c['channels_populated']} channels{dimm}"
+        channels = f", {c['channels_populated']} channels" if c.get("channels_populated") else ""
+        return f"{c['capacity_gb']} GB {c['type']}{channels}{dimm}"
+    if name == "interconnect" and c.get("intra_node"):
+        link = f" ({c['link_gbs']} GB/s)" if c.get("link_gbs") else ""
+        lanes = f", PCIe x{c['pcie_lanes_per_gpu']} per GPU" if c.get("pcie_lanes_per_gpu") else ""
+        return f"{c['intra_node']}{link}{lanes}"
+    if name == "network" and c.get("inter_node"):
+        switch = f", switch {c['switch']}" if c.get("switch") and c["switch"] != "none" else ""
+        feats = f" ({_v(c['switch_features'])})" if c.get("switch_features") else ""
+        return f"{c['inter_node']}{feats}{switch}"
+    if name == "storage" and c.get("system"):
+        return _short(f"{c['capacity_tb']} TB usable: {c['model_store']}; system {c['system']}", 140)
     if name == "power" and c.get("server_draw_w"):
         return f"{c['server_draw_w']} W per server; PSU {c['psu_total_w']} W, {c['redundancy']}"
+    if name == "cooling" and c.get("type"):
+        return c["type"] + (f" ({c['chassis']})" if c.get("chassis") else "")
     if name == "rack" and c.get("servers_per_rack"):
         return f"{c['servers_per_rack']} server(s) per rack, {c['power_kw_per_rack']} kW per rack"
+    if name == "rack" and c.get("placement"):
+        return str(c["placement"])
     if name == "software" and c.get("framework"):
         s = c.get("settings") or {}
-        keys = ("tensor_parallel_size", "tp_size", "max_num_seqs", "max_batch_size",
-                "gpu_memory_utilization", "quantization")
-        return c["framework"] + " (" + ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None) + ")"
-    return _v({k: v for k, v in c.items()}) or "—"
+        keys = ("tensor_parallel_size", "tp_size", "tp", "pipeline_parallel_size", "data_parallel_replicas",
+                "max_num_seqs", "max_batch_size", "max_running_requests", "gpu_memory_utilization",
+                "mem_fraction_static", "quantization")
+        shown = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None)
+        return c["framework"] + (f" ({shown})" if shown else "")
+    fields = SUMMARY_FIELDS.get(name)
+    if fields and any(c.get(f) is not None for f in fields):
+        return _short("; ".join(_v(c[f]) for f in fields if c.get(f) is not None))
+    return _short(_v({k: v for k, v in c.items()}) or "—")
 
 
 def _reason_for(plan: dict[str, Any], comp: str, lang: str) -> str | None:
@@ -62,18 +111,20 @@ def _reason_for(plan: dict[str, Any], comp: str, lang: str) -> str | None:
     return None
 
 
-def _rejected_by_option(plan: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for r in plan["rejected"]:
-        key = r["option"].split(" | ")[0]
-        groups.setdefault(key, []).append(r)
-    return groups
+def plan_title(workload: dict[str, Any]) -> str:
+    """The model(s) a plan is for."""
+    def name(m: Any) -> str:
+        return m if isinstance(m, str) else (m or {}).get("name", "?")
+
+    if workload.get("model") is None and workload.get("models"):
+        return " + ".join(name(e["model"]) for e in workload["models"])
+    return name(workload.get("model"))
 
 
 def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     out: list[str] = []
     w = plan["workload"]
-    model = w["model"] if isinstance(w.get("model"), str) else (w.get("model") or {}).get("name")
+    model = plan_title(w)
     out.append(f"servewise plan — {model}, {w['mode']}, {w['traffic']['peak_qps']} QPS "
                f"(knowledge {plan['knowledge_hash']})")
     if not plan["feasible"]:
@@ -81,15 +132,34 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append(t("infeasible", lang))
     out.append("")
     out.append(t("configuration", lang))
-    for name, comp in plan["components"].items():
+    extras = [n for n in plan["components"] if n not in CONTRACT_COMPONENTS]
+    pools = plan.get("pools") or []
+    for pool in pools:
+        out.append(f"  [{pool['model']}, {pool['peak_qps']} QPS]")
+        for name in CONTRACT_COMPONENTS:
+            label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
+            out.append(f"    {label:<13} {component_line(name, pool['components'].get(name, {}))}")
+    if pools:
+        gpu, servers = plan["components"]["gpu"], plan["components"]["servers"]
+        out.append(f"  total: {gpu.get('count')} GPUs in {servers.get('count')} servers")
+    for name in CONTRACT_COMPONENTS if not pools else ():
+        comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
         out.append(f"  {label:<13} {component_line(name, comp)}")
+    if extras:
+        out.append("")
+        out.append(t("operations", lang))
+        for name in extras:
+            label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
+            out.append(f"  {label:<13} {component_line(name, plan['components'][name])}")
     perf = plan["performance"]
     if perf.get("ttft_ms") is not None:
         out.append("")
         out.append(t("performance", lang))
-        out.append(f"  TTFT {perf['ttft_ms']} ms (≤ {perf.get('ttft_ms_band_hi')}), TPOT "
-                   f"{perf['tpot_ms']} ms (≤ {perf.get('tpot_ms_band_hi')}), "
+        band_t = f" (≤ {perf['ttft_ms_band_hi']})" if perf.get("ttft_ms_band_hi") is not None else ""
+        band_p = f" (≤ {perf['tpot_ms_band_hi']})" if perf.get("tpot_ms_band_hi") is not None else ""
+        out.append(f"  TTFT {perf['ttft_ms']} ms{band_t}, TPOT "
+                   f"{perf['tpot_ms']} ms{band_p}, "
                    f"{_v(perf['output_tokens_per_s'])} output tokens/s, "
                    f"{perf['max_concurrency']} requests in flight; meets SLA: {_v(perf['meets_sla'])}")
     cost = plan["cost"]
@@ -101,26 +171,33 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
                    f"{cost.get('buy_or_rent')}")
     out.append("")
     out.append(t("reasons", lang))
-    for name in plan["components"]:
+    for name in CONTRACT_COMPONENTS:
         reason = _reason_for(plan, name, lang)
         if reason:
             label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
             out.append(f"  - {label}: {reason}")
-    if plan["warnings"]:
+    serious = [w for w in plan["warnings"] if w["severity"] != "info"]
+    notes = [w for w in plan["warnings"] if w["severity"] == "info"]
+    if serious:
         out.append("")
         out.append(t("warnings", lang))
-        for warn in plan["warnings"]:
+        for warn in serious:
             message = pick(warn.get("message_i18n") or warn["message"], lang)
             out.append(f"  ! [{warn['severity']}] {message} ({warn['rule']})")
+    if notes:
+        out.append("")
+        out.append(f"{t('notes', lang)} ({len(notes)}): " + ", ".join(w["rule"] for w in notes))
     if plan["rejected"]:
-        groups = _rejected_by_option(plan)
+        from ..engine.explain import rejections_by_gpu
+
+        groups = rejections_by_gpu(plan)
         out.append("")
         out.append(f"{t('rejected', lang)} ({len(plan['rejected'])}; servewise why-not PLAN.json OPTION)")
         shown = 0
         for option, items in groups.items():
             if shown >= 8:
                 break
-            first = items[-1]
+            first = items[0]  # the configuration that came closest to being chosen
             out.append(f"  - {option}: {pick(first.get('because_i18n') or first['because'], lang)}")
             shown += 1
     if plan.get("asks"):
@@ -137,39 +214,84 @@ def _md_escape(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
+STAGE_CLASSES = {
+    "inputs": "#e8eaf6", "derivations": "#e3f2fd", "candidates": "#e0f7fa", "filters": "#e8f5e9",
+    "selection": "#fff8e1", "bom": "#fbe9e7", "facilities": "#f3e5f5", "cost": "#fce4ec", "checks": "#eceff1",
+}
+
+
 def mermaid(plan: dict[str, Any]) -> str:
-    """The explanation chain as a mermaid graph: steps and the steps they depend on."""
+    """The explanation chain as a mermaid graph: steps and the steps they depend on, coloured by stage."""
     lines = ["flowchart LR"]
+    stages: dict[str, list[str]] = {}
     for step in plan["trace"]:
         label = step["rule"].replace('"', "'")
         lines.append(f'  s{step["step"]}["{step["step"]}. {label}"]')
+        stages.setdefault(step.get("stage", ""), []).append(f's{step["step"]}')
         for p in step["premises"]:
             if "step" in p:
                 lines.append(f'  s{p["step"]} --> s{step["step"]}')
+    for stage, nodes in stages.items():
+        if stage in STAGE_CLASSES:
+            lines.append(f"  classDef {stage} fill:{STAGE_CLASSES[stage]},stroke:#57606a")
+            lines.append(f"  class {','.join(nodes)} {stage}")
     return "\n".join(dict.fromkeys(lines))
 
 
+def input_rows(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """(field, value, 'given' | 'default') for every workload input, nested keys dotted."""
+    rows: list[tuple[str, str, str]] = []
+
+    def walk(prefix: str, node: Any) -> None:
+        if isinstance(node, dict) and prefix != "model":
+            for k, v in node.items():
+                walk(f"{prefix}.{k}" if prefix else k, v)
+        elif not (prefix == "models" and node is None):  # `models` is the alternative to `model`
+            rows.append((prefix, _v(node), "default" if prefix in plan["defaults_used"] else "given"))
+
+    walk("", plan["workload"])
+    return rows
+
+
+def _sources_md(source: Any) -> tuple[str, list[str]]:
+    src = source if isinstance(source, list) else [source]
+    cites = "; ".join(f"{s.get('guideline') if not isinstance(s.get('guideline'), list) else ', '.join(s['guideline'])}"
+                      f" ({s.get('doc', '')} § {s.get('section', '')})" if s.get("guideline") else str(s.get("url"))
+                      for s in src)
+    return cites, [s["quote"] for s in src if s.get("quote")]
+
+
+def _rejected_md(plan: dict[str, Any], lang: str) -> list[str]:
+    """Rejections grouped by option (GPU model), with the reason of the configuration that came
+    closest to being chosen; the full lists are collapsed so ~500 rejections stay readable."""
+    from ..engine.explain import rejections_by_gpu
+
+    groups = rejections_by_gpu(plan)
+    o = [f"{len(plan['rejected'])} rejected configurations of {len(groups)} options; per option the reason of "
+         f"the one that came closest to being chosen (`servewise why-not PLAN.json OPTION` for details).", "",
+         "| option | rejected | rule | closest reason |", "|---|---|---|---|"]
+    for option, items in groups.items():
+        best = items[0]
+        because = _md_escape(pick(best.get("because_i18n") or best["because"], lang))
+        o.append(f"| {_md_escape(option)} | {len(items)} | `{best['rule']}` | {because} |")
+    o += ["", "<details><summary>All rejected configurations</summary>", ""]
+    o += ["| option | rule | because |", "|---|---|---|"]
+    for items in groups.values():
+        for r in items:
+            because = _md_escape(pick(r.get("because_i18n") or r["because"], lang))
+            o.append(f"| {_md_escape(r['option'])} | `{r['rule']}` | {because} |")
+    o += ["", "</details>"]
+    return o
+
+
 def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
+    """A report for GitHub-flavoured Markdown: tables, a mermaid graph, collapsed long lists."""
     w = plan["workload"]
     o: list[str] = []
     o.append(f"# servewise plan: {w.get('model') if isinstance(w.get('model'), str) else w['model']['name']}")
     o.append("")
     o.append(f"- servewise {plan['servewise_version']}, knowledge `{plan['knowledge_hash']}`")
     o.append(f"- feasible: **{_v(plan['feasible'])}**")
-    o.append("")
-    o.append("## Inputs")
-    o.append("")
-    o.append("| field | value | |")
-    o.append("|---|---|---|")
-
-    def walk(prefix: str, node: Any) -> None:
-        if isinstance(node, dict) and prefix not in ("model",):
-            for k, v in node.items():
-                walk(f"{prefix}.{k}" if prefix else k, v)
-        else:
-            mark = "default" if prefix in plan["defaults_used"] else "given"
-            o.append(f"| `{prefix}` | {_md_escape(_v(node))} | {mark} |")
-    walk("", w)
     o.append("")
     o.append(f"## {t('configuration', lang)}")
     o.append("")
@@ -181,28 +303,31 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o.append("")
     o.append(f"## {t('performance', lang)}")
     o.append("")
-    for k, v in plan["performance"].items():
-        o.append(f"- {k}: {_v(v)}")
+    o += ["| metric | value |", "|---|---|"]
+    o += [f"| {k} | {_md_escape(_v(v))} |" for k, v in plan["performance"].items()]
     o.append("")
     o.append(f"## {t('cost', lang)}")
     o.append("")
-    for k, v in plan["cost"].items():
-        o.append(f"- {k}: {_v(v)}")
-    if plan["warnings"]:
-        o.append("")
-        o.append(f"## {t('warnings', lang)}")
-        o.append("")
-        for warn in plan["warnings"]:
-            message = _md_escape(pick(warn.get("message_i18n") or warn["message"], lang))
-            o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
+    o += ["| item | value |", "|---|---|"] + [f"| {k} | {_md_escape(_v(v))} |" for k, v in plan["cost"].items()]
+    o.append("")
+    o.append(f"## {t('warnings', lang)}")
+    o.append("")
+    for warn in plan["warnings"]:
+        message = _md_escape(pick(warn.get("message_i18n") or warn["message"], lang))
+        o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
+    if not plan["warnings"]:
+        o.append("none")
+    o.append("")
+    o.append("## Inputs")
+    o.append("")
+    o.append("| field | value | |")
+    o.append("|---|---|---|")
+    for field, value, mark in input_rows(plan):
+        o.append(f"| `{field}` | {_md_escape(value)} | {'*default*' if mark == 'default' else 'given'} |")
     o.append("")
     o.append(f"## {t('rejected', lang)}")
     o.append("")
-    o.append("| option | rule | because |")
-    o.append("|---|---|---|")
-    for r in plan["rejected"]:
-        because = _md_escape(pick(r.get("because_i18n") or r["because"], lang))
-        o.append(f"| {_md_escape(r['option'])} | `{r['rule']}` | {because} |")
+    o += _rejected_md(plan, lang)
     o.append("")
     o.append("## Explanation chain")
     o.append("")
@@ -211,21 +336,28 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o.append("```")
     o.append("")
     for step in plan["trace"]:
-        src = step["source"] if isinstance(step["source"], list) else [step["source"]]
-        cites = "; ".join(f"{s.get('guideline') or s.get('url')} ({s.get('doc', '')} {s.get('section', '')})"
-                          for s in src)
+        cites, quotes = _sources_md(step["source"])
         o.append(f"### {step['step']}. `{step['rule']}` ({step['stage']})")
         o.append("")
-        o.append(pick(step.get("because_i18n") or step["because"], lang))
+        o.append(_md_escape(pick(step.get("because_i18n") or step["because"], lang)))
         o.append("")
-        for c in step["conclusions"]:
+        conclusions = step["conclusions"]
+        for c in conclusions[:12]:
             formula = f" — `{c['formula']}`" if c.get("formula") else ""
             o.append(f"- {c['fact']} = {_md_escape(_v(c['value']))}{formula}")
+        if len(conclusions) > 12:
+            o.append(f"- … {len(conclusions) - 12} more conclusions")
         if step.get("corrects"):
             o.append(f"- correction: {step['corrects']}")
         o.append(f"- source: {cites}")
-        quotes = [s.get("quote") for s in src if s.get("quote")]
         if quotes:
             o.append(f"  > {quotes[0]}")
+        premises = [f"`{p['fact']}` = {_md_escape(_v(p.get('value')))} "
+                    + (f"(step {p['step']})" if "step" in p else
+                       f"({(p.get('origin') or {}).get('kind', '')}: `{(p.get('origin') or {}).get('ref', '')}`)")
+                    for p in step["premises"]]
+        if premises:
+            o.append(f"- premises: {'; '.join(premises)}")
         o.append("")
-    return "\n".join(o)
+    o.append(f"---\nservewise {plan['servewise_version']} · knowledge `{plan['knowledge_hash']}`")
+    return "\n".join(o) + "\n"

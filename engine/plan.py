@@ -100,8 +100,7 @@ def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunCont
         facts[key] = (value, Origin(kind, f"workload:{key}"))
     model_spec = workload.get("model")
     if model_spec is None:
-        raise WorkloadError(file, 0, "models", "hosting several models together (`models:`) is "
-                            "not supported by this version; give one `model`")
+        raise WorkloadError(file, 0, "model", "missing required field 'model' (or 'models')")
     if isinstance(model_spec, dict):
         entry = custom_model(model_spec)
         ctx.custom_models[entry["id"]] = entry
@@ -180,9 +179,12 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
         feasible = mem.values.get("chosen.id") is not None
     if "plan.feasible" in mem.value_step:
         roots.append(mem.value_step["plan.feasible"])
+    if not feasible:  # say so explicitly instead of leaving empty components unexplained
+        for comp in undecided:
+            components[comp]["status"] = "not planned: no feasible configuration"
     warnings = [{"rule": w["rule"], "severity": w["severity"], "message": w["message"]["en"],
                  "message_i18n": w["message"]} for w in mem.warnings]
-    for comp in undecided:
+    for comp in undecided if feasible else []:
         warnings.append({"rule": "engine.undecided-component", "severity": "warning",
                          "message": f"no rule decided the component '{comp}'",
                          "message_i18n": {"en": f"no rule decided the component '{comp}'",
@@ -220,6 +222,17 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
                   provided: frozenset[str] | None = None) -> PlanResult:
     """Run the rules over a validated, default-filled workload."""
     rulebase = rulebase or load_rules()
+    if workload.get("model") is None and workload.get("models"):
+        from .pools import combine, sub_workload
+
+        entries = workload["models"]
+        results = []
+        for entry in entries:
+            sub, extra = sub_workload(workload, entry)
+            results.append(plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
+                                               or entry.get("peak_qps") is None] + extra,
+                                         rulebase, file, provided))
+        return PlanResult(combine(workload, defaults_used, entries, results), results[0].memory)
     if provided is None:
         provided = frozenset(d.key for d in input_defs()
                              if d.key not in defaults_used and get_path(workload, d.key) is not None)

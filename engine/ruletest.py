@@ -7,6 +7,7 @@ sets, the options it ``rejected``, that it ``warns``, or the plan's feasibility.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -62,13 +63,24 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     return problems
 
 
+_PLANS: dict[tuple[int, str], Any] = {}
+
+
+def _plan_cached(rulebase: RuleBase, workload: dict[str, Any]):
+    """Plans are pure functions of workload and rule base: cases sharing a workload share a run."""
+    key = (id(rulebase), json.dumps(workload, sort_keys=True))
+    if key not in _PLANS:
+        defaults_filled, defaults = fill_defaults(workload)
+        _PLANS[key] = plan_workload(defaults_filled, defaults, rulebase)
+    return _PLANS[key]
+
+
 def run_case(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> CaseResult:
     name = case["name"]
     try:
         if "workload" in case:
             validate_workload(case["workload"], f"{spec.file}:{spec.id}:{name}")
-            workload, defaults = fill_defaults(case["workload"])
-            result = plan_workload(workload, defaults, rulebase)
+            result = _plan_cached(rulebase, case["workload"])
             mem, feasible = result.memory, result.feasible
         else:
             alone = RuleBase([spec], rulebase.files, rulebase.knowledge_hash)

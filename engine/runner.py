@@ -75,9 +75,10 @@ def _fmt(value: Any, spec: str | None) -> str:
     return str(value)
 
 
-def _score(values: tuple) -> str:
-    return ", ".join(f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else _fmt(v, None)
-                     for v in values)
+def _score(values: tuple, labels: list[str]) -> str:
+    return ", ".join(
+        f"{label} " + (f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else _fmt(v, None))
+        for label, v in zip(labels, values, strict=False))
 
 
 def render(template: Template, resolve) -> str:
@@ -501,14 +502,17 @@ class Runner:
                 p["step"] = st
             step_premises.append(p)
         self._extra_premises.extend(step_premises)
+        given = a.get("labels") or []
+        labels = [given[i] if i < len(given) else
+                  (k.source.split(".", 1)[1] if k.names == (k.source,) else f"key {i + 1}")
+                  for i, k in enumerate(keys)]
+        best_text = _score(best_score, labels)
         for score, _, item in scored[1:]:
             self.mem.rejections.append({
                 "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
                 "because": {
-                    "en": f"ranked below {best[1]} on {', '.join(k.source for k in keys)}: "
-                          f"{_score(score)} vs {_score(best_score)}",
-                    "zh": f"在 {', '.join(k.source for k in keys)} 上排在 {best[1]} 之后："
-                          f"{_score(score)} 对 {_score(best_score)}"},
+                    "en": f"ranked below {best[1]}: {_score(score, labels)} vs {best_text}",
+                    "zh": f"排在 {best[1]} 之后：{_score(score, labels)} 对 {best_text}"},
                 "values": {"score": _jsonable(list(score)), "selected_score": _jsonable(list(best_score))},
                 "step": step_no, "ranked": True})
 

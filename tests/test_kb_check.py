@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from servewise.engine.kbcheck import catalog_conflicts, check_claims
 
 
@@ -49,3 +48,17 @@ def test_cli_json(cli):
     data = json.loads(result.output)
     assert {"conflicts", "claims", "coverage", "errors"} <= set(data)
     assert data["coverage"]["total"] == 243
+
+
+def test_coverage_doc_is_current(cli):
+    from conftest import ROOT
+
+    generated = cli("kb", "coverage").output
+    assert (ROOT / "docs" / "knowledge-coverage.md").read_text(encoding="utf-8") == generated, (
+        "regenerate with: servewise kb coverage > docs/knowledge-coverage.md")
+
+
+def test_coverage_meets_the_bar(cli):
+    result = cli("kb", "check")
+    assert result.exit_code == 0, result.output[-2000:]
+    assert "ids cited by rules" in result.output

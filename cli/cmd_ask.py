@@ -1,0 +1,385 @@
+"""`servewise ask`: the guided interview in a plain terminal (the logic is engine/interview.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..engine import interview as iv
+from ..engine.catalog import UnknownEntry
+from ..engine.inputs import WorkloadError
+from ..engine.runner import LoopError, RuleRuntimeError
+from . import render
+from .errors import InputError
+from .i18n import COMPONENT_NAMES, pick
+
+DEFAULT_SAVE = "servewise-answers.yaml"
+S: dict[str, dict[str, str]] = {
+    "intro": {"en": "servewise interview: every answer is saved to {file} at once.\n"
+                    "At any prompt: ? or why (which rule needs this), back, skip (take the default),\n"
+                    "done (plan now, the rest at defaults), quit (stop; resume later).",
+              "zh": "servewise 问答：每个回答都会立即保存到 {file}。\n任意提示符下可输入：? 或 why（哪条规则需要它）、"
+                    "back（返回上一题）、skip（用默认值）、\ndone（立即规划，其余用默认值）、quit（停止，可稍后继续）。"},
+    "resumed": {"en": "Resuming {file}: {n} answer(s) so far.", "zh": "继续 {file}：已有 {n} 个回答。"},
+    "planning": {"en": "planning…", "zh": "规划中…"},
+    "unit": {"en": "unit", "zh": "单位"},
+    "allowed": {"en": "allowed", "zh": "允许值"},
+    "default": {"en": "default", "zh": "默认"},
+    "current": {"en": "current answer", "zh": "当前回答"},
+    "required": {"en": "required", "zh": "必填"},
+    "list": {"en": "a comma-separated list of", "zh": "逗号分隔的列表，取值"},
+    "names": {"en": "a comma-separated list of names", "zh": "逗号分隔的名称列表"},
+    "yesno": {"en": "yes or no", "zh": "yes 或 no（是/否）"},
+    "model_hint": {"en": "a catalog name, or a custom-model mapping in braces",
+                   "zh": "模型目录中的名称，或用花括号写的自定义模型映射"},
+    "none_ok": {"en": "'none' for no value", "zh": "输入 none 表示不设"},
+    "needs_answer": {"en": "an answer is required here (or quit)", "zh": "此处必须回答（或输入 quit 退出）"},
+    "bad": {"en": "not accepted: {msg}", "zh": "无法接受：{msg}"},
+    "why_head": {"en": "Why this question ({key}):", "zh": "为什么问这个问题（{key}）："},
+    "why_asks": {"en": "rule {rule} ({title}) asks for it:", "zh": "规则 {rule}（{title}）需要它："},
+    "why_reads": {"en": "It is also read by, deciding:", "zh": "以下规则也读取它，用于决定："},
+    "why_model": {"en": "Nothing can be planned without the model: its size and architecture drive every rule.",
+                  "zh": "没有模型就无法规划：模型的规模和结构决定了所有规则。"},
+    "why_none": {"en": "No rule asks for it directly; it was revisited with back.",
+                 "zh": "没有规则直接需要它；这是用 back 返回的问题。"},
+    "more": {"en": "… and {n} more", "zh": "……另有 {n} 条"},
+    "at_start": {"en": "this is the first question", "zh": "这已经是第一个问题"},
+    "quit": {"en": "Stopped. {n} answer(s) saved in {file}; continue with: servewise ask --resume {file}",
+             "zh": "已停止。{n} 个回答已保存到 {file}；继续：servewise ask --resume {file}"},
+    "interrupted": {"en": "Interrupted. {n} answer(s) saved in {file}; continue with: servewise ask --resume {file}",
+                    "zh": "已中断。{n} 个回答已保存到 {file}；继续：servewise ask --resume {file}"},
+    "finished": {"en": "All questions answered ({file}); `servewise plan {file}` gives this plan.",
+                 "zh": "问题已全部回答（{file}）；`servewise plan {file}` 会得到同样的方案。"},
+    "after": {"en": "Ask: how <component> ({components}) · why-not <option> (e.g. {example}) · quit",
+              "zh": "可输入：how <组件>（{components}）· why-not <选项>（如 {example}）· quit"},
+    "how_head": {"en": "How {comp} was chosen:", "zh": "{comp} 是如何选出的："},
+    "how_none": {"en": "no rule set the component '{comp}'; components: {components}",
+                 "zh": "没有规则设定组件 '{comp}'；可选组件：{components}"},
+    "based_on": {"en": "based on:", "zh": "依据："},
+    "whynot_none": {"en": "'{option}' was not rejected by any rule in this plan (options rejected: {examples})",
+                    "zh": "本方案中没有规则排除 '{option}'（被排除的选项：{examples}）"},
+    "whynot_chosen": {"en": "'{option}' is part of the chosen configuration.",
+                      "zh": "'{option}' 就是所选配置的一部分。"},
+    "unknown_cmd": {"en": "unknown command; use how <component>, why-not <option> or quit",
+                    "zh": "未知命令；请使用 how <组件>、why-not <选项> 或 quit"},
+    "exists": {"en": "{file} already exists: continue it with --resume {file}, or save elsewhere with -o FILE",
+               "zh": "{file} 已存在：用 --resume {file} 继续，或用 -o FILE 另存"},
+}
+COMMANDS_BACK = {"back", "b", "返回"}
+COMMANDS_SKIP = {"skip", "s", "跳过"}
+COMMANDS_QUIT = {"quit", "q", "exit", "退出"}
+COMMANDS_WHY = {"?", "why", "为什么"}
+COMMANDS_DONE = {"done", "plan", "完成"}
+
+
+class Stop(Exception):
+    """The operator typed quit (or the input ended)."""
+
+
+class Finish(Exception):
+    """The operator typed done: plan now, every unanswered input at its default."""
+
+
+class Terminal:
+    """Plain-terminal output: prompts flushed at once, colour only on a TTY without NO_COLOR."""
+
+    def __init__(self, lang: str):
+        self.lang = lang
+        self.color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+
+    def s(self, name: str, **kw: Any) -> str:
+        return pick(S[name], self.lang).format(**kw)
+
+    def say(self, text: str = "", style: dict[str, Any] | None = None) -> None:
+        click.echo(click.style(text, **style) if (style and self.color) else text, color=self.color)
+
+    def read(self, prompt: str) -> str:
+        """One line from stdin; EOF means quit."""
+        shown = click.style(prompt, bold=True) if self.color else prompt
+        sys.stdout.write(shown)
+        sys.stdout.flush()
+        line = sys.stdin.readline()
+        if not line:
+            raise Stop
+        return line.strip()
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {v}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def _num(x: float) -> str:
+    return f"{int(x):,}" if float(x).is_integer() else f"{x:g}"
+
+
+def describe(term: Terminal, q: iv.Question, session: iv.Session) -> list[str]:
+    """The facts line of a question: type, unit, range or choices, default, current answer."""
+    d = q.definition
+    parts: list[str] = []
+    if d.type == "model":
+        parts.append(term.s("model_hint"))
+    elif d.type in ("number", "integer"):
+        unit = f" {d.unit}" if d.unit else ""
+        kind = "integer" if d.type == "integer" else "number"
+        rng = f", {_num(d.minimum)} … {_num(d.maximum)}" if d.minimum is not None and d.maximum is not None else ""
+        parts.append(f"{kind}{rng}{unit}")
+    elif d.type == "choice":
+        parts.append(f"{term.s('allowed')}: " + " | ".join(f"{i}) {c}" for i, c in enumerate(d.choices or (), 1)))
+    elif d.type == "choices":
+        parts.append(f"{term.s('list')} {', '.join(d.choices or ())}")
+    elif d.type == "strings":
+        parts.append(term.s("names"))
+    elif d.type == "boolean":
+        parts.append(term.s("yesno"))
+    if d.nullable and d.type != "model":
+        parts.append(term.s("none_ok"))
+    parts.append(term.s("required") if d.required else f"{term.s('default')}: {_fmt(d.default)}")
+    if session.answered(q.key):
+        parts.append(f"{term.s('current')}: {_fmt(session.value(q.key))}")
+    return parts
+
+
+def show_why(term: Terminal, q: iv.Question) -> None:
+    term.say(term.s("why_head", key=q.key), {"bold": True})
+    reasons = iv.why(q)
+    asks = [r for r in reasons if r.asks]
+    reads = [r for r in reasons if not r.asks]
+    if q.key == "model":
+        term.say("  " + term.s("why_model"))
+    for r in asks:
+        term.say("  " + term.s("why_asks", rule=r.rule, title=pick(r.title, term.lang)))
+        term.say("    " + pick(r.because, term.lang))
+    if reads:
+        term.say("  " + term.s("why_reads"))
+        for r in reads[:8]:
+            term.say(f"    - {r.rule}: {pick(r.title, term.lang)}")
+        if len(reads) > 8:
+            term.say("    " + term.s("more", n=len(reads) - 8))
+    if not reasons and q.key != "model":
+        term.say("  " + term.s("why_none"))
+
+
+class Interview:
+    """Ask the open questions until none is left (or the operator stops)."""
+
+    def __init__(self, term: Terminal, session: iv.Session, save: Path, rulebase):
+        self.term, self.session, self.save, self.rulebase = term, session, save, rulebase
+        self._plan_key: str | None = None
+        self._plan: dict[str, Any] | None = None
+
+    def persist(self) -> None:
+        iv.save_answers(self.save, self.session)
+
+    def plan(self) -> dict[str, Any] | None:
+        if not self.session.answered("model"):
+            return None
+        key = json.dumps(self.session.answers, sort_keys=True, default=str)
+        if key != self._plan_key:
+            self.term.say(self.term.s("planning"), {"dim": True})
+            try:
+                self._plan = iv.plan_answers(self.session, self.rulebase).plan
+            except (WorkloadError, UnknownEntry) as exc:
+                raise InputError(f"{self.save}: {exc}") from None
+            except (RuleRuntimeError, LoopError) as exc:
+                raise InputError(f"rule base: {exc}") from None
+            self._plan_key = key
+        return self._plan
+
+    def run(self) -> dict[str, Any]:
+        while True:
+            q = iv.next_question(self.session, self.plan(), self.rulebase)
+            if q is None:
+                break
+            try:
+                self.ask(q)
+            except Finish:
+                break
+        plan = self.plan()
+        assert plan is not None
+        return plan
+
+    def ask(self, q: iv.Question) -> None:
+        term, d = self.term, q.definition
+        term.say("")
+        term.say(f"({len(self.session.asked) + 1}) {pick(d.question, term.lang)}  [{q.key}]", {"bold": True})
+        if d.help:
+            term.say("    " + pick(d.help, term.lang), {"dim": True})
+        term.say("    " + " · ".join(describe(term, q, self.session)))
+        while True:
+            text = term.read(f"{q.key}> ")
+            low = text.lower()
+            if low in COMMANDS_QUIT:
+                raise Stop
+            if low in COMMANDS_DONE:
+                if not self.session.answered("model"):
+                    term.say(term.s("needs_answer"), {"fg": "red"})
+                    continue
+                raise Finish
+            if low in COMMANDS_WHY:
+                show_why(term, q)
+                continue
+            if low in COMMANDS_BACK:
+                if self.session.back() is None:
+                    term.say(term.s("at_start"), {"fg": "yellow"})
+                    continue
+                self.persist()
+                return
+            if low in COMMANDS_SKIP or (not text and not self.session.answered(q.key)):
+                if d.required:
+                    term.say(term.s("needs_answer"), {"fg": "red"})
+                    continue
+                self.session.skip(q.key)
+                self.persist()
+                return
+            try:
+                value = self.session.value(q.key) if not text else iv.parse_answer(d, text)
+                value = iv.check_answer(self.session, q.key, value)
+            except iv.AnswerError as exc:
+                term.say(term.s("bad", msg=str(exc)), {"fg": "red"})
+                continue
+            self.session.answer(q.key, value)
+            self.persist()
+            return
+
+
+def show_how(term: Terminal, plan: dict[str, Any], comp: str) -> None:
+    steps = iv.how(plan, comp)
+    names = ", ".join(plan["components"])
+    if not steps:
+        term.say(term.s("how_none", comp=comp, components=names))
+        return
+    label = pick(COMPONENT_NAMES.get(comp, {"en": comp}), term.lang)
+    term.say(term.s("how_head", comp=label), {"bold": True})
+    term.say("  " + render.component_line(comp, plan["components"].get(comp, {})))
+    shown_support = False
+    for s in steps:
+        if not s["direct"] and not shown_support:
+            term.say("  " + term.s("based_on"))
+            shown_support = True
+        indent = "  " if s["direct"] else "    "
+        term.say(f"{indent}[{s['step']}] {s['rule']} ({s['stage']}): {pick(s['because'], term.lang)}")
+        if s["direct"]:
+            for c in s["conclusions"]:
+                formula = f"  ({c['formula']})" if c.get("formula") else ""
+                term.say(f"{indent}    {c['fact']} = {_fmt(c['value'])}{formula}")
+            src = s["source"] if isinstance(s["source"], list) else [s["source"] or {}]
+            for x in src:
+                ref = x.get("guideline") or x.get("url")
+                if ref:
+                    ref = ", ".join(ref) if isinstance(ref, list) else ref
+                    quote = f": 「{x['quote']}」" if x.get("quote") else ""
+                    term.say(f"{indent}    source {ref} ({x.get('doc', '')} {x.get('section', '')}){quote}")
+
+
+def show_why_not(term: Terminal, plan: dict[str, Any], option: str) -> None:
+    if any(iv.same_option(option, v) for v in iv.chosen_options(plan)):
+        term.say(term.s("whynot_chosen", option=option))
+    found = iv.why_not(plan, option)
+    if not found:
+        if not any(iv.same_option(option, v) for v in iv.chosen_options(plan)):
+            examples = list(dict.fromkeys(r["option"].split(" | ")[0] for r in plan["rejected"]))
+            more = f", … (+{len(examples) - 12})" if len(examples) > 12 else ""
+            term.say(term.s("whynot_none", option=option, examples=", ".join(examples[:12]) + more or "—"))
+        return
+    for r in found[:8]:
+        term.say(f"  - {r['option']} [{r['rule']}]: {pick(r.get('because_i18n') or r['because'], term.lang)}")
+    if len(found) > 8:
+        term.say("  " + term.s("more", n=len(found) - 8))
+
+
+def after_plan(term: Terminal, plan: dict[str, Any]) -> None:
+    """HOW and WHY-NOT over the finished plan until quit (or end of input)."""
+    first = next((r["option"].split(" | ")[0] for r in plan["rejected"]), "air")
+    term.say(term.s("after", components=", ".join(plan["components"]), example=first))
+    while True:
+        try:
+            text = term.read("servewise> ")
+        except Stop:
+            return
+        verb, _, arg = text.partition(" ")
+        verb, arg = verb.lower(), arg.strip()
+        if verb in COMMANDS_QUIT:
+            return
+        if verb == "how" and arg:
+            show_how(term, plan, arg.lower())
+        elif verb in ("why-not", "whynot", "why_not") and arg:
+            show_why_not(term, plan, arg)
+        elif text:
+            term.say(term.s("unknown_cmd"))
+
+
+def _start(answers: str | None, resume: str | None, save: str | None,
+           lang: str) -> tuple[iv.Session, Path, bool]:
+    if answers and resume:
+        raise InputError("use --resume FILE to continue an interview or --answers FILE to pre-fill one, not both")
+    try:
+        if resume:
+            return iv.load_answers(resume), Path(save or resume), True
+        target = Path(save or DEFAULT_SAVE)
+        if target.exists() and not (answers and Path(answers).resolve() == target.resolve()):
+            raise InputError(pick(S["exists"], lang).format(file=target))
+        session = iv.load_answers(answers) if answers else iv.Session()
+    except WorkloadError as exc:
+        raise InputError(str(exc)) from None
+    session.asked, session.skipped, session.done = [], set(), False  # pre-filled answers are not asked
+    return session, target, False
+
+
+@click.command("ask")
+@click.option("--answers", type=click.Path(dir_okay=False), help="Pre-fill answers from this workload file.")
+@click.option("--resume", type=click.Path(dir_okay=False), help="Continue the interview saved in this file.")
+@click.option("-o", "--save", type=click.Path(dir_okay=False),
+              help=f"Save the answers here (default ./{DEFAULT_SAVE}; with --resume, the resumed file).")
+@click.pass_obj
+def ask(settings, answers: str | None, resume: str | None, save: str | None) -> None:
+    """Guided interview: asks what the rules still need, saves every answer, ends in a plan."""
+    term = Terminal(settings.lang)
+    session, target, resumed = _start(answers, resume, save, settings.lang)
+    rulebase = settings.rulebase()
+    if resumed:
+        term.say(term.s("resumed", file=target, n=_count(session)))
+    term.say(term.s("intro", file=target))
+    runner = Interview(term, session, target, rulebase)
+    runner.persist()
+    try:
+        plan = runner.run()
+    except Stop:
+        runner.persist()
+        term.say(term.s("quit", n=_count(session), file=target))
+        return
+    except KeyboardInterrupt:
+        runner.persist()
+        term.say("")
+        term.say(term.s("interrupted", n=_count(session), file=target))
+        sys.exit(130)
+    session.done = True
+    runner.persist()
+    term.say("")
+    click.echo(render.to_text(plan, term.lang), nl=False)
+    term.say(term.s("finished", file=target))
+    try:
+        after_plan(term, plan)
+    except KeyboardInterrupt:
+        term.say("")
+    if not plan["feasible"]:
+        sys.exit(1)
+
+
+def _count(session: iv.Session) -> int:
+    return sum(1 for k in iv.askable_keys() if session.answered(k))
+
+
+COMMANDS = [ask]

@@ -1,0 +1,332 @@
+"""The auditor's commands: `explain` (HOW), `why-not` and `audit` over a saved plan.json.
+
+Exit codes: 0 ok; 2 a missing or invalid plan file, or an unknown component/option (one line with
+suggestions); `audit` exits 1 when the re-run plan differs from the saved one (like diff(1)).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..engine import explain as ex
+from .errors import InputError
+from .i18n import pick
+from .render import component_line
+
+PLAN_KEYS = ("knowledge_hash", "workload", "components", "rejected", "trace")
+L: dict[str, dict[str, str]] = {
+    "chain": {"en": "Chain ({n} steps, from the result back to the inputs)",
+              "zh": "推理链（{n} 步，从结果回溯到输入）"},
+    "inputs": {"en": "Inputs used", "zh": "用到的输入"},
+    "catalog": {"en": "Catalog entries", "zh": "目录条目"},
+    "given": {"en": "given", "zh": "用户给定"}, "default": {"en": "default", "zh": "默认值"},
+    "source": {"en": "source", "zh": "来源"}, "why": {"en": "why", "zh": "理由"},
+    "corrects": {"en": "corrects", "zh": "更正"}, "formula": {"en": "formula", "zh": "公式"},
+    "model": {"en": "computed by", "zh": "计算过程"},
+    "undecided": {"en": "no rule decided this component", "zh": "没有规则决定该组件"},
+    "rejected": {"en": "rejected", "zh": "被排除"}, "chosen": {"en": "chosen", "zh": "已选中"},
+    "never": {"en": "never a candidate", "zh": "从未成为候选"},
+    "not-chosen": {"en": "not chosen", "zh": "未选用"},
+    "uses": {"en": "the plan uses", "zh": "方案采用"},
+    "at_proposal": {"en": "excluded at proposal", "zh": "在生成候选时即被排除"},
+    "ranked": {"en": "feasible, but ranked below the chosen candidate", "zh": "可行，但排名低于所选方案"},
+    "closest": {"en": "closest to being chosen", "zh": "最接近入选的"},
+    "decided": {"en": "decided at step", "zh": "决定于步骤"},
+    "not_in_plan": {"en": "is in the catalog now but this plan did not consider it (knowledge changed? try "
+                          "`servewise audit PLAN.json`)",
+                    "zh": "现在在目录中，但该方案未考虑它（知识库变了？可运行 `servewise audit PLAN.json`）"},
+    "more_how": {"en": "more", "zh": "更多"},
+    "identical": {"en": "identical: re-running the recorded workload under the current knowledge gives the "
+                        "same plan", "zh": "一致：用当前知识库重新运行记录的工作负载，得到相同的方案"},
+    "same_results": {"en": "the results and their explanations are the same; only the knowledge files changed",
+                     "zh": "结果与解释相同；只有知识库文件变了"},
+    "trace_only": {"en": "the results are the same; the explanation chain changed",
+                   "zh": "结果相同；解释链变了"},
+    "changed": {"en": "CHANGED: the current knowledge gives a different plan",
+                "zh": "已变化：当前知识库给出不同的方案"},
+}
+
+
+def tr(key: str, lang: str, **kw: Any) -> str:
+    return L[key].get(lang, L[key]["en"]).format(**kw)
+
+
+def load_plan(path: str) -> dict[str, Any]:
+    """Read a plan.json written by `servewise plan --format json`; InputError when unusable."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such plan file (make one: servewise plan W.yaml --format json -o "
+                         f"{path})") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read the plan file: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}:{exc.lineno}: not a plan JSON file: {exc.msg}") from None
+    missing = [k for k in PLAN_KEYS if not isinstance(data, dict) or k not in data]
+    if missing:
+        raise InputError(f"{path}: not a servewise plan (missing {', '.join(missing)}); "
+                         f"make one with servewise plan W.yaml --format json")
+    return data
+
+
+def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
+    """Titles and sources of the rules, for display only: explain and why-not work from the plan
+    alone, so a rule base that does not load (being edited) only loses the titles."""
+    from ..engine.rulebase import RuleLoadError, load_rules
+
+    try:
+        return ex.rule_index(load_rules(settings.rules_dirs))
+    except RuleLoadError:
+        return None
+
+
+def dump(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+
+
+def fmt(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(fmt(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {fmt(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
+def source_lines(source: Any, lang: str, indent: str) -> list[str]:
+    """Guideline id(s) or URL, seed document and section, then the verbatim quote."""
+    out: list[str] = []
+    for s in source if isinstance(source, list) else [source]:
+        if not s:
+            continue
+        gid = s.get("guideline")
+        ids = ", ".join(gid) if isinstance(gid, list) else (gid or s.get("url") or "?")
+        where = " § ".join(x for x in (s.get("doc"), s.get("section")) if x)
+        out.append(f"{indent}{tr('source', lang)}: {ids}" + (f" — {where}" if where else ""))
+        if s.get("quote"):
+            out.append(f"{indent}  “{s['quote']}”")
+    return out
+
+
+def premise_line(p: dict[str, Any], lang: str) -> str:
+    if "step" in p:
+        where = f"step {p['step']}"
+    else:
+        origin = p.get("origin") or {}
+        kind = {"input": "given", "default": "default"}.get(origin.get("kind", "?"))
+        where = f"{tr(kind, lang) if kind else origin.get('kind', '?')}: {origin.get('ref', '?')}"
+    return f"⇐ {p['fact']} = {fmt(p.get('value'))}   ({where})"
+
+
+def detail_lines(detail: dict[str, Any], lang: str, indent: str) -> list[str]:
+    head = detail.get("function", "?") + (f" {detail['metric']}" if detail.get("metric") else "")
+    cal = detail.get("calibration") or {}
+    if cal:
+        head += f"; calibration {cal.get('gpu_class')}/{cal.get('backend')}: {cal.get('source')}"
+    out = [f"{indent}{tr('model', lang)} ({head})"]
+    if detail.get("formula"):
+        out.append(f"{indent}  {detail['formula']} = {fmt(detail.get('result'))}")
+    for x in detail.get("from") or []:
+        out.append(f"{indent}  {fmt(x)}")
+    for st in detail.get("steps") or []:
+        vals = ", ".join(f"{k}={fmt(v)}" for k, v in (st.get("values") or {}).items())
+        out.append(f"{indent}  {st.get('name')}: {st.get('formula')} = {fmt(st.get('result'))} {st.get('unit', '')}"
+                   .rstrip())
+        if vals:
+            out.append(f"{indent}      [{vals}]")
+    return out
+
+
+def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> str:
+    target = result["target"]
+    comp = target.split(".")[0]
+    head = f"explain {target}"
+    if "." not in target and comp in plan["components"]:
+        head += f" — {component_line(comp, plan['components'][comp])}"
+    out = [f"{head}   (knowledge {result['knowledge_hash']})"]
+    out += [f"  {k} = {fmt(v)}" for k, v in result["facts"].items()]
+    if result["undecided"]:
+        out += ["", f"  ! {tr('undecided', lang)}"]
+    out += ["", tr("chain", lang, n=len(result["steps"]))]
+    shown_details: set[str] = set()
+    for s in result["steps"]:
+        title = pick(s.get("title"), lang)
+        out.append("")
+        out.append(f"[{s['step']}] {s['rule']}" + (f" — {title}" if title else "") + f"   ({s.get('stage')})")
+        out += source_lines(s["source"], lang, "    ")
+        if s.get("corrects"):
+            out.append(f"    {tr('corrects', lang)}: {s['corrects']}")
+        out.append(f"    {tr('why', lang)}: {pick(s['because_i18n'], lang)}")
+        for c in s["conclusions"]:
+            out.append(f"    ⇒ {c['fact']} = {fmt(c.get('value'))}")
+            if c.get("formula"):
+                out.append(f"        {tr('formula', lang)}: {c['formula']}")
+            for d in c.get("details") or []:
+                key = json.dumps(d.get("steps") or d, sort_keys=True)
+                if key in shown_details:
+                    continue
+                shown_details.add(key)
+                out += detail_lines(d, lang, "        ")
+        hidden = s["conclusions_total"] - len(s["conclusions"])
+        if hidden > 0:
+            out.append(f"    (+{hidden} other conclusions of this step, not on this chain)")
+        out += [f"    {premise_line(p, lang)}" for p in s["premises"]]
+    out += ["", tr("inputs", lang)]
+    for i in result["inputs"]:
+        mark = tr("given", lang) if i["given"] else tr("default", lang)
+        out.append(f"  {i['fact']} = {fmt(i['value'])}   [{mark}]")
+    out += ["", tr("catalog", lang)]
+    out += [f"  {c}" for c in result["catalog"]] or ["  —"]
+    return "\n".join(out) + "\n"
+
+
+def render_why_not(result: dict[str, Any], lang: str) -> str:
+    status = result["status"]
+    label = {"rejected": "rejected", "chosen": "chosen", "never-candidate": "never",
+             "not-chosen": "not-chosen"}[status]
+    out = [f"why-not {result['resolved']}: {tr(label, lang)}   ({tr('uses', lang)} {result.get('chosen')}; "
+           f"knowledge {result['knowledge_hash']})"]
+    if result.get("reason") == "not-in-plan":
+        out.append(f"  {result['resolved']} {tr('not_in_plan', lang)}")
+    if result.get("field"):
+        out.append(f"  {result['field']} = {fmt(result.get('value'))}")
+    if result["groups"] and status != "chosen":
+        best = result["groups"][0]["entries"][0]
+        because = pick(best.get("because_i18n") or best["because"], lang)
+        out.append(f"  {tr('closest', lang)}: {best['option']} — {because}")
+    for g in result["groups"]:
+        title = pick(g.get("title"), lang)
+        note = tr("at_proposal", lang) if g["at_proposal"] else (tr("ranked", lang) if g["ranked"] else "")
+        out.append("")
+        out.append(f"  {g['rule']}" + (f" — {title}" if title else "") + f"   ({g.get('stage')}; "
+                   f"{len(g['entries'])}×)" + (f": {note}" if note else ""))
+        if g.get("source"):
+            out += source_lines(g["source"], lang, "    ")
+        same: dict[str, list[dict[str, Any]]] = {}
+        for r in g["entries"]:  # identical reasons collapse to one line
+            same.setdefault(pick(r.get("because_i18n") or r["because"], lang), []).append(r)
+        for because, rs in same.items():
+            prefix = result["resolved"] + " | "
+            names = [r["option"].removeprefix(prefix) if len(rs) > 1 else r["option"] for r in rs]
+            out.append(f"    - {', '.join(names)}: {because}")
+            vals = ", ".join(f"{k}={fmt(v)}" for k, v in (rs[0].get("values") or {}).items())
+            if vals and len(rs) == 1:
+                out.append(f"        [{vals}]")
+    d = result.get("decided_by")
+    if d:
+        out.append("")
+        out.append(f"  {tr('decided', lang)} {d['step']}: {d['rule']} ({d.get('stage')})")
+        out.append(f"    {tr('why', lang)}: {pick(d['because_i18n'], lang)}")
+        for c in d["conclusions"][:8]:
+            formula = f"   ← {c['formula']}" if c.get("formula") else ""
+            out.append(f"    ⇒ {c['fact']} = {fmt(c.get('value'))}{formula}")
+        out += source_lines(d["source"], lang, "    ")
+    if result.get("field"):
+        out += ["", f"  {tr('more_how', lang)}: servewise explain PLAN.json "
+                    f"{result['field'].removeprefix('components.')}"]
+    return "\n".join(out) + "\n"
+
+
+def render_audit(report: dict[str, Any], lang: str) -> str:
+    if report["identical"]:
+        return f"audit: {tr('identical', lang)} (knowledge {report['new_knowledge_hash']})\n"
+    out = [f"audit: {tr('changed', lang)}",
+           f"  knowledge {report['old_knowledge_hash']} → {report['new_knowledge_hash']}"]
+    for c in report["changes"]:
+        if c["path"] != "knowledge_hash":
+            out.append(f"  {c['path']}: {fmt(c['old'])} → {fmt(c['new'])}")
+    for key, sign in (("warnings_added", "+"), ("warnings_removed", "-")):
+        for w in report[key]:
+            out.append(f"  {sign} warning [{w.get('severity')}] {pick(w.get('message_i18n') or w['message'], lang)} "
+                       f"({w['rule']})")
+    if report["rules_added"]:
+        out.append(f"  + rules now in the chain: {', '.join(report['rules_added'])}")
+    if report["rules_removed"]:
+        out.append(f"  - rules no longer in the chain: {', '.join(report['rules_removed'])}")
+    if report["rejected_added"] or report["rejected_removed"]:
+        out.append(f"  rejected alternatives: +{len(report['rejected_added'])} / -{len(report['rejected_removed'])}")
+        for r in report["rejected_added"][:10]:
+            out.append(f"    + {r['option']} ({r['rule']})")
+        for r in report["rejected_removed"][:10]:
+            out.append(f"    - {r['option']} ({r['rule']})")
+    others = [c for c in report["changes"] if c["path"] not in ("knowledge_hash", "servewise_version")]
+    diffs = (others or report["rules_added"] or report["rules_removed"] or report["warnings_added"]
+             or report["warnings_removed"] or report["rejected_added"] or report["rejected_removed"])
+    if not diffs:
+        out.append("  " + tr("same_results" if not report["trace_changed"] else "trace_only", lang))
+    return "\n".join(out) + "\n"
+
+
+FORMAT = click.option("--format", "fmt_", type=click.Choice(["text", "json"]), default="text",
+                      help="text for people, json for tools.")
+
+
+@click.command("explain")
+@click.argument("plan_file", metavar="PLAN.json", type=click.Path(dir_okay=False))
+@click.argument("component")
+@FORMAT
+@click.pass_obj
+def explain(settings, plan_file: str, component: str, fmt_: str) -> None:
+    """How COMPONENT (e.g. gpu, cooling, network.inter_node, cost) was chosen: the chain of rules
+    back to the inputs and catalog entries, with sources and formulas."""
+    plan = load_plan(plan_file)
+    try:
+        result = ex.explain(plan, component, rule_titles(settings))
+    except ex.ExplainError as exc:
+        raise InputError(f"{plan_file}: {exc}") from None
+    click.echo(dump(result) if fmt_ == "json" else render_explain(result, plan, settings.lang), nl=False)
+
+
+@click.command("why-not")
+@click.argument("plan_file", metavar="PLAN.json", type=click.Path(dir_okay=False))
+@click.argument("option")
+@FORMAT
+@click.pass_obj
+def why_not(settings, plan_file: str, option: str, fmt_: str) -> None:
+    """Why OPTION (a GPU model, a candidate 'L40S | bf16 | tp2', infiniband-ndr, air, rent, ...) is
+    not in the plan: the rules and numbers that rejected it, or why it was never a candidate."""
+    from ..engine.catalog import load_catalog
+
+    plan = load_plan(plan_file)
+    gpus = dict(load_catalog().table("gpus").index)
+    try:
+        result = ex.why_not(plan, option, rule_titles(settings), gpus)
+    except ex.ExplainError as exc:
+        raise InputError(f"{plan_file}: {exc}") from None
+    click.echo(dump(result) if fmt_ == "json" else render_why_not(result, settings.lang), nl=False)
+
+
+@click.command("audit")
+@click.argument("plan_file", metavar="PLAN.json", type=click.Path(dir_okay=False))
+@FORMAT
+@click.pass_obj
+def audit(settings, plan_file: str, fmt_: str) -> None:
+    """Re-run PLAN.json's recorded workload under the current knowledge and report whether the result
+    is identical, and what changed if not (exit 1 when it changed)."""
+    from ..engine.catalog import UnknownEntry
+    from ..engine.inputs import WorkloadError
+    from ..engine.runner import LoopError, RuleRuntimeError
+
+    plan = load_plan(plan_file)
+    try:
+        report = ex.audit(plan, settings.rulebase())
+    except (WorkloadError, UnknownEntry) as exc:
+        raise InputError(f"{plan_file}: recorded workload: {exc}") from None
+    except (RuleRuntimeError, LoopError) as exc:
+        raise InputError(f"rule base: {exc}") from None
+    click.echo(dump(report) if fmt_ == "json" else render_audit(report, settings.lang), nl=False)
+    if not report["identical"]:
+        sys.exit(1)
+
+
+COMMANDS = [explain, why_not, audit]

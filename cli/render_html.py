@@ -1,0 +1,232 @@
+"""Render a plan as one self-contained, offline HTML report: inline CSS, no scripts, no fonts or
+images from elsewhere, and the explanation chain as an inline SVG graph laid out here (layered by
+step dependency). Pure formatting: no reasoning happens here."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from ..engine.explain import rejections_by_gpu
+from .i18n import COMPONENT_NAMES, pick, t
+from .render import _reason_for, _v, component_line, input_rows
+
+STAGE_COLOURS = {
+    "inputs": "#e8eaf6", "derivations": "#e3f2fd", "candidates": "#e0f7fa", "filters": "#e8f5e9",
+    "selection": "#fff8e1", "bom": "#fbe9e7", "facilities": "#f3e5f5", "cost": "#fce4ec", "checks": "#eceff1",
+}
+NODE_H, ROW_GAP, COL_GAP, MARGIN, CHAR_W, MAX_PER_ROW = 38, 56, 18, 16, 6.6, 4
+
+CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans CJK SC","Microsoft YaHei",sans-serif;
+ margin:2rem auto;max-width:1200px;padding:0 1rem;color:#1b1f23;line-height:1.45}
+h1{font-size:1.6rem;margin-bottom:.2rem}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;width:100%;margin:.5rem 0;font-size:.92rem}
+th,td{border:1px solid #d0d7de;padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{background:#f6f8fa}code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.88em}
+.default{color:#8250df}.given{color:#1a7f37}.meta{color:#57606a}
+.badge{display:inline-block;padding:.1rem .5rem;border-radius:1rem;font-weight:600}
+.ok{background:#dafbe1;color:#116329}.bad{background:#ffebe9;color:#a40e26}
+.warn-critical{color:#a40e26}.warn-warning{color:#9a6700}.warn-info{color:#0969da}
+.graph{overflow:auto;border:1px solid #d0d7de;border-radius:6px;background:#fff}
+.step{border-left:4px solid #d0d7de;padding:.2rem .8rem;margin:1rem 0}
+.step:target{border-left-color:#0969da;background:#f6f8fa}
+blockquote{margin:.3rem 0;padding:.2rem .8rem;border-left:3px solid #d0d7de;color:#57606a}
+details{margin:.3rem 0}summary{cursor:pointer}
+svg text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+svg a:hover rect{stroke:#0969da;stroke-width:2}
+@media print{.graph{overflow:visible}details{display:block}}
+"""
+
+
+def layers(trace: list[dict[str, Any]]) -> dict[int, int]:
+    """Layer of every step: 0 without premises from other steps, else one below its deepest premise."""
+    known = {s["step"] for s in trace}
+    layer: dict[int, int] = {}
+    for s in sorted(trace, key=lambda s: s["step"]):  # premises always have lower step numbers
+        deps = [p["step"] for p in s["premises"] if p.get("step") in known and p["step"] in layer]
+        layer[s["step"]] = 1 + max(layer[d] for d in deps) if deps else 0
+    return layer
+
+
+def layout(trace: list[dict[str, Any]]) -> tuple[dict[int, tuple[float, float]], float, float, float]:
+    """Node positions (top-left), node width, and the drawing's width and height.
+
+    Rows are layers; within a row, nodes are ordered by the mean position of their premises
+    (one barycentre sweep) to keep edges short, ties by step number.
+    """
+    layer = layers(trace)
+    width = max([len(f"{s['step']}. {s['rule']}") for s in trace] + [12]) * CHAR_W + 16
+    deps = {s["step"]: [p["step"] for p in s["premises"] if p.get("step") in layer] for s in trace}
+    rows: dict[int, list[int]] = {}
+    for n in sorted(layer):
+        rows.setdefault(layer[n], []).append(n)
+    order: dict[int, float] = {}
+    for r in sorted(rows):
+        if r > 0:
+            rows[r].sort(key=lambda n: (sum(order[d] for d in deps[n]) / max(len(deps[n]), 1), n))
+        for i, n in enumerate(rows[r]):
+            order[n] = i
+    # a wide layer wraps onto several lines (its nodes never depend on each other)
+    lines = [nodes[i:i + MAX_PER_ROW] for r in sorted(rows) for nodes in [rows[r]]
+             for i in range(0, len(nodes), MAX_PER_ROW)]
+    widest = max(len(v) for v in lines) if lines else 1
+    total_w = 2 * MARGIN + widest * width + (widest - 1) * COL_GAP
+    pos: dict[int, tuple[float, float]] = {}
+    for r, nodes in enumerate(lines):
+        row_w = len(nodes) * width + (len(nodes) - 1) * COL_GAP
+        x0 = (total_w - row_w) / 2
+        for i, n in enumerate(nodes):
+            pos[n] = (x0 + i * (width + COL_GAP), MARGIN + r * (NODE_H + ROW_GAP))
+    total_h = 2 * MARGIN + len(lines) * NODE_H + max(len(lines) - 1, 0) * ROW_GAP
+    return pos, width, total_w, total_h
+
+
+def svg_graph(plan: dict[str, Any], lang: str = "en") -> str:
+    """The explanation chain as inline SVG: one box per step (colour = stage), arrows from each
+    premise's step to the step that used it; boxes link to the step's details below."""
+    trace = plan["trace"]
+    if not trace:
+        return "<p>—</p>"
+    pos, w, total_w, total_h = layout(trace)
+    out = [f'<svg role="img" aria-label="explanation chain" width="{total_w:.0f}" height="{total_h:.0f}" '
+           f'viewBox="0 0 {total_w:.0f} {total_h:.0f}">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+           'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#8c959f"/></marker></defs>']
+    for s in trace:
+        x2, y2 = pos[s["step"]]
+        for p in dict.fromkeys(p["step"] for p in s["premises"] if p.get("step") in pos):
+            x1, y1 = pos[p]
+            ax, ay, bx, by = x1 + w / 2, y1 + NODE_H, x2 + w / 2, y2
+            mid = (ay + by) / 2
+            out.append(f'<path d="M{ax:.1f},{ay:.1f} C{ax:.1f},{mid:.1f} {bx:.1f},{mid:.1f} {bx:.1f},{by - 1:.1f}" '
+                       f'fill="none" stroke="#8c959f" stroke-width="1.2" marker-end="url(#arrow)"/>')
+    for s in trace:
+        x, y = pos[s["step"]]
+        fill = STAGE_COLOURS.get(s.get("stage", ""), "#ffffff")
+        tip = escape(pick(s.get("because_i18n") or s["because"], lang))
+        out.append(f'<a href="#step-{s["step"]}"><g><title>{tip}</title>'
+                   f'<rect x="{x:.1f}" y="{y:.1f}" width="{w:.1f}" height="{NODE_H}" rx="6" fill="{fill}" '
+                   f'stroke="#57606a"/>'
+                   f'<text x="{x + 8:.1f}" y="{y + 16:.1f}" font-size="11" fill="#1b1f23">'
+                   f'{escape(str(s["step"]))}. {escape(s["rule"])}</text>'
+                   f'<text x="{x + 8:.1f}" y="{y + 31:.1f}" font-size="10" fill="#57606a">'
+                   f'{escape(s.get("stage", ""))}</text></g></a>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _legend() -> str:
+    items = "".join(f'<span style="display:inline-block;margin-right:.8rem"><span style="display:inline-block;'
+                    f'width:.9rem;height:.9rem;background:{c};border:1px solid #57606a;vertical-align:middle">'
+                    f'</span> {escape(stage)}</span>' for stage, c in STAGE_COLOURS.items())
+    return f'<p class="meta">{items}</p>'
+
+
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    th = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _sources(source: Any) -> str:
+    parts = []
+    for s in source if isinstance(source, list) else [source]:
+        gid = s.get("guideline")
+        ids = ", ".join(gid) if isinstance(gid, list) else (gid or s.get("url") or "?")
+        where = " § ".join(x for x in (s.get("doc"), s.get("section")) if x)
+        parts.append(f"<div>source: <code>{escape(ids)}</code> <span class='meta'>{escape(where)}</span></div>")
+        if s.get("quote"):
+            parts.append(f"<blockquote>{escape(s['quote'])}</blockquote>")
+    return "".join(parts)
+
+
+def _rejected(plan: dict[str, Any], lang: str) -> str:
+    groups = rejections_by_gpu(plan)
+    rows = []
+    for option, items in groups.items():
+        best = items[0]
+        rows.append([escape(option), str(len(items)), f"<code>{escape(best['rule'])}</code>",
+                     escape(pick(best.get("because_i18n") or best["because"], lang))])
+    out = [f"<p class='meta'>{len(plan['rejected'])} rejected; per option, the reason of the configuration "
+           f"that came closest to being chosen.</p>",
+           _table(["option", "count", "rule", "closest reason"], rows)]
+    for option, items in groups.items():
+        detail = _table(["configuration", "rule", "because"],
+                        [[escape(r["option"]), f"<code>{escape(r['rule'])}</code>",
+                          escape(pick(r.get("because_i18n") or r["because"], lang))] for r in items])
+        out.append(f"<details><summary>{escape(option)} ({len(items)})</summary>{detail}</details>")
+    return "".join(out)
+
+
+def _step(s: dict[str, Any], lang: str) -> str:
+    out = [f'<div class="step" id="step-{s["step"]}"><h3>{s["step"]}. <code>{escape(s["rule"])}</code> '
+           f'<span class="meta">({escape(s.get("stage", ""))})</span></h3>',
+           f"<p>{escape(pick(s.get('because_i18n') or s['because'], lang))}</p>", _sources(s["source"])]
+    if s.get("corrects"):
+        out.append(f"<p><b>corrects:</b> {escape(s['corrects'])}</p>")
+    conc = s["conclusions"]
+    rows = [[f"<code>{escape(c['fact'])}</code>", escape(_v(c.get("value"))),
+             f"<code>{escape(c.get('formula') or '')}</code>"] for c in conc[:12]]
+    out.append(_table(["conclusion", "value", "formula (numbers substituted)"], rows))
+    if len(conc) > 12:
+        out.append(f"<p class='meta'>… {len(conc) - 12} more conclusions</p>")
+    prem = []
+    for p in s["premises"]:
+        if "step" in p:
+            where = f'<a href="#step-{p["step"]}">step {p["step"]}</a>'
+        else:
+            o = p.get("origin") or {}
+            kind = {"input": "given"}.get(o.get("kind"), o.get("kind", ""))
+            where = f"<span class='{escape(kind)}'>{escape(kind)}</span> <code>{escape(o.get('ref', ''))}</code>"
+        prem.append([f"<code>{escape(p['fact'])}</code>", escape(_v(p.get("value"))), where])
+    if prem:
+        out.append(f"<details><summary>premises ({len(prem)})</summary>{_table(['fact', 'value', 'from'], prem)}"
+                   f"</details>")
+    out.append("</div>")
+    return "".join(out)
+
+
+def to_html(plan: dict[str, Any], lang: str = "en") -> str:
+    """The whole report as one HTML document (UTF-8, no external resources)."""
+    w = plan["workload"]
+    model = w["model"] if isinstance(w.get("model"), str) else (w.get("model") or {}).get("name")
+    feasible = plan["feasible"]
+    o = ["<!DOCTYPE html>", f'<html lang="{"zh" if lang == "zh" else "en"}"><head><meta charset="utf-8">',
+         '<meta name="viewport" content="width=device-width, initial-scale=1">',
+         f"<title>servewise plan: {escape(str(model))}</title><style>{CSS}</style></head><body>",
+         f"<h1>servewise plan: {escape(str(model))}</h1>",
+         f"<p class='meta'>servewise {escape(plan['servewise_version'])} · knowledge "
+         f"<code>{escape(plan['knowledge_hash'])}</code> · "
+         f"<span class='badge {'ok' if feasible else 'bad'}'>{'feasible' if feasible else t('infeasible', lang)}"
+         f"</span></p>"]
+    o.append(f"<h2>{t('configuration', lang)}</h2>")
+    rows = [[escape(pick(COMPONENT_NAMES.get(n, {"en": n}), lang)), escape(component_line(n, c)),
+             escape(_reason_for(plan, n, lang) or "")] for n, c in plan["components"].items()]
+    o.append(_table(["component", "choice", "why"], rows))
+    o.append(f"<h2>{t('performance', lang)}</h2>")
+    o.append(_table(["metric", "value"], [[escape(k), escape(_v(v))] for k, v in plan["performance"].items()]))
+    o.append(f"<h2>{t('cost', lang)}</h2>")
+    o.append(_table(["item", "value"], [[escape(k), escape(_v(v))] for k, v in plan["cost"].items()]))
+    o.append(f"<h2>{t('warnings', lang)}</h2>")
+    if plan["warnings"]:
+        o.append("<ul>" + "".join(
+            f"<li class='warn-{escape(x.get('severity', 'info'))}'><b>{escape(x.get('severity', ''))}</b> "
+            f"{escape(pick(x.get('message_i18n') or x['message'], lang))} <code>{escape(x['rule'])}</code></li>"
+            for x in plan["warnings"]) + "</ul>")
+    else:
+        o.append("<p>—</p>")
+    o.append("<h2>Inputs</h2>")
+    o.append(_table(["field", "value", ""], [[f"<code>{escape(k)}</code>", escape(v),
+                                              f"<span class='{m}'>{m}</span>"] for k, v, m in input_rows(plan)]))
+    o.append(f"<h2>{t('rejected', lang)}</h2>")
+    o.append(_rejected(plan, lang))
+    o.append("<h2>Explanation chain</h2>")
+    o.append("<p class='meta'>Arrows run from a step to the steps that used its conclusions; click a box for "
+             "the step's source, formulas and premises.</p>")
+    o.append(_legend())
+    o.append(f'<div class="graph">{svg_graph(plan, lang)}</div>')
+    o += [_step(s, lang) for s in plan["trace"]]
+    o.append(f"<p class='meta'>servewise {escape(plan['servewise_version'])} · knowledge "
+             f"<code>{escape(plan['knowledge_hash'])}</code></p></body></html>")
+    return "\n".join(o) + "\n"

@@ -1,0 +1,427 @@
+"""The guided interview (`servewise ask`): what to ask next, why, and how answers are kept.
+
+No printing here. The command (cli/cmd_ask.py) shows questions and reads answers; this module
+decides which input is still needed, parses and checks answers, explains (WHY, HOW, WHY-NOT)
+and saves the answers as a workload file after every change.
+
+Which questions are asked
+  * ``model`` first (required; nothing can be planned without it);
+  * every input an ``ask`` rule requests in the plan of the answers so far (``plan["asks"]``);
+  * every input whose ``ask_if`` (facts/inputs.yaml) holds and that some rule reads.
+Each must still be open (not answered, skipped or asked before) and relevant: its ``ask_if``, if
+any, must hold (no SLA questions offline, no edge questions in a data centre); ``models`` (several
+models together) is not asked: this version plans one model. Open questions are ordered by
+decisiveness, :data:`PRIORITY`; inputs not listed there follow in the order of facts/inputs.yaml.
+The operator may stop at any time: unanswered inputs keep their defaults.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .catalog import UnknownEntry, load_catalog
+from .expr import EvalError, ExprError, compile_expr
+from .inputs import (
+    InputDef,
+    WorkloadError,
+    fill_defaults,
+    flatten,
+    get_path,
+    has_path,
+    input_def,
+    input_defs,
+    set_path,
+    validate_workload,
+)
+from .plan import PlanResult, plan_workload
+from .rulebase import RuleBase
+from .yamlio import YamlError, load_text
+
+# Most decisive first: the model and the service mode shape everything, then load and latency
+# (they size the GPUs), then request shape, precision, constraints, facilities, cost, edge.
+PRIORITY: tuple[str, ...] = (
+    "model", "mode", "traffic.peak_qps", "sla.ttft_ms", "sla.tpot_ms",
+    "traffic.avg_input_tokens", "traffic.avg_output_tokens", "traffic.max_context_tokens",
+    "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.p99", "sla.availability",
+    "constraints.domestic_only", "constraints.vendors", "constraints.gpu_models",
+    "constraints.team_skills", "constraints.capex_budget_cny", "constraints.multi_tenant",
+    "constraints.accept_used_hardware", "constraints.rack_power_kw", "constraints.cooling_available",
+    "constraints.electricity_cny_per_kwh", "deployment.horizon_months", "deployment.buy_or_rent",
+    "deployment.model_versions", "deployment.log_storage_tb",
+    "edge.power_budget_w", "edge.video_streams", "edge.ambient_max_c",
+)
+NOT_ASKED = frozenset({"models"})
+HEADER = "# servewise ask: interview answers; a workload file (servewise plan FILE)"
+YES = frozenset({"y", "yes", "true", "on", "1", "是", "对", "要"})
+NO = frozenset({"n", "no", "false", "off", "0", "否", "不", "不要"})
+NONE = frozenset({"none", "null", "-", "无"})
+
+
+class AnswerError(ValueError):
+    """An answer cannot be used; the message says what was expected."""
+
+
+@dataclass
+class Reason:
+    """One rule behind a question: it asks for the input (``asks``) or reads it."""
+
+    rule: str
+    title: dict[str, str]
+    because: dict[str, str] | None = None
+    asks: bool = False
+
+
+@dataclass
+class Question:
+    key: str
+    definition: InputDef
+    reasons: list[Reason] = field(default_factory=list)
+
+
+@dataclass
+class Session:
+    """Answers so far (a partial workload), the questions asked in order, and those skipped."""
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)
+    revisit: str | None = None
+    done: bool = False
+
+    def answered(self, key: str) -> bool:
+        return has_path(self.answers, key)
+
+    def value(self, key: str) -> Any:
+        return get_path(self.answers, key)
+
+    def answer(self, key: str, value: Any) -> None:
+        set_path(self.answers, key, value)
+        self.skipped.discard(key)
+        self._asked(key)
+
+    def skip(self, key: str) -> None:
+        """Take the default: the input is left out of the workload file."""
+        remove_path(self.answers, key)
+        self.skipped.add(key)
+        self._asked(key)
+
+    def back(self) -> str | None:
+        """Revisit the previous question (its answer stays until replaced); None at the start."""
+        if not self.asked:
+            return None
+        key = self.asked.pop()
+        self.revisit = key
+        self.done = False
+        return key
+
+    def _asked(self, key: str) -> None:
+        if key in self.asked:
+            self.asked.remove(key)
+        self.asked.append(key)
+        if self.revisit == key:
+            self.revisit = None
+
+
+def remove_path(data: dict[str, Any], key: str) -> None:
+    """Delete a dotted key and any mapping left empty."""
+    parts = key.split(".")
+    nodes = [data]
+    for part in parts[:-1]:
+        nxt = nodes[-1].get(part)
+        if not isinstance(nxt, dict):
+            return
+        nodes.append(nxt)
+    nodes[-1].pop(parts[-1], None)
+    for depth in range(len(parts) - 1, 0, -1):
+        if not nodes[depth]:
+            nodes[depth - 1].pop(parts[depth - 1], None)
+
+
+def askable() -> list[InputDef]:
+    order = {k: i for i, k in enumerate(PRIORITY)}
+    defs = [d for d in input_defs() if d.key not in NOT_ASKED]
+    return sorted(defs, key=lambda d: (order.get(d.key, len(order)), input_defs().index(d)))
+
+
+@lru_cache(maxsize=64)
+def _compiled(src: str):
+    return compile_expr(src)
+
+
+def relevant(d: InputDef, workload: dict[str, Any]) -> bool:
+    """Whether ``ask_if`` holds for the default-filled workload (no ``ask_if``: always)."""
+    if not d.ask_if:
+        return True
+    try:
+        return bool(_compiled(d.ask_if).evaluate_with(flatten(workload)))
+    except (EvalError, ExprError):
+        return False
+
+
+def readers(key: str, rulebase: RuleBase) -> list[Reason]:
+    """Rules that read this input in a condition or formula (what they try to decide: the title)."""
+    if key == "model":
+        return [Reason(r.id, r.title) for r in rulebase.rules
+                if any(n == "model" or n.startswith("model.") for n in r.names)]
+    return [Reason(r.id, r.title) for r in rulebase.rules if key in r.names]
+
+
+def open_questions(session: Session, plan: dict[str, Any] | None, rulebase: RuleBase) -> list[Question]:
+    """Every question still to ask, most decisive first (see the module docstring)."""
+    if not session.answered("model"):
+        return [Question("model", input_def("model"), readers("model", rulebase))]
+    filled, _ = fill_defaults(session.answers)
+    asks: dict[str, list[Reason]] = {}
+    for a in (plan or {}).get("asks", []):
+        title = rulebase.by_id(a["rule"]).title if _has_rule(rulebase, a["rule"]) else {"en": a["rule"]}
+        asks.setdefault(a["input"], []).append(Reason(a["rule"], title, a.get("because"), asks=True))
+    out: list[Question] = []
+    for d in askable():
+        key = d.key
+        reads = readers(key, rulebase)
+        if key == session.revisit:  # `back`: asked again whatever else holds
+            out.insert(0, Question(key, d, asks.get(key, []) + reads))
+            continue
+        if session.answered(key) or key in session.skipped or key in session.asked:
+            continue
+        if relevant(d, filled) and (key in asks or (d.ask_if is not None and reads)):
+            out.append(Question(key, d, asks.get(key, []) + reads))
+    return out
+
+
+def _has_rule(rulebase: RuleBase, rule_id: str) -> bool:
+    try:
+        rulebase.by_id(rule_id)
+    except KeyError:
+        return False
+    return True
+
+
+def next_question(session: Session, plan: dict[str, Any] | None, rulebase: RuleBase) -> Question | None:
+    questions = open_questions(session, plan, rulebase)
+    return questions[0] if questions else None
+
+
+def why(question: Question) -> list[Reason]:
+    """MYCIN's WHY: the rules that ask for this input (with their reason) and those that read it."""
+    seen: set[str] = set()
+    out = []
+    for r in sorted(question.reasons, key=lambda r: not r.asks):
+        if r.rule not in seen:
+            seen.add(r.rule)
+            out.append(r)
+    return out
+
+
+# ----- answers ---------------------------------------------------------------------------------
+
+def _number(text: str) -> Any:
+    clean = text.replace(",", "").replace("_", "").strip()
+    for conv in (int, float):
+        try:
+            return conv(clean)
+        except ValueError:
+            pass
+    return text
+
+
+def _pick_choice(d: InputDef, text: str) -> Any:
+    choices = list(d.choices or ())
+    for c in choices:
+        if str(c).lower() == text.lower():
+            return c
+    if text.isdigit() and 1 <= int(text) <= len(choices):
+        return choices[int(text) - 1]
+    return text
+
+
+def parse_answer(d: InputDef, text: str) -> Any:
+    """The typed value of an answer (a string the checks will reject is returned as is)."""
+    text = text.strip()
+    if d.nullable and text.lower() in NONE:
+        return None
+    if d.type == "model":
+        if text.startswith("{"):
+            try:
+                data, _ = load_text(text, "answer")
+            except YamlError as exc:
+                raise AnswerError(exc.message) from None
+            return data
+        return text
+    if d.type in ("number", "integer"):
+        return _number(text)
+    if d.type == "boolean":
+        low = text.lower()
+        return True if low in YES else False if low in NO else text
+    if d.type == "choice":
+        return _pick_choice(d, text)
+    if d.type in ("choices", "strings"):
+        parts = [p.strip() for p in text.replace("，", ",").split(",") if p.strip()]
+        if d.type == "choices" and len(parts) == 1 and " " in parts[0]:
+            parts = parts[0].split()
+        return [_pick_choice(d, p) for p in parts] if d.type == "choices" else parts
+    return text
+
+
+def check_answer(session: Session, key: str, value: Any) -> Any:
+    """The value to store, or :class:`AnswerError` with the workload validation's message."""
+    trial = copy.deepcopy(session.answers)
+    set_path(trial, key, value)
+    try:
+        validate_partial(trial)
+    except WorkloadError as exc:
+        raise AnswerError(exc.message) from None
+    if key == "model" and isinstance(value, str):
+        try:
+            return load_catalog().model(value)["id"]
+        except UnknownEntry as exc:
+            raise AnswerError(str(exc)) from None
+    return value
+
+
+def validate_partial(data: Any, file: str = "<answers>") -> None:
+    """Workload validation that allows a missing model (it is asked first)."""
+    if isinstance(data, dict) and "model" not in data and "models" not in data:
+        data = {**data, "model": "?"}
+    validate_workload(data, file)
+
+
+def plan_answers(session: Session, rulebase: RuleBase) -> PlanResult:
+    """The plan of the answers so far, every other input at its default (needs the model)."""
+    workload, defaults = fill_defaults(session.answers)
+    return plan_workload(workload, defaults, rulebase, "<answers>")
+
+
+# ----- HOW and WHY-NOT -------------------------------------------------------------------------
+
+def how(plan: dict[str, Any], component: str) -> list[dict[str, Any]]:
+    """Trace steps that set ``components.<component>.*``, then the steps they rely on (one level).
+
+    Each entry: step, rule, stage, because (i18n), source, conclusions (fact, value, formula),
+    ``direct`` (True for the steps that set the component)."""
+    prefix = f"components.{component}."
+    by_no = {s["step"]: s for s in plan.get("trace", [])}
+    direct = [s for s in plan.get("trace", []) if any(c["fact"].startswith(prefix) for c in s["conclusions"])]
+    support: list[int] = []
+    for s in direct:
+        for p in s.get("premises", []):
+            n = p.get("step")
+            if n in by_no and n not in support and all(n != d["step"] for d in direct):
+                support.append(n)
+    out = []
+    for s, is_direct in [(s, True) for s in direct] + [(by_no[n], False) for n in sorted(support)]:
+        concl = [c for c in s["conclusions"] if not is_direct or c["fact"].startswith(prefix)]
+        out.append({"step": s["step"], "rule": s["rule"], "stage": s.get("stage"),
+                    "because": s.get("because_i18n") or {"en": s.get("because", "")},
+                    "source": s.get("source"), "conclusions": concl, "direct": is_direct})
+    return out
+
+
+def _norm(text: str) -> str:
+    return "".join(ch for ch in str(text).lower() if ch.isalnum())
+
+
+def same_option(a: str, b: str) -> bool:
+    """Names equal up to case, spaces and punctuation (``h100-sxm`` is ``H100 SXM``)."""
+    return _norm(a) == _norm(b)
+
+
+def why_not(plan: dict[str, Any], option: str) -> list[dict[str, Any]]:
+    """Rejections of ``option``: an exact option id, or a GPU model matching the first part of
+    candidate ids such as ``L40S | bf16 | tp2`` (ranked-out candidates first: they were feasible
+    and lost on cost, the closest alternatives)."""
+    exact = [r for r in plan.get("rejected", []) if same_option(r["option"], option)]
+    if exact:
+        return exact
+    found = [r for r in plan.get("rejected", []) if same_option(r["option"].split(" | ")[0], option)]
+    return sorted(found, key=lambda r: not r.get("ranked"))
+
+
+def chosen_options(plan: dict[str, Any]) -> list[str]:
+    """Values of the plan's components (to say 'this is the chosen one' for why-not)."""
+    out = []
+    for comp in plan.get("components", {}).values():
+        for value in comp.values():
+            if isinstance(value, str):
+                out.append(value)
+    return out
+
+
+# ----- the answers file ------------------------------------------------------------------------
+
+def dump_answers(session: Session) -> str:
+    """The workload YAML with the interview state in leading comments (a valid workload file)."""
+    ordered: dict[str, Any] = {}
+    for d in input_defs():
+        if session.answered(d.key):
+            set_path(ordered, d.key, session.value(d.key))
+    lines = [HEADER,
+             f"# asked: {', '.join(session.asked)}",
+             f"# skipped: {', '.join(k for k in askable_keys() if k in session.skipped)}",
+             f"# status: {'done' if session.done else 'open'}"]
+    body = yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, default_flow_style=False) if ordered else ""
+    return "\n".join(lines) + "\n" + body
+
+
+def askable_keys() -> list[str]:
+    return [d.key for d in askable()]
+
+
+def save_answers(path: str | Path, session: Session) -> None:
+    """Atomic write (temporary file in the same folder, then rename): never a half-written file."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".servewise-ask-", suffix=".yaml")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(dump_answers(session))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _comment(text: str, name: str) -> list[str] | None:
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        body = line[1:].strip()
+        if body.startswith(name + ":"):
+            return [k.strip() for k in body[len(name) + 1:].split(",") if k.strip()]
+    return None
+
+
+def load_answers(path: str | Path) -> Session:
+    """Read an answers file (or any workload file): answers, and the interview state if recorded.
+
+    Raises :class:`WorkloadError` (file, field, message) when it is not a valid partial workload."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise WorkloadError(str(path), 0, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise WorkloadError(str(path), 0, "", f"cannot read: {exc}") from None
+    try:
+        data, lines = load_text(text, str(path))
+    except YamlError as exc:
+        raise WorkloadError(exc.path, exc.line, "", exc.message) from None
+    data = data or {}
+    if isinstance(data, dict) and "model" not in data and "models" not in data:
+        validate_workload({**data, "model": "?"}, str(path), lines)
+    else:
+        validate_workload(data, str(path), lines)
+    keys = set(askable_keys())
+    asked = [k for k in (_comment(text, "asked") or []) if k in keys]
+    skipped = {k for k in (_comment(text, "skipped") or []) if k in keys}
+    status = _comment(text, "status") or []
+    return Session(answers=data, asked=asked, skipped=skipped, done=status == ["done"])

@@ -1,0 +1,31 @@
+"""`explain` works for every component and `why-not` for every rejected GPU of every example."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import EXAMPLES
+from servewise.engine.explain import explain, why_not
+from servewise.engine.plan import plan_file
+
+EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def plans(rulebase):
+    return {p.stem: plan_file(p, rulebase).plan for p in EXAMPLE_FILES}
+
+
+@pytest.mark.parametrize("name", [p.stem for p in EXAMPLE_FILES])
+def test_explain_and_why_not_everywhere(plans, name):
+    plan = plans[name]
+    if plan["feasible"]:
+        for component in plan["components"]:
+            chain = explain(plan, component)
+            assert chain["steps"], f"{name}: no chain for {component}"
+    gpus = sorted({r["option"].split(" | ")[0] for r in plan["rejected"] if r["kind"] == "candidate"})
+    assert gpus, name
+    for gpu in gpus:
+        answer = why_not(plan, gpu)
+        assert answer["status"] in ("rejected", "never-candidate", "chosen"), (name, gpu, answer["status"])
+        if answer["status"] != "chosen":
+            assert answer["groups"], (name, gpu)

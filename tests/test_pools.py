@@ -1,0 +1,34 @@
+"""Several models hosted together: one pool per model, combined with explanations."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import EXAMPLES
+
+MULTI = str(EXAMPLES / "multi-model-tenants.yaml")
+
+
+def test_pools_plan_each_model_and_add_up(cli):
+    result = cli("plan", MULTI, "--format", "json")
+    assert result.exit_code in (0, 1), result.output
+    plan = json.loads(result.output)
+    pools = plan["pools"]
+    assert [p["model"] for p in pools] == [
+        "Qwen2.5-7B (customer-service)", "Qwen2.5-14B (developers)", "Llama-3.2-3B (search-summaries)"]
+    assert [p["peak_qps"] for p in pools] == [8, 2, 10]
+    assert plan["components"]["gpu"]["count"] == sum(p["components"]["gpu"]["count"] for p in pools)
+    assert plan["cost"]["capex_cny"] == round(sum(p["cost"]["capex_cny"] for p in pools), 3)
+    steps = {s["step"]: s for s in plan["trace"]}
+    combine = [s for s in plan["trace"] if s["rule"] == "pools.combine"
+               and any(c["fact"].startswith("components.gpu.") for c in s["conclusions"])]
+    assert combine and all(p["step"] in steps for p in combine[0]["premises"])
+    assert all(r.get("pool") for r in plan["rejected"])
+
+
+def test_unknown_model_in_models_is_a_field_error(cli, tmp_path):
+    path = tmp_path / "w.yaml"
+    path.write_text("models:\n  - {model: Qwen9-7B, peak_qps: 1}\n", encoding="utf-8")
+    result = cli("plan", str(path))
+    assert result.exit_code == 2
+    assert "model" in result.output and "Qwen9-7B" in result.output
