@@ -16,7 +16,7 @@ import click
 from ..engine import explain as ex
 from .errors import InputError
 from .i18n import pick
-from .render import component_line
+from .render import component_line, to_json
 
 PLAN_KEYS = ("knowledge_hash", "workload", "components", "rejected", "trace")
 L: dict[str, dict[str, str]] = {
@@ -86,7 +86,7 @@ def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
 
 
 def dump(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    return to_json(data)
 
 
 def fmt(value: Any) -> str:

@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from .catalog import UnknownEntry
-from .functions import current, domain_function, note_detail
+from .functions import current, domain_function, midpoint, note_detail
 
 # Weight-quantization method per precision, as the serving frameworks name it. int4 is
 # weight-only 4-bit (W4A16): AWQ or GPTQ checkpoints (G-MEM-022); int8 is a W8A8 checkpoint.
@@ -115,9 +115,4 @@ def price_mid(price_id: str) -> float | None:
         entry = current().catalog.table("prices").get(price_id)
     except UnknownEntry:
         return None
-    lo, hi = entry.get("min_cny"), entry.get("max_cny")
-    if lo is None and hi is None:
-        return None
-    lo = hi if lo is None else lo
-    hi = lo if hi is None else hi
-    return (float(lo) + float(hi)) / 2
+    return midpoint(entry)

@@ -181,7 +181,8 @@ def max_concurrency(model: str, gpu: str, tp: int, precision: str, isl: int, osl
     return int(n)
 
 
-def _midpoint(entry: dict[str, Any]) -> float | None:
+def midpoint(entry: dict[str, Any]) -> float | None:
+    """Midpoint (CNY) of a price entry's min/max range; one bound alone when the other is missing."""
     lo, hi = entry.get("min_cny"), entry.get("max_cny")
     if lo is None and hi is None:
         return None
@@ -220,13 +221,13 @@ def gpu_installed_cny(gpu: str) -> float | None:
     else:
         servers, cards = [], []
         for entry in ctx.catalog.table("prices"):
-            if _price_gpu(entry) != gpu or _midpoint(entry) is None:
+            if _price_gpu(entry) != gpu or midpoint(entry) is None:
                 continue
             kind, unit = entry.get("kind"), str(entry.get("unit", ""))
             if kind == "server" and _gpu_count(entry) and "used" not in unit:
-                servers.append((entry["id"], _midpoint(entry) / _gpu_count(entry)))
+                servers.append((entry["id"], midpoint(entry) / _gpu_count(entry)))
             elif kind == "gpu-card":
-                cards.append((entry["id"], _midpoint(entry) / 0.75))
+                cards.append((entry["id"], midpoint(entry) / 0.75))
         used = servers or cards
         value = sum(v for _, v in used) / len(used) if used else None
         ctx.cache[key] = (value, used)
@@ -242,7 +243,7 @@ def rent_cny_per_gpu_hour(gpu: str) -> float | None:
     """Cloud rental rate of one GPU (CNY per hour, midpoint of the sourced range), or None."""
     for entry in current().catalog.table("prices"):
         if entry.get("kind") == "rental" and _price_gpu(entry) == gpu:
-            return _midpoint(entry)
+            return midpoint(entry)
     return None
 
 

@@ -37,11 +37,11 @@ class Item(Fact):
 
 
 class LoopError(RuntimeError):
-    def __init__(self, stage: str, counts: Counter):
+    def __init__(self, stage: str, counts: Counter, limit: int = MAX_FIRINGS_PER_STAGE):
         self.stage, self.counts = stage, counts
         top = ", ".join(f"{r} ({n}×)" for r, n in counts.most_common(5))
         super().__init__(f"rules keep re-firing in stage '{stage}' (more than "
-                         f"{MAX_FIRINGS_PER_STAGE} firings): {top}")
+                         f"{limit} firings): {top}")
 
 
 class RuleRuntimeError(RuntimeError):
@@ -141,8 +141,9 @@ def item_fact_name(kind: str, item_id: str, attr: str) -> str:
 class Runner:
     """Compile a rule base to an experta engine and run it over input facts."""
 
-    def __init__(self, rulebase: RuleBase):
+    def __init__(self, rulebase: RuleBase, max_firings: int = MAX_FIRINGS_PER_STAGE):
         self.rulebase = rulebase
+        self.max_firings = max_firings
         self.mem = Memory()
         self._seen: set[tuple] = set()
         self.engine = self._build_engine()
@@ -573,10 +574,10 @@ class Runner:
             for stage in STAGES:
                 stage_fact = self.engine.declare(Stage(name=stage))
                 before = Counter(self.mem.fired)
-                self.engine.run(MAX_FIRINGS_PER_STAGE)
+                self.engine.run(self.max_firings)
                 fired = self.mem.fired - before
-                if sum(fired.values()) >= MAX_FIRINGS_PER_STAGE or self.engine.agenda.activations:
-                    raise LoopError(stage, fired)
+                if sum(fired.values()) >= self.max_firings or self.engine.agenda.activations:
+                    raise LoopError(stage, fired, self.max_firings)
                 self.engine.retract(stage_fact)
                 if stop_after == stage:
                     break

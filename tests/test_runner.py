@@ -1,0 +1,81 @@
+"""Engine behaviour: staging, justification records, content refraction and the loop guard."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from servewise.engine.catalog import load_catalog
+from servewise.engine.functions import RunContext
+from servewise.engine.rulebase import load_rules
+from servewise.engine.runner import LoopError, Origin, Runner
+
+
+def rules(tmp_path, text):
+    (tmp_path / "r.yaml").write_text(textwrap.dedent(text), encoding="utf-8")
+    return load_rules([tmp_path], builtin=False)
+
+
+def run(rb, facts, **kw):
+    return Runner(rb, **kw).run({k: (v, Origin("input", k)) for k, v in facts.items()},
+                                RunContext(load_catalog()))
+
+
+PING_PONG = """\
+- id: test.ping
+  title: {en: ping, zh: ping}
+  source: {guideline: G-SLA-001}
+  stage: derivations
+  then: [{derive: {x.a: "x.b + 1"}}]
+  because: {en: "a", zh: "a"}
+- id: test.pong
+  title: {en: pong, zh: pong}
+  source: {guideline: G-SLA-001}
+  stage: derivations
+  then: [{derive: {x.b: "x.a + 1"}}]
+  because: {en: "b", zh: "b"}
+"""
+
+
+def test_loop_guard_names_the_rules(tmp_path):
+    rb = rules(tmp_path, PING_PONG)
+    with pytest.raises(LoopError) as info:
+        run(rb, {"x.a": 0, "x.b": 0}, max_firings=200)
+    assert "test.ping" in str(info.value) and "test.pong" in str(info.value)
+    assert "derivations" in str(info.value)
+
+
+CHAIN = """\
+- id: test.late
+  title: {en: late, zh: late}
+  source: {guideline: G-SLA-001}
+  stage: checks
+  then: [{derive: {y.late: "y.early * 2"}}]
+  because: {en: "late {y.late}", zh: "late"}
+- id: test.early
+  title: {en: early, zh: early}
+  source: {guideline: G-SLA-001}
+  stage: derivations
+  when: ["y.input > 1"]
+  then: [{derive: {y.early: "y.input * 10"}}]
+  because: {en: "early {y.early}", zh: "early"}
+"""
+
+
+def test_stages_order_and_justifications(tmp_path):
+    rb = rules(tmp_path, CHAIN)
+    mem = run(rb, {"y.input": 3})
+    assert mem.values["y.late"] == 60
+    early, late = mem.steps
+    assert (early["rule"], late["rule"]) == ("test.early", "test.late")  # stage order, not file order
+    assert early["conclusions"][0]["formula"] == "(3 × 10) = 30"
+    assert early["premises"] == [{"fact": "y.input", "value": 3, "origin": {"kind": "input", "ref": "y.input"}}]
+    assert late["premises"][0]["step"] == early["step"]
+    assert late["because"]["en"] == "late 60"
+
+
+def test_condition_false_means_no_firing(tmp_path):
+    rb = rules(tmp_path, CHAIN)
+    mem = run(rb, {"y.input": 1})
+    assert "y.early" not in mem.values and mem.steps == []
