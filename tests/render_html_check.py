@@ -79,6 +79,7 @@ def main(argv: list[str]) -> int:
         work.mkdir(parents=True, exist_ok=True)
         html = work / "report.html"
         from click.testing import CliRunner
+
         from servewise.cli.main import cli
 
         result = CliRunner().invoke(cli, ["plan", workload, "--format", "html", "-o", str(html)])

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import EXAMPLES
+
 from servewise.engine.inputs import get_path, input_defs
 from servewise.engine.plan import plan_file
 

@@ -9,6 +9,7 @@ import textwrap
 import pytest
 from click.testing import CliRunner
 from conftest import EXAMPLES
+
 from servewise.cli.main import cli as group
 
 CHAT = str(EXAMPLES / "chat-70b-online.yaml")

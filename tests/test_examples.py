@@ -14,6 +14,7 @@ import re
 import pytest
 from click.testing import CliRunner
 from conftest import EXAMPLES, ROOT
+
 from servewise.cli.main import cli
 from servewise.cli.render import to_text
 from servewise.engine.plan import COMPONENT_FIELDS

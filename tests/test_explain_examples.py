@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import EXAMPLES
+
 from servewise.engine.explain import explain, why_not
 from servewise.engine.plan import plan_file
 

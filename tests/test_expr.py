@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from servewise.engine.expr import EvalError, ExprError, compile_expr
 from servewise.engine.functions import FUNCTIONS
 

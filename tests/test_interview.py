@@ -7,6 +7,7 @@ import copy
 import pytest
 import yaml
 from conftest import EXAMPLES
+
 from servewise.engine import interview as iv
 from servewise.engine.inputs import WorkloadError, fill_defaults, input_def, load_workload, validate_workload
 from servewise.engine.plan import plan_file, plan_workload

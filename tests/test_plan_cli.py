@@ -25,6 +25,7 @@ COMPONENT_KEYS = {
 @pytest.fixture(scope="module")
 def chat_plan():
     from click.testing import CliRunner
+
     from servewise.cli.main import cli
 
     result = CliRunner().invoke(cli, ["plan", CHAT, "--format", "json"])

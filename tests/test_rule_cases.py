@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from servewise.engine.rulebase import load_rules
 from servewise.engine.ruletest import run_case
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+
 from servewise.engine.rulebase import RuleLoadError, load_rules
 
 GOOD = """\

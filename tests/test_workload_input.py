@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from servewise.engine.inputs import fill_defaults, input_defs, workload_schema
 
 

@@ -4,6 +4,7 @@ import json
 
 import pytest
 from click.testing import CliRunner
+
 from servewise.cli.perf_commands import estimate_cmd, validate_cmd
 
 ARGS = ["--model", "Llama-3.1-70B", "--gpu", "H200 SXM", "--tp", "4", "--precision", "fp8",

@@ -1,6 +1,7 @@
 """Memory formulas with hand-checked numbers."""
 
 import pytest
+
 from servewise.engine.catalog import load_catalog
 from servewise.engine.perf import kv_bytes_per_token, memory, weights_gib
 from servewise.engine.perf.architecture import params

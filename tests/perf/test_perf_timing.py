@@ -1,6 +1,7 @@
 """Time formulas and monotonicity of the serving model."""
 
 import pytest
+
 from servewise.engine.catalog import load_catalog
 from servewise.engine.perf import compute_rate, default_kv_precision, estimate, max_concurrency
 from servewise.engine.perf.calibration import gpu_class, profile
