@@ -24,7 +24,7 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/servewise rules lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 rules-test: $(VENV)/.installed
 	$(BIN)/servewise rules test

@@ -157,6 +157,14 @@ def schema() -> None:
     """Print the JSON Schemas servewise uses."""
 
 
+@schema.command("plan")
+def schema_plan() -> None:
+    """The plan JSON schema (CONTRACTS §4), for pipelines."""
+    from ..engine.rulebase import FACTS_DIR
+
+    click.echo((FACTS_DIR / "schemas" / "plan.schema.json").read_text(encoding="utf-8"), nl=False)
+
+
 @schema.command("workload")
 def schema_workload() -> None:
     """The workload file schema (generated from facts/inputs.yaml)."""

@@ -11,6 +11,7 @@ import json
 import os
 import re
 
+import jsonschema
 import pytest
 from click.testing import CliRunner
 from conftest import EXAMPLES, ROOT
@@ -20,6 +21,7 @@ from servewise.cli.render import to_text
 from servewise.engine.plan import COMPONENT_FIELDS
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
+PLAN_SCHEMA = json.loads((ROOT / "facts" / "schemas" / "plan.schema.json").read_text(encoding="utf-8"))
 SNAPSHOTS = ROOT / "tests" / "snapshots"
 
 
@@ -57,6 +59,7 @@ def test_example(path):
     assert result.exit_code in (0, 1), result.output
     plan = json.loads(result.output)
     assert (result.exit_code == 0) == plan["feasible"]
+    jsonschema.validate(plan, PLAN_SCHEMA)
     if plan["feasible"]:
         for comp, section in plan["components"].items():
             assert _chain(plan, comp), f"{comp} has no explanation"
