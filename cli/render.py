@@ -40,8 +40,8 @@ SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
     "isolation": ("method", "layout"),
     "monitoring": ("stack",),
     "loadtest": ("tool", "concurrencies"),
-    "procurement": ("system", "sizing_basis"),
-    "availability": ("redundancy", "replicas_total", "spare_replicas"),
+    "procurement": ("route", "lead_time"),
+    "availability": ("target_pct", "replicas_for_peak", "redundant_replicas"),
     "edge": ("device", "units", "power_w_total"),
 }
 
@@ -97,6 +97,10 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
                 "mem_fraction_static", "quantization")
         shown = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None)
         return c["framework"] + (f" ({shown})" if shown else "")
+    if name == "availability" and c.get("target_pct") is not None:
+        spare = (f"; +{c['redundant_replicas']} spare replica(s) ({c.get('redundant_gpus')} GPUs) recommended"
+                 if c.get("redundant_replicas") else "")
+        return f"{c['target_pct']}% target ({c.get('downtime_min_per_month')} min/month downtime){spare}"
     fields = SUMMARY_FIELDS.get(name)
     if fields and any(c.get(f) is not None for f in fields):
         return _short("; ".join(_v(c[f]) for f in fields if c.get(f) is not None))
