@@ -25,9 +25,21 @@ BACKENDS = ("vllm", "trtllm", "sglang")
 # decode 74-77% of peak bandwidth at batch 1, prefill 54-69% of peak FLOPS).
 FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.8, "t_step_ms": 1.0,
                     "t_layer_us": 20.0, "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 2.0,
-                    "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05}
+                    "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05,
+                    "moe_floor": 0.01}
 PARAMS = ("eta_bw", "eta_flops", "eta_moe", "t_step_ms", "t_layer_us", "t_seq_us", "interference",
-          "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission")
+          "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission", "moe_floor")
+# Physical range of each constant: the fit's bounds, and the clip of a borrowed (ratio) profile.
+# eta_bw is capped at 92 %: more than that of peak HBM bandwidth is not reached by real kernels,
+# and without the cap the fit trades bandwidth against per-step overhead. t_layer is capped at
+# 60 us (a layer's small kernels: norms, rotary, routing, a few launches): above that the fit
+# would turn one model's slow MoE kernels into a per-layer cost charged to every model.
+# moe_floor is a share of all routed experts (at most 1).
+BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 0.9), "eta_moe": (0.1, 1.0),
+          "t_step_ms": (0.01, 30.0), "t_layer_us": (0.01, 60.0), "t_seq_us": (0.01, 500.0),
+          "interference": (0.05, 3.0), "t_chunk_ms": (0.01, 100.0),
+          "t_request_ms": (0.1, 500.0), "k_step": (0.01, 20.0), "burst": (0.001, 3.0),
+          "admission": (0.001, 3.0), "moe_floor": (0.001, 1.0)}
 # Prefill chunk (tokens per engine step) of each backend's default scheduler.
 CHUNK_TOKENS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
 FALLBACK_LINKS = {
@@ -58,6 +70,7 @@ class Profile:
     k_step: float          # decode steps a new request waits for (admission at step boundaries)
     burst: float           # share of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
     admission: float       # share of the completion interval (osl-1) x TPOT / (C-1) waited
+    moe_floor: float       # share of all routed experts a decode step reads at any batch
     band: dict[str, list[float]]  # [low, high] multipliers from the measured error spread
     measured: bool         # fitted on rows of this class and backend
     source: str            # where the numbers come from
@@ -140,6 +153,12 @@ def profile(gpu: dict[str, Any], backend: str = "vllm",
     return _class_profile(classes, cls, backend, cal)
 
 
+def _clip(key: str, value: float) -> float:
+    """``value`` kept inside the physical range of ``key`` (a ratio transfer can leave it)."""
+    lo, hi = BOUNDS[key]
+    return min(max(value, lo), hi)
+
+
 def _class_profile(classes: dict[str, Any], cls: str, backend: str,
                    cal: dict[str, Any]) -> Profile:
     entry = classes[cls]
@@ -147,7 +166,8 @@ def _class_profile(classes: dict[str, Any], cls: str, backend: str,
     keys = PARAMS
     if backend in backends:
         b = backends[backend]
-        return Profile(cls, backend, *(float(b[k]) for k in keys), band=b["band"],
+        return Profile(cls, backend, *(float(b.get(k, FALLBACK_PROFILE[k])) for k in keys),
+                       band=b["band"],
                        measured=True, source=b.get("fitted_on", "facts/calibration.yaml"))
     # backend not measured on this class: transfer its ratio to a reference backend
     ref_cls = cal.get("default_class", "hopper-hbm")
@@ -156,11 +176,12 @@ def _class_profile(classes: dict[str, Any], cls: str, backend: str,
     widen = float(cal.get("unmeasured_band_widening", 2.0))
     if common is None or backend not in ref:
         b = next(iter(backends.values()))
-        vals = [float(b[k]) for k in keys]
+        vals = [float(b.get(k, FALLBACK_PROFILE[k])) for k in keys]
         band = _widen(b["band"], widen)
     else:
         b, r0, r1 = backends[common], ref[common], ref[backend]
-        vals = [float(b[k]) * float(r1[k]) / float(r0[k]) for k in keys]
+        vals = [_clip(k, float(b.get(k, FALLBACK_PROFILE[k])) * float(r1.get(k, FALLBACK_PROFILE[k]))
+                      / float(r0.get(k, FALLBACK_PROFILE[k]))) for k in keys]
         band = _widen(b["band"], widen ** 0.5)
     return Profile(cls, backend, *vals, band=band, measured=False,
                    source=f"{backend} not measured on {cls}: {common or 'first'} profile of "

@@ -2,11 +2,12 @@
 
     python -m servewise.engine.perf.fit [--data CSV ...] [--out facts/calibration.yaml]
 
-For each (GPU class, backend) with measured rows, the twelve profile constants of
+For each (GPU class, backend) with measured rows, the thirteen profile constants of
 ``calibration.PARAMS`` (three efficiencies, four engine overheads, five serving-behaviour
-shares) are fitted by robust least squares (Cauchy loss, scale 0.1: noisy repeats and
-overloaded-queue rows pull little; the median error is what is judged) on log(predicted /
-measured) of TPOT (weight 1), TTFT (weight 0.5) and throughput (weight 1), with a weak prior that
+shares, the floor share of routed experts read per decode step) are fitted by robust least
+squares (Cauchy loss, scale 0.1: noisy repeats and overloaded-queue rows pull little; the
+median error is what is judged) on log(predicted /
+measured) of TPOT (weight 1), TTFT (weight 0.7) and throughput (weight 1), with a weak prior that
 keeps the efficiencies near physical values when the rows do not pin them. Nothing is fitted per
 model or per row. The output is deterministic for the same data and date.
 """
@@ -25,25 +26,16 @@ from typing import Any
 
 import yaml
 
-from .calibration import CALIBRATION_FILE, FALLBACK_LINKS, PARAMS, gpu_class
+from .calibration import BOUNDS, CALIBRATION_FILE, FALLBACK_LINKS, PARAMS, gpu_class
 from .data import DEFAULT_FILES, Row, read_rows
 from .validate import predict_row, quantile
 
-# eta_bw is capped at 92 %: more than that of peak HBM bandwidth is not reached by real kernels,
-# and without the cap the fit trades bandwidth against per-step overhead. t_layer is capped at
-# 60 us (a layer's small kernels: norms, rotary, routing, a few launches): above that the fit
-# would turn one model's slow MoE kernels into a per-layer cost charged to every model.
-BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 0.9), "eta_moe": (0.1, 1.0),
-          "t_step_ms": (0.01, 30.0), "t_layer_us": (0.01, 60.0), "t_seq_us": (0.01, 500.0),
-          "interference": (0.05, 3.0), "t_chunk_ms": (0.01, 100.0),
-          "t_request_ms": (0.1, 500.0), "k_step": (0.01, 20.0), "burst": (0.001, 3.0),
-          "admission": (0.001, 3.0)}
 START = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
          "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
-         "k_step": 1.0, "burst": 0.1, "admission": 0.1}
+         "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01}
 # Weak log-space prior (weight per parameter) towards START for the efficiencies only.
 PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3}
-WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 0.5, "output_tokens_per_s": 1.0}
+WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 0.7, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
 UNMEASURED = {
@@ -100,7 +92,7 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 
 
 def fit_group(rows: list[Row], cls: str, backend: str) -> dict[str, float]:
-    """Robust least squares of the twelve profile constants of one (class, backend)."""
+    """Robust least squares of the thirteen profile constants of one (class, backend)."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -197,10 +189,12 @@ HEADER = """\
 #   k_step        decode steps a new request waits before its prefill starts
 #   burst         share phi of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
 #   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
+#   moe_floor     share f0 of all routed experts a decode step reads whatever the batch
+#                 (experts read = f0 + (1-f0) x (1-(1-k/E)^tokens); 0..1)
 #   band          [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
 #   fit_error     median absolute percentage error on the fitted rows
 # Method: robust least squares (scipy least_squares, Cauchy loss, f_scale 0.1) of
-#   log(predicted/measured) of TPOT (weight 1), TTFT (0.5), throughput (1) per group, with a
+#   log(predicted/measured) of TPOT (weight 1), TTFT (0.7), throughput (1) per group, with a
 #   weak prior (weight 0.3 in log space) on eta_bw, eta_flops, eta_moe.
 # Not fitted (documented priors): links.* (NVLink one-shot all-reduce ~8 us, 70% of link
 #   bandwidth), memory overhead 1.5 GiB + activations (engine/perf/memory.py),

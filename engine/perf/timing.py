@@ -63,10 +63,17 @@ class StepModel:
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
-        """Expected share of routed experts touched by ``tokens`` tokens: 1-(1-k/E)^tokens."""
+        """Share of routed experts read for ``tokens`` tokens: f0 + (1-f0) x (1-(1-k/E)^tokens).
+
+        ``1-(1-k/E)^tokens`` is the expected share of distinct experts the tokens route to;
+        ``f0`` (``moe_floor``, fitted per backend) is the share a backend's fused MoE kernel reads
+        whatever the routing (tile padding, whole-weight dequantisation, prefetch).
+        """
         if not self.p.is_moe:
             return 0.0
-        return 1.0 - (1.0 - self.p.experts_per_token / self.p.num_experts) ** max(tokens, 0.0)
+        f0 = self.prof.moe_floor
+        hit = 1.0 - (1.0 - self.p.experts_per_token / self.p.num_experts) ** max(tokens, 0.0)
+        return f0 + (1.0 - f0) * hit
 
     def mem_ms(self, nbytes: float) -> float:
         return nbytes / (self.bw_gbs * 1e9 * self.prof.eta_bw) * 1e3

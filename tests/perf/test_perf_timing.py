@@ -1,10 +1,12 @@
 """Time formulas and monotonicity of the serving model."""
 
+import dataclasses
+
 import pytest
 
 from servewise.engine.catalog import load_catalog
 from servewise.engine.perf import compute_rate, default_kv_precision, estimate, max_concurrency
-from servewise.engine.perf.calibration import gpu_class, profile
+from servewise.engine.perf.calibration import BOUNDS, FALLBACK_BAND, FALLBACK_PROFILE, gpu_class, profile
 from servewise.engine.perf.memory import Layout
 from servewise.engine.perf.timing import StepModel
 
@@ -29,12 +31,68 @@ def test_decode_bytes_batch1_is_weights_plus_kv(cat):
     assert d["t_mem"] == pytest.approx(d["bytes"] / (3350e9 * sm.prof.eta_bw) * 1e3)
 
 
+def _with_floor(sm, f0):
+    return dataclasses.replace(sm, prof=dataclasses.replace(sm.prof, moe_floor=f0))
+
+
 def test_moe_expert_fraction(cat):
-    sm = _sm(cat, "Qwen3-235B-A22B", "H200 SXM", "fp8", tp=4)
+    sm = _with_floor(_sm(cat, "Qwen3-235B-A22B", "H200 SXM", "fp8", tp=4), 0.0)
     assert sm.expert_fraction(1) == pytest.approx(8 / 128)
     assert sm.expert_fraction(16) == pytest.approx(1 - (1 - 8 / 128) ** 16)
     assert sm.expert_fraction(10_000) == pytest.approx(1.0)
     assert sm.decode(64, 1000)["weights_bytes"] > sm.decode(1, 1000)["weights_bytes"]
+
+
+def test_moe_floor_share_of_experts(cat):
+    """f0 + (1 - f0) x binomial share: f0 = 1 reads every expert at any batch."""
+    base = _sm(cat, "Qwen3-235B-A22B", "H200 SXM", "fp8", tp=4)
+    half = _with_floor(base, 0.5)
+    assert half.expert_fraction(1) == pytest.approx(0.5 + 0.5 * 8 / 128)
+    full = _with_floor(base, 1.0)
+    assert full.expert_fraction(1) == pytest.approx(1.0)
+    assert full.decode(1, 1000)["weights_bytes"] == pytest.approx(full.decode(64, 1000)["weights_bytes"])
+    assert _with_floor(_sm(cat, "Llama-3.1-8B", "H100 SXM"), 1.0).expert_fraction(8) == 0.0
+    for be in ("vllm", "sglang", "trtllm"):  # fitted floors are shares of the experts
+        for g in ("H100 SXM", "B200", "L40S"):
+            assert 0.0 < profile(cat.gpu(g), be).moe_floor <= 1.0
+
+
+ORDER_CASES = [("Llama-3.1-70B", "fp8", 4, 16, 1024, 256), ("Llama-3.1-8B", "bf16", 1, 64, 1024, 128),
+               ("Qwen3-32B", "fp8", 2, 8, 4000, 1000), ("Qwen3-235B-A22B", "fp8", 4, 32, 2000, 500),
+               ("DeepSeek-V3", "fp8", 8, 32, 1024, 1024)]
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
+@pytest.mark.parametrize("case", ORDER_CASES, ids=[c[0] for c in ORDER_CASES])
+def test_h200_never_slower_than_h100(cat, backend, case):
+    """Same class and backend, more bandwidth: H200 must not predict slower than H100."""
+    model, prec, tp, c, isl, osl = case
+    out = {g: estimate(cat.model(model), cat.gpu(g), tp=tp, precision=prec, isl=isl, osl=osl,
+                       concurrency=c, backend=backend, check_memory=False)
+           for g in ("H100 SXM", "H200 SXM")}
+    assert out["H200 SXM"].tpot_ms <= out["H100 SXM"].tpot_ms
+    assert out["H200 SXM"].ttft_ms <= out["H100 SXM"].ttft_ms
+    assert out["H200 SXM"].output_tokens_per_s >= out["H100 SXM"].output_tokens_per_s
+
+
+def test_borrowed_profile_stays_in_physical_range(cat):
+    """vLLM has no B200 rows: its ratio-transferred profile is clipped to the fit bounds."""
+    p = profile(cat.gpu("B200"), "vllm")
+    assert not p.measured
+    for k, (lo, hi) in BOUNDS.items():
+        assert lo <= getattr(p, k) <= hi, k
+
+
+def test_ratio_transfer_is_clipped():
+    cal = {"default_class": "hopper-hbm", "classes": {
+        "hopper-hbm": {"backends": {"trtllm": {**FALLBACK_PROFILE, "band": FALLBACK_BAND},
+                                    "vllm": {**FALLBACK_PROFILE, "eta_bw": 0.9, "moe_floor": 1.0,
+                                             "band": FALLBACK_BAND}}},
+        "blackwell-hbm": {"backends": {"trtllm": {**FALLBACK_PROFILE, "eta_bw": 0.9,
+                                                  "moe_floor": 0.5, "band": FALLBACK_BAND}}}}}
+    p = profile({"arch": "Blackwell", "memory_type": "HBM3e"}, "vllm", cal)
+    assert p.eta_bw == BOUNDS["eta_bw"][1]      # 0.9 x 0.9 / 0.75 = 1.08 -> 0.92
+    assert p.moe_floor == 1.0                    # 0.5 x 1.0 / 0.01 = 50 -> 1
 
 
 def test_prefill_attention_grows_superlinearly(cat):
