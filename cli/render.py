@@ -322,7 +322,7 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     if not plan["warnings"]:
         o.append("none")
     o.append("")
-    o.append("## Inputs")
+    o.append(f"## {t('inputs', lang)}")
     o.append("")
     o.append("| field | value | |")
     o.append("|---|---|---|")
@@ -333,7 +333,7 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o.append("")
     o += _rejected_md(plan, lang)
     o.append("")
-    o.append("## Explanation chain")
+    o.append(f"## {t('chain', lang)}")
     o.append("")
     o.append("```mermaid")
     o.append(mermaid(plan))

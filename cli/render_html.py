@@ -216,12 +216,12 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
             for x in plan["warnings"]) + "</ul>")
     else:
         o.append("<p>—</p>")
-    o.append("<h2>Inputs</h2>")
+    o.append(f"<h2>{t('inputs', lang)}</h2>")
     o.append(_table(["field", "value", ""], [[f"<code>{escape(k)}</code>", escape(v),
                                               f"<span class='{m}'>{m}</span>"] for k, v, m in input_rows(plan)]))
     o.append(f"<h2>{t('rejected', lang)}</h2>")
     o.append(_rejected(plan, lang))
-    o.append("<h2>Explanation chain</h2>")
+    o.append(f"<h2>{t('chain', lang)}</h2>")
     o.append("<p class='meta'>Arrows run from a step to the steps that used its conclusions; click a box for "
              "the step's source, formulas and premises.</p>")
     o.append(_legend())
