@@ -58,7 +58,7 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _fmt(value: Any, spec: str | None) -> str:
+def _fmt(value: Any, spec: str | None, lang: str = "en") -> str:
     if value is None:
         return "—"
     if spec:
@@ -71,6 +71,8 @@ def _fmt(value: Any, spec: str | None) -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value))
     if isinstance(value, bool):
+        if lang == "zh":
+            return "是" if value else "否"
         return "yes" if value else "no"
     return str(value)
 
@@ -81,7 +83,7 @@ def _score(values: tuple, labels: list[str]) -> str:
         for label, v in zip(labels, values, strict=False))
 
 
-def render(template: Template, resolve) -> str:
+def render(template: Template, resolve, lang: str = "en") -> str:
     from .rulebase import TEMPLATE_FIELD
 
     def sub(m):
@@ -92,7 +94,7 @@ def render(template: Template, resolve) -> str:
                 value = expr.evaluate(resolve) if expr is not None else None
             else:
                 value = resolve(field)
-            return _fmt(value, m.group(2))
+            return _fmt(value, m.group(2), lang)
         except (_NotReady, EvalError, KeyError):
             return "?"
 
@@ -309,7 +311,7 @@ class Runner:
         run(("derive", "choose", "propose", "select"))
         # the explanation may show this rule's own results: render it after they are computed
         shown = self._resolver(spec, iid, None, pending=pending_item)
-        because.update({lang: render(t, shown) for lang, t in spec.because.items()})
+        because.update({lang: render(t, shown, lang) for lang, t in spec.because.items()})
         run(("reject", "warn", "ask"))
         if not conclusions:
             return
@@ -407,7 +409,7 @@ class Runner:
                 if expr.evaluate(res):
                     rlog: dict[str, Any] = {}
                     rres = self._resolver(spec, iid, rlog, local)
-                    msg = {lang: render(a["_templates"][(i, lang)], rres) for lang in text}
+                    msg = {lang: render(a["_templates"][(i, lang)], rres, lang) for lang in text}
                     self.mem.rejections.append({
                         "option": item_id, "kind": kind, "rule": spec.id, "stage": spec.stage,
                         "because": msg, "values": _jsonable({**local, **self._expr_read(expr, rres)}),
