@@ -66,7 +66,7 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
 @click.pass_obj
 def kb_coverage(settings) -> None:
     """Markdown table: for every guideline id, the rules that cite it (docs/knowledge-coverage.md)."""
-    from ..engine.plan import guidelines
+    from ..engine.rulebase import guidelines
 
     rb = settings.rulebase()
     cov = check(rb).coverage

@@ -14,8 +14,7 @@ from typing import Any
 from .catalog import load_catalog
 from .expr import EvalError, ExprError, compile_expr
 from .functions import FUNCTIONS, RunContext, reset_context, use_context
-from .plan import guidelines
-from .rulebase import FACTS_DIR, RuleBase
+from .rulebase import FACTS_DIR, RuleBase, guidelines
 from .yamlio import safe_load
 
 

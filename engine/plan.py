@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -11,9 +10,8 @@ from typing import Any
 from .catalog import UnknownEntry, load_catalog
 from .functions import RunContext
 from .inputs import WorkloadError, flatten, get_path, input_defs, load_workload
-from .rulebase import FACTS_DIR, RuleBase, load_rules
+from .rulebase import RuleBase, guidelines, load_rules
 from .runner import Memory, Origin, Runner
-from .yamlio import safe_load
 
 COMPONENT_FIELDS: dict[str, tuple[str, ...]] = {
     "gpu": ("model", "count", "per_server", "precision", "tensor_parallel", "replicas",
@@ -44,12 +42,6 @@ def servewise_version() -> str:
         return version("servewise")
     except PackageNotFoundError:
         return "0+unknown"
-
-
-@lru_cache(maxsize=1)
-def guidelines() -> dict[str, dict[str, Any]]:
-    data = safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
-    return {g["id"]: g for g in data}
 
 
 def cite(source: dict[str, Any]) -> dict[str, Any]:

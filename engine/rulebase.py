@@ -131,11 +131,15 @@ class RuleSpec:
 
 
 @lru_cache(maxsize=1)
-def known_guidelines() -> dict[str, str]:
-    """Guideline id → seed document, from facts/guidelines.yaml."""
-
+def guidelines() -> dict[str, dict[str, Any]]:
+    """The 243 guidelines of the seed articles (facts/guidelines.yaml), by id."""
     data = safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
-    return {g["id"]: g["source"]["doc"] for g in data}
+    return {g["id"]: g for g in data}
+
+
+def known_guidelines() -> dict[str, str]:
+    """Guideline id → seed document."""
+    return {gid: g["source"]["doc"] for gid, g in guidelines().items()}
 
 
 @lru_cache(maxsize=1)
@@ -246,10 +250,11 @@ def load_rule_file(path: Path, start_order: int = 0,
             problems.append(Problem(file, line_of(lines, (i,)), rid, str(exc)))
             continue
         sources = raw["source"] if isinstance(raw["source"], list) else [raw["source"]]
+        docs = known_guidelines()
         for src in sources:
             ids = src.get("guideline") or []
             for gid in [ids] if isinstance(ids, str) else ids:
-                known = known_guidelines()
+                known = docs
                 if gid not in known:
                     problems.append(Problem(file, line_of(lines, (i, "source")), rid,
                                             f"source: unknown guideline id '{gid}'"))
