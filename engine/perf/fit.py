@@ -32,9 +32,10 @@ from .validate import predict_row, quantile
 
 START = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
          "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
-         "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01}
+         "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01, "dp_wait": 1.0,
+         "eta_lowp": 0.75}
 # Weak log-space prior (weight per parameter) towards START for the efficiencies only.
-PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3}
+PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3, "eta_lowp": 0.3}
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 0.7, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.

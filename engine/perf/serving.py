@@ -49,11 +49,12 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
     step_wait = prof.k_step * dec["total"] * many
     burst = prof.burst * others / 2.0 * t_pf
     admission = prof.admission * n_dec * tpot / max(others, 1.0) * many
-    ttft = prof.t_request_ms + t_pf + step_wait + burst + admission
+    dp_wait = prof.dp_wait * dec["total"] if sm.lay.dp > 1 else 0.0
+    ttft = prof.t_request_ms + t_pf + step_wait + burst + admission + dp_wait
     life = ttft + n_dec * tpot
     return {"lam": c_rank / life, "batch": max(c_rank, 1.0), "dec": dec, "prefill": pf,
             "interference": interf, "tpot": tpot, "step_wait": step_wait, "burst": burst,
-            "admission": admission, "ttft": ttft, "life": life}
+            "admission": admission, "dp_wait": dp_wait, "ttft": ttft, "life": life}
 
 
 def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) -> list[Step]:

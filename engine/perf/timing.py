@@ -41,6 +41,9 @@ class StepModel:
     hidden: float
     layers: float
     act_bytes: float = 2.0     # activation bytes exchanged by collectives
+    low_precision: bool = False  # GEMMs run at a native 8/4-bit rate above the 16-bit one
+    tflops16: float = 0.0      # peak dense 16-bit rate
+    attn_tflops: float = 0.0   # peak rate attention runs at (FP8 over an FP8 KV cache)
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
@@ -49,6 +52,8 @@ class StepModel:
         p = params(model)
         b = bytes_per_weight(precision)
         tflops, note = compute_rate(gpu, precision)
+        t16, _ = compute_rate(gpu, "bf16")
+        t_attn = compute_rate(gpu, "fp8")[0] if kv_precision == "fp8" else t16
         bw = gpu.get("bandwidth_gbs")
         if not isinstance(bw, (int, float)) or bw <= 0 or not tflops:
             raise ValueError(f"{gpu.get('id', 'GPU')}: catalog lacks memory bandwidth or "
@@ -59,7 +64,9 @@ class StepModel:
         return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
                    rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
                    link=link_params(gpu, calibration), hidden=float(model.get("hidden_size") or 0),
-                   layers=float(p.layers))
+                   layers=float(p.layers),
+                   low_precision=bool(t16 and tflops > t16),
+                   tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops))
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
@@ -78,8 +85,17 @@ class StepModel:
     def mem_ms(self, nbytes: float) -> float:
         return nbytes / (self.bw_gbs * 1e9 * self.prof.eta_bw) * 1e3
 
-    def flops_ms(self, flops: float) -> float:
-        return flops / (self.tflops * 1e12 * self.prof.eta_flops) * 1e3
+    def flops_ms(self, gemm: float, attention: float = 0.0) -> float:
+        """Compute time of ``gemm`` FLOPs at the weights' precision and ``attention`` FLOPs.
+
+        Native 8/4-bit GEMMs run at ``eta_lowp`` of the efficiency of 16-bit ones (activation
+        quantisation, scales, smaller tiles); attention (FlashAttention) runs at the 16-bit rate.
+        """
+        pr = self.prof
+        eta_gemm = pr.eta_flops * (pr.eta_lowp if self.low_precision else 1.0)
+        eta_attn = pr.eta_flops * (pr.eta_lowp if self.attn_tflops > self.tflops16 else 1.0)
+        return (gemm / (self.tflops * 1e12 * eta_gemm)
+                + attention / (self.attn_tflops * 1e12 * eta_attn)) * 1e3
 
     def comm_ms(self, tokens_rank: float, tokens_stage: float) -> float:
         """TP all-reduces (2 per layer) and MoE dispatch/combine across the stage."""
@@ -108,13 +124,15 @@ class StepModel:
         """Prefill chunks of the backend's scheduler for a prompt of ``tokens`` tokens."""
         return max(1, math.ceil(tokens / CHUNK_TOKENS.get(self.prof.backend, 8192)))
 
-    def linear_flops_per_token(self, stage_tokens_ratio: float = 1.0) -> float:
+    def linear_flops_per_token(self, stage_tokens_ratio: float = 1.0,
+                               lm_head: bool = True) -> float:
         """GEMM FLOPs per token on one GPU (shared weights split by TP, experts by stage).
 
         Expert FLOPs are divided by ``eta_moe``: grouped expert GEMMs run below dense efficiency.
+        ``lm_head=False``: a prompt token whose logits are not computed (all but the last).
         """
         p = self.p
-        shared = 2 * (p.shared + p.lm_head) / self.lay.tp
+        shared = 2 * (p.shared + (p.lm_head if lm_head else 0.0)) / self.lay.tp
         experts = 2 * p.experts_per_token * p.per_expert / self.lay.stage_gpus * stage_tokens_ratio
         return shared + experts / self.prof.eta_moe
 
@@ -127,9 +145,10 @@ class StepModel:
         kv = self.kv_tok_gpu * batch * context
         nbytes = self.dense_bytes + w_exp + kv
         t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / self.prof.eta_moe)
-        attn = attention_flops_per_token(self.model, context) / self.lay.tp
-        flops = batch * (self.linear_flops_per_token(self.lay.dp) + attn)
-        t_cmp = self.flops_ms(flops)
+        attn = batch * attention_flops_per_token(self.model, context) / self.lay.tp
+        gemm = batch * self.linear_flops_per_token(self.lay.dp)
+        flops = gemm + attn
+        t_cmp = self.flops_ms(gemm, attn)
         t_comm = self.comm_ms(batch, stage_tokens)
         t_ovh = self.overhead_ms(batch)
         return {"bytes": nbytes, "weights_bytes": self.dense_bytes + w_exp, "kv_bytes": kv,
@@ -140,10 +159,13 @@ class StepModel:
         """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
         tokens = max(tokens, 1.0)
         ctx = past + tokens / 2  # causal: mean context seen by a new token
-        attn = attention_flops_per_token(self.model, ctx, decode=False) / self.lay.tp
-        flops = tokens * (self.linear_flops_per_token() + attn)
-        t_cmp = self.flops_ms(flops)
-        t_comm = self.comm_ms(tokens, tokens)
+        attn = tokens * attention_flops_per_token(self.model, ctx, decode=False) / self.lay.tp
+        dp = self.lay.dp  # attention-DP ranks prefill in lockstep: experts see dp x tokens
+        gemm = ((tokens - 1) * self.linear_flops_per_token(dp, lm_head=False)
+                + self.linear_flops_per_token(dp))
+        flops = gemm + attn
+        t_cmp = self.flops_ms(gemm, attn)
+        t_comm = self.comm_ms(tokens, tokens * dp)
         n = self.n_chunks(tokens)
         t_ovh = n * self.prof.t_chunk_ms
         return {"flops": flops, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
