@@ -2,14 +2,20 @@
 
     python -m servewise.engine.perf.fit [--data CSV ...] [--out facts/calibration.yaml]
 
-For each (GPU class, backend) with measured rows, the thirteen profile constants of
-``calibration.PARAMS`` (three efficiencies, four engine overheads, five serving-behaviour
-shares, the floor share of routed experts read per decode step) are fitted by robust least
-squares (Cauchy loss, scale 0.1: noisy repeats and overloaded-queue rows pull little; the
-median error is what is judged) on log(predicted /
-measured) of TPOT (weight 1), TTFT (weight 0.7) and throughput (weight 1), with a weak prior that
-keeps the efficiencies near physical values when the rows do not pin them. Nothing is fitted per
-model or per row. The output is deterministic for the same data and date.
+Per backend, one joint robust least-squares fit (Cauchy loss, scale 0.1: noisy repeats and
+overloaded-queue rows pull little; the median error is what is judged) of log(predicted /
+measured) of TPOT, TTFT and throughput (weight 1 each) over the rows of every GPU class the
+backend was measured on. The sixteen constants of ``calibration.PARAMS`` are split in two:
+
+* engine (software) costs shared by all GPU classes of the backend (``SHARED``: per step, per
+  layer, per MoE layer, per sequence, per prefill chunk, prefill interference) -- the same
+  scheduler and kernels launch on Hopper and Blackwell;
+* hardware efficiencies and serving behaviour per (GPU class, backend): bandwidth, FLOPS, MoE and
+  8/4-bit GEMM efficiencies, the MoE expert-read floor, per-request latency, admission, burst
+  and attention-DP waits (these also absorb the benchmark campaign of each class's rows).
+
+A weak prior keeps the efficiencies near physical values when the rows do not pin them. Nothing
+is fitted per model or per row. The output is deterministic for the same data and date.
 """
 
 from __future__ import annotations
@@ -33,10 +39,10 @@ from .validate import predict_row, quantile
 START = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
          "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
          "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01, "dp_wait": 1.0,
-         "eta_lowp": 0.75}
+         "eta_lowp": 0.75, "t_moe_layer_us": 10.0}
 # Weak log-space prior (weight per parameter) towards START for the efficiencies only.
 PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3, "eta_lowp": 0.3}
-WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 0.7, "output_tokens_per_s": 1.0}
+WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
 UNMEASURED = {
@@ -92,27 +98,38 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
     return res
 
 
-def fit_group(rows: list[Row], cls: str, backend: str) -> dict[str, float]:
-    """Robust least squares of the thirteen profile constants of one (class, backend)."""
+# Engine (software) constants shared by every GPU class of a backend; the rest are hardware
+# efficiencies fitted per (class, backend).
+SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms")
+HARDWARE = tuple(k for k in PARAMS if k not in SHARED)
+
+
+def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[str, float]]:
+    """Joint robust fit of one backend: shared engine constants, per-class efficiencies."""
     import numpy as np
     from scipy.optimize import least_squares
 
-    lo = np.log([BOUNDS[k][0] for k in PARAMS])
-    hi = np.log([BOUNDS[k][1] for k in PARAMS])
-    x0 = np.log([START[k] for k in PARAMS])
+    classes = sorted(groups)
+    names = list(SHARED) + [f"{c}:{k}" for c in classes for k in HARDWARE]
+    base = [k.split(":")[-1] for k in names]
+    lo = np.log([BOUNDS[k][0] for k in base])
+    hi = np.log([BOUNDS[k][1] for k in base])
+    x0 = np.log([START[k] for k in base])
+    prior_w = np.array([PRIOR_WEIGHT.get(k, 0.0) for k in base])
 
-    def cal_for(x: Any) -> dict[str, Any]:
-        params = {k: float(v) for k, v in zip(PARAMS, np.exp(x), strict=True)}
-        return calibration_dict({(cls, backend): _band_entry(params)})
-
-    prior_w = np.array([PRIOR_WEIGHT.get(k, 0.0) for k in PARAMS])
+    def split(x: Any) -> dict[str, dict[str, float]]:
+        v = dict(zip(names, (float(a) for a in np.exp(x)), strict=True))
+        return {c: {k: v[k] if k in SHARED else v[f"{c}:{k}"] for k in PARAMS} for c in classes}
 
     def f(x: Any) -> Any:
-        return np.concatenate([np.asarray(residuals(rows, cal_for(x))), prior_w * (x - x0)])
+        params = split(x)
+        cal = calibration_dict({(c, backend): _band_entry(params[c]) for c in classes})
+        res = [r for c in classes for r in residuals(groups[c], cal)]
+        return np.concatenate([np.asarray(res), prior_w * (x - x0)])
 
     sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=300,
                         x_scale=1.0, diff_step=1e-3)
-    return {k: float(f"{v:.4g}") for k, v in zip(PARAMS, np.exp(sol.x), strict=True)}
+    return {c: {k: float(f"{v:.4g}") for k, v in p.items()} for c, p in split(sol.x).items()}
 
 
 def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[float]],
@@ -153,8 +170,10 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES,
         groups[(gpu_class(r.gpu), r.backend)].append(r)
     measured = sorted({g for g, rs in groups.items() if any(r.tpot_ms for r in rs)})
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
-    for key in measured:
-        profiles[key] = _band_entry(fit_group(groups[key], *key))
+    for be in sorted({b for _, b in measured}):
+        fitted = fit_backend({c: groups[(c, b)] for c, b in measured if b == be}, be)
+        for c, params in fitted.items():
+            profiles[(c, be)] = _band_entry(params)
     cal = calibration_dict(profiles)
     for key in measured:
         band, err = _ratio_band(groups[key], cal)
@@ -177,7 +196,9 @@ HEADER = """\
 # Calibration constants of the performance model (servewise.engine.perf).
 # Written by `python -m servewise.engine.perf.fit`; do not edit by hand, refit instead.
 #
-# Per GPU class (architecture + memory technology) and backend:
+# Per GPU class (architecture + memory technology) and backend (the engine costs t_step_ms,
+# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference are shared by all classes of
+# a backend: one joint fit per backend):
 #   eta_bw        achieved share of peak memory bandwidth in decode steps
 #   eta_flops     achieved share of peak dense tensor FLOPS (GEMMs and attention)
 #   eta_moe       efficiency of grouped expert GEMMs / expert reads relative to dense ones
@@ -192,11 +213,17 @@ HEADER = """\
 #   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
 #   moe_floor     share f0 of all routed experts a decode step reads whatever the batch
 #                 (experts read = f0 + (1-f0) x (1-(1-k/E)^tokens); 0..1)
+#   dp_wait       decode steps a new request waits before its prefill when attention runs
+#                 data-parallel (ranks prefill in lockstep; TRT-LLM attention-DP balancing
+#                 holds context requests up to timeout_iters)
+#   eta_lowp      efficiency of native 8/4-bit GEMMs relative to 16-bit ones (>= 0.5: FP8 is
+#                 never slower than BF16)
+#   t_moe_layer_us extra cost per MoE layer per step (routing, grouped-GEMM launches)
 #   band          [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
 #   fit_error     median absolute percentage error on the fitted rows
 # Method: robust least squares (scipy least_squares, Cauchy loss, f_scale 0.1) of
-#   log(predicted/measured) of TPOT (weight 1), TTFT (0.7), throughput (1) per group, with a
-#   weak prior (weight 0.3 in log space) on eta_bw, eta_flops, eta_moe.
+#   log(predicted/measured) of TPOT, TTFT, throughput (weight 1 each), jointly per backend, with
+#   a weak prior (weight 0.3 in log space) on eta_bw, eta_flops, eta_moe, eta_lowp.
 # Not fitted (documented priors): links.* (NVLink one-shot all-reduce ~8 us, 70% of link
 #   bandwidth), memory overhead 1.5 GiB + activations (engine/perf/memory.py),
 #   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).

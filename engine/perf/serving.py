@@ -11,12 +11,13 @@ finishes), each request lives ``TTFT + (osl-1) x TPOT``, so requests arrive at
   time lands on the decode steps (chunked prefill mixes it into them, non-mixed schedulers stop
   decoding for it);
 * ``TTFT = t_request + t_prefill + k_step x t_decode + φ x (C-1)/2 x t_prefill
-  + ψ x (osl-1) x TPOT / (C-1)``: a fixed per-request cost (HTTP, tokenisation, first
+  + ψ x (osl-1) x TPOT / (C-1) [+ dp_wait x t_decode]``: a fixed per-request cost (HTTP, tokenisation, first
   sampling); the own prefill; admission at step boundaries (``k_step`` decode steps); the
   share ``φ`` of the arrival burst left in the average (benchmark clients start all ``C``
   requests at once, and identical requests stay partly in step); and the share ``ψ`` of
   requests that find the batch full and wait for the next completion (one completes every
-  ``(osl-1) x TPOT / (C-1)`` on average).
+  ``(osl-1) x TPOT / (C-1)`` on average); with attention data parallel, the decode steps a
+  new request waits until the ranks prefill together (``dp_wait``).
 
 The form is closed (no fixed-point iteration): estimate is a few microseconds of arithmetic.
 """
@@ -75,11 +76,14 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
               "kv_per_token_per_gpu_b": sm.kv_tok_gpu},
              d["bytes"] / 1e9, "GB"),
         Step("decode_step",
-             "t_decode = bytes / (bw x η_bw) + flops / (peak x η_flops) + t_comm + t_overhead"
-             "  (expert bytes and FLOPs / η_moe)",
+             "t_decode = bytes / (bw x η_bw) + gemm / (peak x η_flops [x η_lowp]) + attention /"
+             " (peak_attn x η_flops) + t_comm + t_overhead  (expert bytes and FLOPs / η_moe;"
+             " η_lowp for native 8/4-bit GEMMs)",
              {"bytes_gb": d["bytes"] / 1e9, "bw_gbs": sm.bw_gbs, "eta_bw": prof.eta_bw,
               "eta_moe": prof.eta_moe, "t_mem_ms": d["t_mem"], "gflops": d["flops"] / 1e9,
               "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
+              "eta_lowp": prof.eta_lowp if sm.low_precision else 1.0,
+              "attention_peak_tflops": sm.attn_tflops,
               "t_compute_ms": d["t_compute"], "t_comm_ms": d["t_comm"],
               "t_overhead_ms": d["t_overhead"]},
              d["total"], "ms"),
@@ -89,12 +93,14 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
              {"layers": sm.layers, "tp": lay.tp, "B": s["batch"], "hidden": sm.hidden,
               "link": link[0], "link_gbs": link[1], "eta_link": link[2],
               "latency_us": link[3]}, d["t_comm"], "ms"),
-        Step("overhead", "t_overhead = t_step + layers x t_layer + B x t_seq",
+        Step("overhead", "t_overhead = t_step + layers x (t_layer [+ t_moe_layer]) + B x t_seq",
              {"t_step_ms": prof.t_step_ms, "layers": sm.layers, "t_layer_us": prof.t_layer_us,
+              "t_moe_layer_us": prof.t_moe_layer_us if sm.p.is_moe else 0.0,
               "B": s["batch"], "t_seq_us": prof.t_seq_us}, d["t_overhead"], "ms"),
         Step("prefill",
-             "t_prefill = isl x (2 x active/tp + attn(ctx)) / (peak x η_flops) + t_comm "
-             "+ n_chunks x t_chunk",
+             "t_prefill = (isl x 2 x active/tp [lm_head for the last token only; experts see dp x"
+             " isl tokens]) / (peak x η_flops [x η_lowp]) + isl x attn(ctx) / (peak_attn x"
+             " η_flops) + t_comm + n_chunks x t_chunk",
              {"isl": isl, "gflops": pf["flops"] / 1e9, "peak_tflops": sm.tflops,
               "eta_flops": prof.eta_flops, "t_compute_ms": pf["t_compute"],
               "t_comm_ms": pf["t_comm"], "n_chunks": pf["n_chunks"],
@@ -103,10 +109,11 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
              {"t_decode_ms": d["total"], "kappa": prof.interference, "C": c_rank,
               "t_prefill_ms": pf["total"], "osl": osl}, s["tpot"], "ms"),
         Step("ttft", "TTFT = t_request + t_prefill + k_step x t_decode + φ x (C-1)/2 x t_prefill"
-             " + ψ x (osl-1) x TPOT / (C-1)",
+             " + ψ x (osl-1) x TPOT / (C-1) [+ dp_wait x t_decode with attention DP]",
              {"t_request_ms": prof.t_request_ms, "t_prefill_ms": pf["total"],
               "k_step": prof.k_step, "t_decode_ms": d["total"], "phi": prof.burst, "C": c_rank,
-              "burst_ms": s["burst"], "psi": prof.admission, "admission_ms": s["admission"]},
+              "burst_ms": s["burst"], "psi": prof.admission, "admission_ms": s["admission"],
+              "dp_wait_ms": s["dp_wait"]},
              s["ttft"], "ms"),
         Step("arrival_rate", "λ = C / (TTFT + (osl-1) x TPOT)  (closed loop, per attention rank)",
              {"C": c_rank, "osl": osl, "lifetime_ms": s["life"]}, s["lam"] * 1e3, "req/s"),

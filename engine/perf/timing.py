@@ -118,7 +118,8 @@ class StepModel:
     def overhead_ms(self, batch: float = 1.0) -> float:
         """Engine cost per step: fixed + per layer + per sequence in the batch."""
         pr = self.prof
-        return pr.t_step_ms + self.layers * pr.t_layer_us / 1e3 + batch * pr.t_seq_us / 1e3
+        per_layer = pr.t_layer_us + (pr.t_moe_layer_us if self.p.is_moe else 0.0)
+        return pr.t_step_ms + self.layers * per_layer / 1e3 + batch * pr.t_seq_us / 1e3
 
     def n_chunks(self, tokens: float) -> int:
         """Prefill chunks of the backend's scheduler for a prompt of ``tokens`` tokens."""

@@ -75,6 +75,36 @@ def test_h200_never_slower_than_h100(cat, backend, case):
     assert out["H200 SXM"].output_tokens_per_s >= out["H100 SXM"].output_tokens_per_s
 
 
+DENSE_GRID = [(m, tp, c) for m in ("Llama-3.1-8B", "Qwen3-32B", "Llama-3.1-70B")
+              for tp in (1, 4) for c in (1, 16, 64) if not (m == "Llama-3.1-70B" and tp == 1)]
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
+def test_b200_decodes_dense_models_faster_than_h200(cat, backend):
+    """B200 has 1.67x H200's bandwidth: its TPOT must be lower on dense models too.
+
+    Blackwell rows are almost all DeepSeek-R1 (MoE); the engine costs are shared by GPU class
+    (one fit per backend) so that MoE-only campaigns cannot make B200 slow on dense models.
+    """
+    for model, tp, c in DENSE_GRID:
+        out = {g: estimate(cat.model(model), cat.gpu(g), tp=tp, precision="fp8", isl=1024,
+                           osl=256, concurrency=c, backend=backend, check_memory=False)
+               for g in ("H200 SXM", "B200")}
+        assert out["B200"].tpot_ms < out["H200 SXM"].tpot_ms, (model, tp, c)
+
+
+def test_engine_costs_shared_across_gpu_classes():
+    """Per-step software costs are one value per backend, not per GPU class."""
+    from servewise.engine.perf.calibration import load_calibration
+    from servewise.engine.perf.fit import SHARED
+
+    classes = load_calibration()["classes"]
+    for be in ("sglang", "trtllm"):
+        vals = [classes[c]["backends"][be] for c in ("hopper-hbm", "blackwell-hbm")]
+        for k in SHARED:
+            assert vals[0][k] == vals[1][k], (be, k)
+
+
 def test_borrowed_profile_stays_in_physical_range(cat):
     """vLLM has no B200 rows: its ratio-transferred profile is clipped to the fit bounds."""
     p = profile(cat.gpu("B200"), "vllm")
