@@ -8,11 +8,12 @@ measured) of TPOT, TTFT and throughput (weight 1 each) over the rows of every GP
 backend was measured on. The sixteen constants of ``calibration.PARAMS`` are split in two:
 
 * engine (software) costs shared by all GPU classes of the backend (``SHARED``: per step, per
-  layer, per MoE layer, per sequence, per prefill chunk, prefill interference) -- the same
-  scheduler and kernels launch on Hopper and Blackwell;
-* hardware efficiencies and serving behaviour per (GPU class, backend): bandwidth, FLOPS, MoE and
-  8/4-bit GEMM efficiencies, the MoE expert-read floor, per-request latency, admission, burst
-  and attention-DP waits (these also absorb the benchmark campaign of each class's rows).
+  layer, per MoE layer, per sequence, per prefill chunk, prefill interference, per-request
+  latency, admission steps, arrival-burst share) -- the same scheduler, server and kernel
+  launches run on Hopper and Blackwell;
+* hardware efficiencies per (GPU class, backend): bandwidth, FLOPS, MoE and 8/4-bit GEMM
+  efficiencies, the MoE expert-read floor; and the waits that also absorb each class's
+  benchmark campaign (completion-admission share, attention-DP wait).
 
 A weak prior keeps the efficiencies near physical values when the rows do not pin them. Nothing
 is fitted per model or per row. The output is deterministic for the same data and date.
@@ -100,7 +101,8 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 
 # Engine (software) constants shared by every GPU class of a backend; the rest are hardware
 # efficiencies fitted per (class, backend).
-SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms")
+SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms",
+          "t_request_ms", "k_step", "burst")
 HARDWARE = tuple(k for k in PARAMS if k not in SHARED)
 
 
@@ -197,8 +199,8 @@ HEADER = """\
 # Written by `python -m servewise.engine.perf.fit`; do not edit by hand, refit instead.
 #
 # Per GPU class (architecture + memory technology) and backend (the engine costs t_step_ms,
-# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference are shared by all classes of
-# a backend: one joint fit per backend):
+# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, t_request_ms, k_step, burst
+# are shared by all classes of a backend: one joint fit per backend):
 #   eta_bw        achieved share of peak memory bandwidth in decode steps
 #   eta_flops     achieved share of peak dense tensor FLOPS (GEMMs and attention)
 #   eta_moe       efficiency of grouped expert GEMMs / expert reads relative to dense ones

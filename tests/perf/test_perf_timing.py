@@ -80,17 +80,19 @@ DENSE_GRID = [(m, tp, c) for m in ("Llama-3.1-8B", "Qwen3-32B", "Llama-3.1-70B")
 
 
 @pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
-def test_b200_decodes_dense_models_faster_than_h200(cat, backend):
-    """B200 has 1.67x H200's bandwidth: its TPOT must be lower on dense models too.
+def test_b200_serves_dense_models_faster_than_h200(cat, backend):
+    """B200 has 1.67x H200's bandwidth and 2.25x its FLOPS: TPOT and TTFT must be lower.
 
-    Blackwell rows are almost all DeepSeek-R1 (MoE); the engine costs are shared by GPU class
-    (one fit per backend) so that MoE-only campaigns cannot make B200 slow on dense models.
+    Blackwell rows are almost all DeepSeek-R1 (MoE); the engine costs and the request-level
+    latencies are shared by GPU class (one fit per backend) so that MoE-only campaigns cannot
+    make B200 slow on dense models.
     """
     for model, tp, c in DENSE_GRID:
         out = {g: estimate(cat.model(model), cat.gpu(g), tp=tp, precision="fp8", isl=1024,
                            osl=256, concurrency=c, backend=backend, check_memory=False)
                for g in ("H200 SXM", "B200")}
         assert out["B200"].tpot_ms < out["H200 SXM"].tpot_ms, (model, tp, c)
+        assert out["B200"].ttft_ms < out["H200 SXM"].ttft_ms, (model, tp, c)
 
 
 def test_engine_costs_shared_across_gpu_classes():
