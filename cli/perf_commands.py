@@ -52,8 +52,9 @@ def _values(v: dict[str, Any]) -> str:
 
 def estimate_text(d: dict[str, Any]) -> str:
     i, m, b = d["inputs"], d["memory"], d["band"]
+    adp = f", attention-dp {i['attention_dp']}" if i.get("attention_dp", 1) > 1 else ""
     lines = [f"{i['model']} on {i['n_gpus']}x {i['gpu']} (tp {i['tp']}, pp {i['pp']}, "
-             f"ep {i['ep']}), {i['precision']} weights, {i['kv_precision']} KV, {i['backend']}",
+             f"ep {i['ep']}{adp}), {i['precision']} weights, {i['kv_precision']} KV, {i['backend']}",
              f"workload: isl {i['isl']}, osl {i['osl']}, {i['concurrency']} requests in flight",
              f"memory per GPU: {m['per_gpu_gib']:.1f} of {m['budget_gib']:.1f} GiB usable "
              f"(weights {m['weights_gib']:.1f} GiB total, KV {m['kv_cache_gib']:.2f} GiB, "
@@ -86,6 +87,9 @@ def estimate_text(d: dict[str, Any]) -> str:
               help="Pipeline parallel size.")
 @click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True,
               help="Expert parallel size of MoE layers.")
+@click.option("--attention-dp", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Attention data-parallel ranks (each runs its own requests' attention on tp "
+                   "GPUs; MoE layers span all tp x attention-dp GPUs).")
 @click.option("--precision", type=click.Choice(PRECISIONS, case_sensitive=False), required=True)
 @click.option("--isl", type=click.IntRange(min=1), required=True, help="Input tokens.")
 @click.option("--osl", type=click.IntRange(min=1), required=True, help="Output tokens.")
@@ -98,15 +102,16 @@ def estimate_text(d: dict[str, Any]) -> str:
                                  "with native FP8, else 16 bit).")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
-def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, precision: str, isl: int,
-                 osl: int, concurrency: int, backend: str, kv_precision: str | None,
-                 fmt: str) -> None:
+def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
+                 precision: str, isl: int, osl: int, concurrency: int, backend: str,
+                 kv_precision: str | None, fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
     try:
         e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
-                     concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision)
+                     concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
+                     attention_dp=attention_dp)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     d = e.to_dict()

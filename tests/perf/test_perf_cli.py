@@ -31,6 +31,22 @@ def test_estimate_text_shows_band_and_formulas(run):
     assert "band" in r.output and "TPOT" in r.output and "t_decode = " in r.output
 
 
+def test_estimate_attention_dp(run):
+    """--attention-dp: each rank holds its own requests; the TTFT carries the lockstep wait."""
+    base = ["--model", "DeepSeek-V3", "--gpu", "B200", "--ep", "8", "--precision", "fp4",
+            "--isl", "1024", "--osl", "1024", "--concurrency", "128", "--backend", "trtllm",
+            "--format", "json"]
+    adp = json.loads(run(estimate_cmd, [*base, "--tp", "1", "--attention-dp", "8"]).output)
+    tp8 = json.loads(run(estimate_cmd, [*base, "--tp", "8"]).output)
+    assert adp["inputs"]["attention_dp"] == 8 and adp["inputs"]["n_gpus"] == 8
+    assert adp["memory"]["kv_cache_gib"] < tp8["memory"]["kv_cache_gib"]  # MLA not replicated
+    assert adp["ttft_ms"] > tp8["ttft_ms"]
+    ttft = next(s for s in adp["steps"] if s["name"] == "ttft")
+    assert ttft["values"]["dp_wait_ms"] > 0
+    text = run(estimate_cmd, [*base[:-2], "--tp", "1", "--attention-dp", "8"]).output
+    assert "attention-dp 8" in text
+
+
 def test_estimate_case_insensitive_names(run):
     r = run(estimate_cmd, ["--model", "llama-3.1-70b", "--gpu", "h200 sxm", *ARGS[4:],
                            "--format", "json"])
