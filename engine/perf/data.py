@@ -64,6 +64,7 @@ class Row:
     tpot_ms: float | None = None
     tput: float | None = None
     offline: bool = False
+    prefill_only: bool = False         # in-process engine benchmark: TTFT = the prefill alone
     skipped: str | None = None
 
 
@@ -171,6 +172,9 @@ def read_benchmarks(rows: list[dict[str, str]]) -> list[Row]:
         row.layout = Layout(tp, max(1, n // tp), 1, 1)
         conc = (r.get("concurrency_or_batch") or "").strip().lower()
         row.offline = conc.startswith("max")
+        # "single-stream prefill (batch 1)" rows time one prefill inside the engine (static
+        # batching, no server, no scheduler): their TTFT is the prefill step alone.
+        row.prefill_only = "prefill (batch" in (r.get("scenario") or "").lower()
         row.concurrency = None if row.offline else _f(conc)
         if row.skipped:
             pass

@@ -121,7 +121,8 @@ backends × tp 1, 4 × C 1, 16, 64). Sharing the step costs per backend gives 0 
 at 7.7 / 20.4 / 11.3 %, but B200 TTFT still came out above H200's in 23 of 54 (its campaign's
 per-request latency and burst share); sharing t_request and k_step as well gives 7.7 /
 20.0 / 12.1 % with 17 of 54, and sharing φ too gives 0 of 54 for TPOT and TTFT at
-7.7 / 20.8 / 10.9 %. The last was chosen: a plan must not buy the wrong GPU for a point of
+7.7 / 20.8 / 10.9 % (13.5 % offline once the single-stream prefill rows are read as engine
+prefills, see below). The last was chosen: a plan must not buy the wrong GPU for a point of
 TTFT (`tests/perf/test_perf_timing.py::test_b200_serves_dense_models_faster_than_h200`).
 No per-model or per-row constants. Five groups are measured
 (Hopper × vLLM/SGLang/TRT-LLM, Blackwell × SGLang/TRT-LLM). Classes without rows (Ampere, Ada,
@@ -141,6 +142,10 @@ on the rows of its profile; SLA checks use the upper side.
 * 120 DeepSeek-R1 rows with tp × attention_dp of 16 or 64 are single-node runs whose id says
   `tp4_ep4`/`tp8_ep8` and whose numbers equal the rows labelled tp 8, moe_ep 8: the column holds
   tp × ep. They are read as `moe_ep` GPUs with expert-parallel MoE.
+* benchmarks.csv `single-stream prefill (batch 1)` rows (TRT-LLM v0.5 gptSessionBenchmark: one
+  prefill inside the engine, static batching, no server) are compared with the prefill as one
+  engine step (compute + communication + the step's kernel costs), not with a served TTFT;
+  read as served requests they were over-predicted 2–7× by the server's per-request latency.
 * benchmarks.csv: model names with a parenthesis use the base architecture (Llama-3.3-70B =
   Llama-3.1-70B); offline rows (`max (offline)`) run at the KV capacity capped by the backend's
   maximum batch (vLLM/SGLang 1024, TRT-LLM 2048); rows without numeric lengths or from
@@ -185,14 +190,15 @@ on the rows of its profile; SLA checks use the upper side.
   it shares the engine costs fitted mostly on Hopper rows (see Calibration); its per-class
   constants are efficiencies and serving behaviour only. No dense-model B200 rows exist to check
   its dense estimates directly; they follow from its bandwidth and FLOPS.
-* **Offline throughput** is under-predicted by about 10 % in the median (TRT-LLM perf-overview FP8
-  rows; large batched prefills reach a higher FP8 efficiency than the online campaigns' η_lowp).
+* **Offline throughput** is under-predicted by 10–20 % (TRT-LLM perf-overview FP8/FP4 rows;
+  large batched prefills reach a higher low-precision efficiency than the online campaigns'
+  η_lowp, and TRT-LLM v0.5's single-stream FP8 prefill rows pull it lower still). Median 13.5 %.
 * **Four models.** Leave-one-model-out removes a quarter of the data and, for DeepSeek-R1, the only
   B200 rows and the only MLA model; the held-out model is then predicted from constants fitted
   on different architectures (dense vs MoE, GQA vs MLA), so the per-backend overheads (t_layer,
   t_seq, η_moe) transfer poorly. Sharing the engine costs per backend and η_lowp brought the
-  held-out TPOT errors from 17–31 % to 15–26 %; TTFT went from 33–49 % to 37–55 % (sharing φ,
-  which the GPU ordering needs, costs Qwen3-235B-A22B held out 34 → 55 %).
+  held-out TPOT errors from 17–31 % to 15–26 %; TTFT went from 33–49 % to 37–54 % (sharing φ,
+  which the GPU ordering needs, costs Qwen3-235B-A22B held out 34 → 54 %).
 * Some rows are faster than the hardware allows without prefix caching (e.g. vLLM Llama-3.1-8B
   FP8, 112 requests of 1000 tokens with 72 ms TTFT would need > 1.5 PFLOP/s of prefill on one
   H200); the model does not follow them.

@@ -132,6 +132,22 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
     return s["ttft"], s["tpot"], s["lam"] * 1e3 * osl * lay.dp
 
 
+def engine_prefill_ms(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
+                      precision: str, isl: int, backend: str = "vllm",
+                      kv_precision: str | None = None,
+                      calibration: dict[str, Any] | None = None) -> float:
+    """One prefill as a single engine step: compute + communication + the step's kernel costs.
+
+    What an in-process single-stream prefill benchmark times (no server, queue or chunked
+    scheduler); a served TTFT adds t_request, admission and queueing (``predict``).
+    """
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    sm = StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
+                         calibration)
+    pf = sm.prefill(isl)
+    return pf["t_compute"] + pf["t_comm"] + sm.overhead_ms(1.0)
+
+
 def _band(prof: Profile, ttft: float, tpot: float, tput: float) -> dict[str, tuple[float, float]]:
     b = prof.band
     return {"ttft_ms": (ttft * b["ttft_ms"][0], ttft * b["ttft_ms"][1]),

@@ -8,7 +8,7 @@ from typing import Any
 
 from .data import DEFAULT_FILES, Row, read_rows
 from .memory import memory
-from .serving import MAX_BATCH, predict
+from .serving import MAX_BATCH, engine_prefill_ms, predict
 
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 TARGETS = {"ttft_ms": 0.20, "tpot_ms": 0.10, "offline_output_tokens_per_s": 0.15}
@@ -42,7 +42,12 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
     except ValueError as exc:
         out["skipped"] = str(exc)
         return out
-    if row.ttft_ms:
+    if row.ttft_ms and row.prefill_only:
+        out["ttft_ms"] = engine_prefill_ms(row.model, row.gpu, row.layout,
+                                           precision=row.precision, isl=row.isl,
+                                           backend=row.backend, kv_precision=row.kv_precision,
+                                           calibration=calibration)
+    elif row.ttft_ms:
         out["ttft_ms"] = ttft
     if row.tpot_ms and row.osl > 1:
         out["tpot_ms"] = tpot
