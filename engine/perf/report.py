@@ -9,12 +9,16 @@ refit (fit on three measured models, predict the fourth) and plots predicted vs 
 from __future__ import annotations
 
 import argparse
+import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from .calibration import load_calibration
 from .data import DEFAULT_FILES
 from .fit import fit
+from .ordering import BACKENDS as ORDER_BACKENDS
+from .ordering import DENSE_GRID, ISL, OSL, PAIRS, PRECISION, violations
 from .validate import TARGETS, errors, summarise, validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -225,15 +229,40 @@ def table(summary: dict[str, Any], group: str | None) -> list[str]:
     return lines
 
 
-def leave_one_model_out() -> dict[str, Any]:
-    """Refit without each measured model, then predict that model's rows."""
-    out = {}
-    for model in HELD_OUT:
-        cal = fit(DEFAULT_FILES, exclude_models=[model])
-        r = validate(DEFAULT_FILES, calibration=cal)
-        held = [e for e in r["errors"] if e["model"] == model]
-        out[model] = summarise(held, by=("gpu", "backend"))
+def _held_out(model: str) -> tuple[str, dict[str, Any]]:
+    cal = fit(DEFAULT_FILES, exclude_models=[model])
+    r = validate(DEFAULT_FILES, calibration=cal)
+    held = [e for e in r["errors"] if e["model"] == model]
+    return model, summarise(held, by=("gpu", "backend"))
+
+
+def leave_one_model_out(workers: int = 2) -> dict[str, Any]:
+    """Refit without each measured model, then predict that model's rows (in parallel)."""
+    out: dict[str, Any] = {}
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for i, (model, summary) in enumerate(pool.map(_held_out, HELD_OUT), 1):
+            print(f"leave-one-model-out {i}/{len(HELD_OUT)}: {model} done", file=sys.stderr)
+            out[model] = summary
     return out
+
+
+def ordering_lines() -> list[str]:
+    """The GPU-ordering check of servewise.engine.perf.ordering, as a Markdown table."""
+    models = sorted({m for m, _, _ in DENSE_GRID})
+    tps = sorted({tp for _, tp, _ in DENSE_GRID})
+    cs = sorted({c for _, _, c in DENSE_GRID})
+    lines = ["## GPU ordering on dense models", "",
+             f"Estimates of {', '.join(models)} at {PRECISION}, isl {ISL}, osl {OSL}, tp "
+             f"{' / '.join(map(str, tps))}, {' / '.join(map(str, cs))} requests in flight, with "
+             f"{', '.join(ORDER_BACKENDS)} (`servewise.engine.perf.ordering`): configurations "
+             "where the faster GPU comes out slower.", "",
+             "| faster GPU | slower GPU | configurations | TPOT inverted | TTFT inverted |",
+             "|---|---|---|---|---|"]
+    for fast, slow in PAIRS:
+        v = violations((fast, slow))
+        lines.append(f"| {fast} | {slow} | {v['n']} | {len(v['tpot_ms'])} | "
+                     f"{len(v['ttft_ms'])} |")
+    return lines + [""]
 
 
 def plot(errs: list[dict[str, Any]], path: Path) -> None:
@@ -313,6 +342,7 @@ def render(r: dict[str, Any], lomo: dict[str, Any] | None) -> str:
                      if m in o else "–" for m in ("tpot_ms", "ttft_ms")]
             lines.append(f"| {model} | " + " | ".join(cells) + " |")
         lines.append("")
+    lines += ordering_lines()
     lines += [METHOD]
     return "\n".join(lines)
 

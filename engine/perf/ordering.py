@@ -1,0 +1,42 @@
+"""Physical ordering of GPUs the estimates must respect (a check, not a fit).
+
+A GPU with more memory bandwidth and more FLOPS than another, in the same or a newer class,
+must not come out slower on the same model and layout. The calibration can break this when a
+class's constants are fitted on rows of other models or benchmark campaigns (see
+docs/accuracy.md); ``violations`` counts where it does over a grid of dense-model layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..catalog import load_catalog
+from .serving import estimate
+
+# (faster, slower): the first has more bandwidth and FLOPS than the second.
+PAIRS = (("B200", "H200 SXM"), ("H200 SXM", "H100 SXM"))
+BACKENDS = ("vllm", "sglang", "trtllm")
+DENSE_GRID = tuple((m, tp, c) for m in ("Llama-3.1-8B", "Qwen3-32B", "Llama-3.1-70B")
+                   for tp in (1, 4) for c in (1, 16, 64))  # timings only: memory not checked
+ISL, OSL, PRECISION = 1024, 256, "fp8"
+
+
+def violations(pair: tuple[str, str], backends: Iterable[str] = BACKENDS,
+               grid: Iterable[tuple[str, int, int]] = DENSE_GRID,
+               calibration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Configurations where ``pair[0]`` predicts a higher TPOT or TTFT than ``pair[1]``."""
+    cat = load_catalog()
+    fast, slow = cat.gpu(pair[0]), cat.gpu(pair[1])
+    out: dict[str, Any] = {"n": 0, "tpot_ms": [], "ttft_ms": []}
+    for be in backends:
+        for model, tp, c in grid:
+            m = cat.model(model)
+            a, b = (estimate(m, g, tp=tp, precision=PRECISION, isl=ISL, osl=OSL, concurrency=c,
+                             backend=be, check_memory=False, calibration=calibration)
+                    for g in (fast, slow))
+            out["n"] += 1
+            for metric in ("tpot_ms", "ttft_ms"):
+                if getattr(a, metric) > getattr(b, metric):
+                    out[metric].append((be, model, tp, c))
+    return out
