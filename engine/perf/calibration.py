@@ -26,10 +26,10 @@ BACKENDS = ("vllm", "trtllm", "sglang")
 FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.8, "t_step_ms": 1.0,
                     "t_layer_us": 20.0, "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 2.0,
                     "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05,
-                    "moe_floor": 0.01, "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0}
+                    "moe_floor": 0.01, "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
 PARAMS = ("eta_bw", "eta_flops", "eta_moe", "t_step_ms", "t_layer_us", "t_seq_us", "interference",
           "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission", "moe_floor",
-          "dp_wait", "eta_lowp", "t_moe_layer_us")
+          "dp_wait", "eta_lowp", "t_moe_layer_us", "t_in_token_us")
 # Physical range of each constant: the fit's bounds, and the clip of a borrowed (ratio) profile.
 # eta_bw is capped at 92 %: more than that of peak HBM bandwidth is not reached by real kernels,
 # and without the cap the fit trades bandwidth against per-step overhead. t_layer is capped at
@@ -42,7 +42,7 @@ BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 0.9), "eta_moe": (0.1, 1.0)
           "t_request_ms": (0.1, 500.0), "k_step": (0.01, 20.0), "burst": (0.001, 3.0),
           "admission": (0.001, 3.0), "moe_floor": (0.001, 1.0),
           "dp_wait": (0.01, 200.0), "eta_lowp": (0.5, 1.0),
-          "t_moe_layer_us": (0.01, 300.0)}
+          "t_moe_layer_us": (0.01, 300.0), "t_in_token_us": (0.001, 100.0)}
 # Prefill chunk (tokens per engine step) of each backend's default scheduler.
 CHUNK_TOKENS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
 FALLBACK_LINKS = {
@@ -77,6 +77,7 @@ class Profile:
     dp_wait: float         # decode steps a new request waits when attention runs data-parallel
     eta_lowp: float        # efficiency of native 8/4-bit GEMMs relative to 16-bit ones
     t_moe_layer_us: float  # extra cost per MoE layer per step (routing, grouped-GEMM launches)
+    t_in_token_us: float   # per prompt token before the engine (tokenise, IPC, HTTP)
     band: dict[str, list[float]]  # [low, high] multipliers from the measured error spread
     measured: bool         # fitted on rows of this class and backend
     source: str            # where the numbers come from

@@ -5,12 +5,12 @@
 Per backend, one joint robust least-squares fit (Cauchy loss, scale 0.1: noisy repeats and
 overloaded-queue rows pull little; the median error is what is judged) of log(predicted /
 measured) of TPOT, TTFT and throughput (weight 1 each) over the rows of every GPU class the
-backend was measured on. The sixteen constants of ``calibration.PARAMS`` are split in two:
+backend was measured on. The seventeen constants of ``calibration.PARAMS`` are split in two:
 
 * engine (software) costs shared by all GPU classes of the backend (``SHARED``: per step, per
   layer, per MoE layer, per sequence, per prefill chunk, prefill interference, per-request
-  latency, admission steps, arrival-burst share) -- the same scheduler, server and kernel
-  launches run on Hopper and Blackwell;
+  latency, per prompt token before the engine, admission steps, arrival-burst share) -- the
+  same scheduler, server and kernel launches run on Hopper and Blackwell;
 * hardware efficiencies per (GPU class, backend): bandwidth, FLOPS, MoE and 8/4-bit GEMM
   efficiencies, the MoE expert-read floor; and the waits that also absorb each class's
   benchmark campaign (completion-admission share, attention-DP wait).
@@ -40,7 +40,8 @@ from .validate import predict_row, quantile
 START = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
          "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
          "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01, "dp_wait": 1.0,
-         "eta_lowp": 0.75, "t_moe_layer_us": 10.0}
+         "eta_lowp": 0.75, "t_moe_layer_us": 10.0,
+         "t_in_token_us": 1.0}
 # Weak log-space prior (weight per parameter) towards START for the efficiencies only.
 PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3, "eta_lowp": 0.3}
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
@@ -102,7 +103,7 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 # Engine (software) constants shared by every GPU class of a backend; the rest are hardware
 # efficiencies fitted per (class, backend).
 SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms",
-          "t_request_ms", "k_step", "burst")
+          "t_request_ms", "k_step", "burst", "t_in_token_us")
 HARDWARE = tuple(k for k in PARAMS if k not in SHARED)
 
 
@@ -199,8 +200,8 @@ HEADER = """\
 # Written by `python -m servewise.engine.perf.fit`; do not edit by hand, refit instead.
 #
 # Per GPU class (architecture + memory technology) and backend (the engine costs t_step_ms,
-# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, t_request_ms, k_step, burst
-# are shared by all classes of a backend: one joint fit per backend):
+# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, t_request_ms, k_step, burst,
+# t_in_token_us are shared by all classes of a backend: one joint fit per backend):
 #   eta_bw        achieved share of peak memory bandwidth in decode steps
 #   eta_flops     achieved share of peak dense tensor FLOPS (GEMMs and attention)
 #   eta_moe       efficiency of grouped expert GEMMs / expert reads relative to dense ones
@@ -221,6 +222,7 @@ HEADER = """\
 #   eta_lowp      efficiency of native 8/4-bit GEMMs relative to 16-bit ones (>= 0.5: FP8 is
 #                 never slower than BF16)
 #   t_moe_layer_us extra cost per MoE layer per step (routing, grouped-GEMM launches)
+#   t_in_token_us cost per prompt token before the engine (tokenise, IPC, HTTP body)
 #   band          [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
 #   fit_error     median absolute percentage error on the fitted rows
 # Method: robust least squares (scipy least_squares, Cauchy loss, f_scale 0.1) of

@@ -78,9 +78,11 @@ lives `TTFT + (osl − 1) × TPOT`, so `λ = C / lifetime`. In closed form (no i
 
 * `TPOT = t_decode(C) + κ × (C − 1) × t_prefill / osl`: while one request decodes its osl tokens
   the C − 1 others each prefill once; a share κ of that time lands on the decode steps.
-* `TTFT = t_request + t_prefill + k_step × t_decode + φ × (C − 1)/2 × t_prefill
-  + ψ × (osl − 1) × TPOT / (C − 1)`: fixed per-request latency (HTTP, tokenisation: the data
-  show a floor of 80–250 ms even for a 128-token prompt); the own prefill; admission at step
+* `TTFT = t_request + isl × t_in_token + t_prefill + k_step × t_decode + φ × (C − 1)/2 ×
+  t_prefill + ψ × (osl − 1) × TPOT / (C − 1)`: fixed per-request latency (HTTP, scheduling: the
+  data show a floor of 80–250 ms even for a 128-token prompt); a cost per prompt token before
+  the engine sees it (tokenisation, the token list through the server's IPC, the HTTP body: CPU
+  work, the same on every GPU and for every model size); the own prefill; admission at step
   boundaries; the share φ of the arrival burst left in the average (benchmark clients start all C
   requests at once and run a small multiple of C requests, so the first round's
   `(C − 1)/2 × t_prefill` wait is averaged with the steady state); the share ψ of requests that
@@ -102,11 +104,11 @@ TTFT floor per layer instead of per request (no better).
 **Calibration.** One joint fit per backend over all GPU classes it was measured on, by robust
 least squares on log(predicted/measured) (TPOT, TTFT and throughput weight 1 each) with a Cauchy
 loss (scale 0.1: noisy repeats and overloaded-queue rows pull little, and the median error is
-what is judged) and a weak prior on the efficiencies. Sixteen constants per (class, backend):
+what is judged) and a weak prior on the efficiencies. Seventeen constants per (class, backend):
 
 * engine costs **shared by all classes of a backend** (the same scheduler, server and kernel
   launches run on Hopper and Blackwell): t_step, t_layer (≤ 60 µs), t_moe_layer, t_seq,
-  t_chunk, κ, t_request, k_step, φ;
+  t_chunk, κ, t_request, t_in_token, k_step, φ;
 * hardware efficiencies per class: η_bw, η_flops, η_moe, η_lowp (≥ 0.5: FP8 never slower than
   BF16), f0 (MoE expert-read floor);
 * waits per class that also absorb each class's benchmark campaign: ψ, dp_wait.
@@ -127,7 +129,13 @@ per-request latency and burst share); sharing t_request and k_step as well gives
 20.0 / 12.1 % with 17 of 54, and sharing φ too gives 0 of 54 for TPOT and TTFT at
 7.7 / 20.8 / 10.9 % (13.5 % offline once the single-stream prefill rows are read as engine
 prefills, see below). The last was chosen: a plan must not buy the wrong GPU for a point of
-TTFT (`tests/perf/test_perf_timing.py::test_b200_serves_dense_models_faster_than_h200`).
+TTFT (`tests/perf/test_perf_timing.py::test_faster_gpu_serves_dense_models_faster`, and the
+table above). The per-prompt-token frontend cost t_in_token (shared per backend) then gave
+7.2 / 19.7 / 11.5 % with the ordering intact: it is fitted at 13–14 µs per token for TRT-LLM
+and SGLang and 40 µs for vLLM (1,000 tokens: 13–40 ms), and it let vLLM's prefill efficiency
+rise from an implausible 26 % of peak to 50 %: the isl-proportional part of TTFT does not scale
+with model size, so it is not GPU compute. It also absorbs any other prompt-length cost outside
+the prefill FLOPs, so read it as an upper bound of the frontend's cost.
 No per-model or per-row constants. Five groups are measured
 (Hopper × vLLM/SGLang/TRT-LLM, Blackwell × SGLang/TRT-LLM). Classes without rows (Ampere, Ada,
 Turing, CDNA, Ascend, …) inherit Hopper's constants with their own bandwidth and FLOPS, and their
@@ -155,7 +163,7 @@ on the rows of its profile; SLA checks use the upper side.
   maximum batch (vLLM/SGLang 1024, TRT-LLM 2048); rows without numeric lengths or from
   llama.cpp/MLC (no profile) are skipped with the reason.
 
-## Known limits (why the TTFT target is not met, by 0.8 points)
+## Known limits (why leave-one-model-out does not meet the targets, and the remaining error)
 
 * **Run-to-run noise in the data.** measured.csv holds repeated configurations whose TTFT differs
   by 1.2–2× (DeepSeek-R1 B200 SGLang fp8 1024/1024 C 8: 227 and 364 ms; C 16: 402 and 586 ms),
@@ -170,7 +178,7 @@ on the rows of its profile; SLA checks use the upper side.
   TPOT ≈ 30–55 ms). One set of backend constants cannot follow both, which is what the
   leave-one-model-out errors show (table above): with one of the four models held out, TPOT
   and TTFT errors are two to three times the fitted ones.
-* **H200 is the weakest GPU for TTFT (48 %) and why it is not given its own constants.**
+* **H200 is the weakest GPU for TTFT (53 %) and why it is not given its own constants.**
   Its rows are those SLA sweeps with other backend versions (SGLang 0.5.6, TRT-LLM 1.1 on
   DeepSeek-R1 only, vLLM 0.12). Its TPOT error fell from 20 % to 12 % once the vLLM fused-MoE
   expert-read floor f0 was fitted (vLLM Qwen3-235B FP8 TPOT 27 % → 7 %), and to 9 % with η_lowp;
@@ -190,19 +198,19 @@ on the rows of its profile; SLA checks use the upper side.
   TTFT 22.6 % vs 22.8 %, offline throughput 9.5 % vs 4.8 %, B200 and H200 TPOT worse. TRT-LLM
   Llama-3.1-8B TPOT stays over-predicted by 6–30 % (most at osl 128, C > 64).
 * **B200 is fitted on MoE rows only** (DeepSeek-R1; TRT-LLM also a few Llama-3.1-70B/405B and
-  Qwen3-235B offline rows). Its TPOT error (15 %) is the largest of the measured GPUs because
+  Qwen3-235B offline rows). Its TPOT error (14 %) is the largest of the measured GPUs because
   it shares the engine costs fitted mostly on Hopper rows (see Calibration); its per-class
   constants are efficiencies and serving behaviour only. No dense-model B200 rows exist to check
   its dense estimates directly; they follow from its bandwidth and FLOPS.
 * **Offline throughput** is under-predicted by 10–20 % (TRT-LLM perf-overview FP8/FP4 rows;
   large batched prefills reach a higher low-precision efficiency than the online campaigns'
-  η_lowp, and TRT-LLM v0.5's single-stream FP8 prefill rows pull it lower still). Median 13.5 %.
+  η_lowp, and TRT-LLM v0.5's single-stream FP8 prefill rows pull it lower still). Median 11.5 %.
 * **Four models.** Leave-one-model-out removes a quarter of the data and, for DeepSeek-R1, the only
   B200 rows and the only MLA model; the held-out model is then predicted from constants fitted
   on different architectures (dense vs MoE, GQA vs MLA), so the per-backend overheads (t_layer,
   t_seq, η_moe) transfer poorly. Sharing the engine costs per backend and η_lowp brought the
-  held-out TPOT errors from 17–31 % to 15–26 %; TTFT went from 33–49 % to 37–54 % (sharing φ,
-  which the GPU ordering needs, costs Qwen3-235B-A22B held out 34 → 54 %).
+  held-out TPOT errors from 17–31 % to 13–27 %; TTFT is 38–52 % (33–49 % before; sharing φ,
+  which the GPU ordering needs, costs Qwen3-235B-A22B held out 34 → 41 %).
 * Some rows are faster than the hardware allows without prefix caching (e.g. vLLM Llama-3.1-8B
   FP8, 112 requests of 1000 tokens with 72 ms TTFT would need > 1.5 PFLOP/s of prefill on one
   H200); the model does not follow them.

@@ -10,14 +10,15 @@ finishes), each request lives ``TTFT + (osl-1) x TPOT``, so requests arrive at
   other ``C-1`` requests each prefill once; a share ``κ`` (interference, per backend) of that
   time lands on the decode steps (chunked prefill mixes it into them, non-mixed schedulers stop
   decoding for it);
-* ``TTFT = t_request + t_prefill + k_step x t_decode + φ x (C-1)/2 x t_prefill
-  + ψ x (osl-1) x TPOT / (C-1) [+ dp_wait x t_decode]``: a fixed per-request cost (HTTP, tokenisation, first
-  sampling); the own prefill; admission at step boundaries (``k_step`` decode steps); the
-  share ``φ`` of the arrival burst left in the average (benchmark clients start all ``C``
-  requests at once, and identical requests stay partly in step); and the share ``ψ`` of
-  requests that find the batch full and wait for the next completion (one completes every
-  ``(osl-1) x TPOT / (C-1)`` on average); with attention data parallel, the decode steps a
-  new request waits until the ranks prefill together (``dp_wait``).
+* ``TTFT = t_request + isl x t_in_token + t_prefill + k_step x t_decode + φ x (C-1)/2 x
+  t_prefill + ψ x (osl-1) x TPOT / (C-1) [+ dp_wait x t_decode]``: a fixed per-request cost
+  (HTTP, first sampling) and a cost per prompt token before the engine (tokenisation, IPC);
+  the own prefill; admission at step boundaries (``k_step`` decode steps); the share ``φ`` of
+  the arrival burst left in the average (benchmark clients start all ``C`` requests at once,
+  and identical requests stay partly in step); the share ``ψ`` of requests that find the
+  batch full and wait for the next completion (one completes every ``(osl-1) x TPOT / (C-1)``
+  on average); and, with attention data parallel, the decode steps a new request waits until
+  the ranks prefill together (``dp_wait``).
 
 The form is closed (no fixed-point iteration): estimate is a few microseconds of arithmetic.
 """
@@ -51,7 +52,8 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
     burst = prof.burst * others / 2.0 * t_pf
     admission = prof.admission * n_dec * tpot / max(others, 1.0) * many
     dp_wait = prof.dp_wait * dec["total"] if sm.lay.dp > 1 else 0.0
-    ttft = prof.t_request_ms + t_pf + step_wait + burst + admission + dp_wait
+    ttft = (prof.t_request_ms + isl * prof.t_in_token_us / 1e3 + t_pf + step_wait + burst
+            + admission + dp_wait)
     life = ttft + n_dec * tpot
     return {"lam": c_rank / life, "batch": max(c_rank, 1.0), "dec": dec, "prefill": pf,
             "interference": interf, "tpot": tpot, "step_wait": step_wait, "burst": burst,
@@ -108,9 +110,11 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
         Step("tpot", "TPOT = t_decode + κ x (C-1) x t_prefill / osl",
              {"t_decode_ms": d["total"], "kappa": prof.interference, "C": c_rank,
               "t_prefill_ms": pf["total"], "osl": osl}, s["tpot"], "ms"),
-        Step("ttft", "TTFT = t_request + t_prefill + k_step x t_decode + φ x (C-1)/2 x t_prefill"
-             " + ψ x (osl-1) x TPOT / (C-1) [+ dp_wait x t_decode with attention DP]",
-             {"t_request_ms": prof.t_request_ms, "t_prefill_ms": pf["total"],
+        Step("ttft", "TTFT = t_request + isl x t_in_token + t_prefill + k_step x t_decode"
+             " + φ x (C-1)/2 x t_prefill + ψ x (osl-1) x TPOT / (C-1)"
+             " [+ dp_wait x t_decode with attention DP]",
+             {"t_request_ms": prof.t_request_ms, "isl": isl,
+              "t_in_token_us": prof.t_in_token_us, "t_prefill_ms": pf["total"],
               "k_step": prof.k_step, "t_decode_ms": d["total"], "phi": prof.burst, "C": c_rank,
               "burst_ms": s["burst"], "psi": prof.admission, "admission_ms": s["admission"],
               "dp_wait_ms": s["dp_wait"]},
