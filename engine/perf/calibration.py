@@ -26,7 +26,8 @@ BACKENDS = ("vllm", "trtllm", "sglang")
 FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.8, "t_step_ms": 1.0,
                     "t_layer_us": 20.0, "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 2.0,
                     "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05,
-                    "moe_floor": 0.01, "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+                    "moe_floor": 0.01, "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0,
+                    "t_in_token_us": 1.0}
 PARAMS = ("eta_bw", "eta_flops", "eta_moe", "t_step_ms", "t_layer_us", "t_seq_us", "interference",
           "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission", "moe_floor",
           "dp_wait", "eta_lowp", "t_moe_layer_us", "t_in_token_us")

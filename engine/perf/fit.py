@@ -40,8 +40,7 @@ from .validate import predict_row, quantile
 START = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
          "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
          "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01, "dp_wait": 1.0,
-         "eta_lowp": 0.75, "t_moe_layer_us": 10.0,
-         "t_in_token_us": 1.0}
+         "eta_lowp": 0.75, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
 # Weak log-space prior (weight per parameter) towards START for the efficiencies only.
 PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3, "eta_lowp": 0.3}
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
@@ -100,11 +99,11 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
     return res
 
 
-# Engine (software) constants shared by every GPU class of a backend; the rest are hardware
-# efficiencies fitted per (class, backend).
+# Engine (software) constants shared by every GPU class of a backend; the rest (hardware
+# efficiencies and campaign-dependent waits) are fitted per (class, backend).
 SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms",
           "t_request_ms", "k_step", "burst", "t_in_token_us")
-HARDWARE = tuple(k for k in PARAMS if k not in SHARED)
+PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
 
 
 def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[str, float]]:
@@ -113,7 +112,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[st
     from scipy.optimize import least_squares
 
     classes = sorted(groups)
-    names = list(SHARED) + [f"{c}:{k}" for c in classes for k in HARDWARE]
+    names = list(SHARED) + [f"{c}:{k}" for c in classes for k in PER_CLASS]
     base = [k.split(":")[-1] for k in names]
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])

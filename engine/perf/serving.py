@@ -124,14 +124,20 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int, c_rank: float) 
     ]
 
 
+def _step_model(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
+                backend: str, kv_precision: str | None,
+                calibration: dict[str, Any] | None) -> StepModel:
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    return StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
+                           calibration)
+
+
 def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precision: str,
             isl: int, osl: int, concurrency: float, backend: str = "vllm",
             kv_precision: str | None = None,
             calibration: dict[str, Any] | None = None) -> tuple[float, float, float]:
     """(TTFT ms, TPOT ms, output tokens/s) without memory check or explanation (fast path)."""
-    kvp = kv_precision or default_kv_precision(gpu, precision)
-    sm = StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
-                         calibration)
+    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration)
     s = _solve(sm, concurrency / lay.dp, isl, osl)
     return s["ttft"], s["tpot"], s["lam"] * 1e3 * osl * lay.dp
 
@@ -145,9 +151,7 @@ def engine_prefill_ms(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *
     What an in-process single-stream prefill benchmark times (no server, queue or chunked
     scheduler); a served TTFT adds t_request, admission and queueing (``predict``).
     """
-    kvp = kv_precision or default_kv_precision(gpu, precision)
-    sm = StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
-                         calibration)
+    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration)
     pf = sm.prefill(isl)
     return pf["t_compute"] + pf["t_comm"] + sm.overhead_ms(1.0)
 

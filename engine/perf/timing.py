@@ -89,7 +89,8 @@ class StepModel:
         """Compute time of ``gemm`` FLOPs at the weights' precision and ``attention`` FLOPs.
 
         Native 8/4-bit GEMMs run at ``eta_lowp`` of the efficiency of 16-bit ones (activation
-        quantisation, scales, smaller tiles); attention (FlashAttention) runs at the 16-bit rate.
+        quantisation, scales, smaller tiles); attention runs at the FP8 rate over an FP8 KV
+        cache on GPUs with native FP8 (FP8 FlashAttention/FMHA), else at the 16-bit rate.
         """
         pr = self.prof
         eta_gemm = pr.eta_flops * (pr.eta_lowp if self.low_precision else 1.0)

@@ -34,20 +34,21 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
         return out
     assert row.model is not None and row.gpu is not None
     try:
-        conc = offline_concurrency(row) if row.offline else float(row.concurrency or 1)
-        ttft, tpot, tput = predict(row.model, row.gpu, row.layout, precision=row.precision,
-                                   isl=row.isl, osl=row.osl, concurrency=conc,
-                                   backend=row.backend, kv_precision=row.kv_precision,
-                                   calibration=calibration)
+        if row.prefill_only:  # an in-engine prefill benchmark: nothing else was measured
+            ttft = engine_prefill_ms(row.model, row.gpu, row.layout, precision=row.precision,
+                                     isl=row.isl, backend=row.backend,
+                                     kv_precision=row.kv_precision, calibration=calibration)
+            tpot = tput = None
+        else:
+            conc = offline_concurrency(row) if row.offline else float(row.concurrency or 1)
+            ttft, tpot, tput = predict(row.model, row.gpu, row.layout, precision=row.precision,
+                                       isl=row.isl, osl=row.osl, concurrency=conc,
+                                       backend=row.backend, kv_precision=row.kv_precision,
+                                       calibration=calibration)
     except ValueError as exc:
         out["skipped"] = str(exc)
         return out
-    if row.ttft_ms and row.prefill_only:
-        out["ttft_ms"] = engine_prefill_ms(row.model, row.gpu, row.layout,
-                                           precision=row.precision, isl=row.isl,
-                                           backend=row.backend, kv_precision=row.kv_precision,
-                                           calibration=calibration)
-    elif row.ttft_ms:
+    if row.ttft_ms:
         out["ttft_ms"] = ttft
     if row.tpot_ms and row.osl > 1:
         out["tpot_ms"] = tpot
