@@ -74,17 +74,23 @@ def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[st
                            for c, w in UNMEASURED.items() if c not in classes}}}
 
 
+def is_model(row: Row, names: Iterable[str]) -> bool:
+    """Whether ``row`` is of one of the models ``names`` (data name or catalog id)."""
+    ex = {m.lower() for m in names}
+    return row.model_name.lower() in ex or str((row.model or {}).get("id", "")).lower() in ex
+
+
 def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = ()) -> list[Row]:
-    ex = {m.lower() for m in exclude_models}
+    """Rows with a known model and GPU, without those of ``exclude_models``."""
+    exclude_models = list(exclude_models)
     out = []
     for p in paths:
         _, rows = read_rows(p)
         for r in rows:
             if r.skipped or r.model is None or r.gpu is None:
                 continue
-            if r.model_name.lower() in ex or str(r.model.get("id", "")).lower() in ex:
-                continue
-            out.append(r)
+            if not is_model(r, exclude_models):
+                out.append(r)
     return out
 
 
