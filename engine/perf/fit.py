@@ -80,16 +80,23 @@ def is_model(row: Row, names: Iterable[str]) -> bool:
     return row.model_name.lower() in ex or str((row.model or {}).get("id", "")).lower() in ex
 
 
-def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = ()) -> list[Row]:
-    """Rows with a known model and GPU, without those of ``exclude_models``."""
-    exclude_models = list(exclude_models)
+def is_gpu(row: Row, names: Iterable[str]) -> bool:
+    """Whether ``row`` ran on one of the GPUs ``names`` (data name or catalog id)."""
+    ex = {g.lower() for g in names}
+    return row.gpu_name.lower() in ex or str((row.gpu or {}).get("id", "")).lower() in ex
+
+
+def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = (),
+                exclude_gpus: Iterable[str] = ()) -> list[Row]:
+    """Rows with a known model and GPU, without those of ``exclude_models`` / ``exclude_gpus``."""
+    exclude_models, exclude_gpus = list(exclude_models), list(exclude_gpus)
     out = []
     for p in paths:
         _, rows = read_rows(p)
         for r in rows:
             if r.skipped or r.model is None or r.gpu is None:
                 continue
-            if not is_model(r, exclude_models):
+            if not is_model(r, exclude_models) and not is_gpu(r, exclude_gpus):
                 out.append(r)
     return out
 
@@ -167,11 +174,11 @@ def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[fl
     return band, err
 
 
-def fit(paths: Iterable[str | Path] = DEFAULT_FILES,
-        exclude_models: Iterable[str] = ()) -> dict[str, Any]:
+def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[str] = (),
+        exclude_gpus: Iterable[str] = ()) -> dict[str, Any]:
     """Fit every measured (class, backend) group; returns the calibration dict."""
     paths = [Path(p) for p in paths]
-    rows = usable_rows(paths, exclude_models)
+    rows = usable_rows(paths, exclude_models, exclude_gpus)
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         assert r.gpu is not None

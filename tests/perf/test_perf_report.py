@@ -1,6 +1,6 @@
-"""The accuracy report's leave-one-model-out coverage helper."""
+"""The accuracy report's leave-one-out helpers: coverage gaps and tables."""
 
-from servewise.engine.perf.report import lomo_backend_lines, uncovered
+from servewise.engine.perf.report import held_out_lines, lomo_backend_lines, uncovered
 
 
 def test_uncovered_names_the_precision_only_the_held_out_model_has():
@@ -17,3 +17,10 @@ def test_lomo_backend_lines_show_gaps_per_backend():
     lines = lomo_backend_lines(lomo)
     assert lines[2] == "| Llama-3.1-8B | trtllm | 25.0% (10) | – | hopper-hbm bf16 |"
     assert lines[3] == "| Llama-3.1-8B | vllm | – | 25.0% (10) | – |"
+
+
+def test_held_out_lines_one_row_per_held_out_name():
+    cell = {"median_ape": 0.139, "p90_ape": 0.383, "n": 365}
+    lines = held_out_lines("held-out GPU", {"B200": {"overall": {"tpot_ms": cell}}})
+    assert lines[0].startswith("| held-out GPU | TPOT")
+    assert lines[2] == "| B200 | 13.9% / 38.3% (365) | – |"
