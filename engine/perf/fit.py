@@ -74,16 +74,19 @@ def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[st
                            for c, w in UNMEASURED.items() if c not in classes}}}
 
 
+def _named(data_name: str, entry: dict[str, Any] | None, names: Iterable[str]) -> bool:
+    ex = {n.lower() for n in names}
+    return data_name.lower() in ex or str((entry or {}).get("id", "")).lower() in ex
+
+
 def is_model(row: Row, names: Iterable[str]) -> bool:
     """Whether ``row`` is of one of the models ``names`` (data name or catalog id)."""
-    ex = {m.lower() for m in names}
-    return row.model_name.lower() in ex or str((row.model or {}).get("id", "")).lower() in ex
+    return _named(row.model_name, row.model, names)
 
 
 def is_gpu(row: Row, names: Iterable[str]) -> bool:
     """Whether ``row`` ran on one of the GPUs ``names`` (data name or catalog id)."""
-    ex = {g.lower() for g in names}
-    return row.gpu_name.lower() in ex or str((row.gpu or {}).get("id", "")).lower() in ex
+    return _named(row.gpu_name, row.gpu, names)
 
 
 def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = (),

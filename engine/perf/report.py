@@ -258,6 +258,14 @@ def _p(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
+def _cell(ms: dict[str, Any], metric: str, p90: bool = True) -> str:
+    """``median / p90 (n)`` of one metric of a summary group, or a dash."""
+    if metric not in ms:
+        return "–"
+    e = ms[metric]
+    return f"{_p(e['median_ape'])}" + (f" / {_p(e['p90_ape'])}" if p90 else "") + f" ({e['n']})"
+
+
 def table(summary: dict[str, Any], group: str | None) -> list[str]:
     metrics = ["tpot_ms", "ttft_ms", "offline_output_tokens_per_s", "output_tokens_per_s"]
     head = "| " + (group or "all") + " | " + " | ".join(
@@ -265,9 +273,7 @@ def table(summary: dict[str, Any], group: str | None) -> list[str]:
     lines = [head, "|" + "---|" * (len(metrics) + 1)]
     items = {"all": summary["overall"]} if group is None else summary[f"by_{group}"]
     for name, ms in items.items():
-        cells = [f"{_p(ms[m]['median_ape'])} / {_p(ms[m]['p90_ape'])} ({ms[m]['n']})"
-                 if m in ms else "–" for m in metrics]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | " + " | ".join(_cell(ms, m) for m in metrics) + " |")
     return lines
 
 
@@ -303,8 +309,7 @@ def lomo_backend_lines(lomo: dict[str, Any]) -> list[str]:
     for model, sm in lomo.items():
         gaps = uncovered(model)
         for be, ms in sm["by_backend"].items():
-            cells = [f"{_p(ms[m]['median_ape'])} ({ms[m]['n']})" if m in ms else "–"
-                     for m in ("tpot_ms", "ttft_ms")]
+            cells = [_cell(ms, m, p90=False) for m in ("tpot_ms", "ttft_ms")]
             lines.append(f"| {model} | {be} | " + " | ".join(cells) + " | "
                          + (", ".join(gaps.get(be, [])) or "–") + " |")
     return lines
@@ -385,9 +390,7 @@ def held_out_lines(label: str, summaries: dict[str, Any]) -> list[str]:
     """One row per held-out model or GPU: TPOT and TTFT median / p90 error."""
     lines = [f"| {label} | TPOT median / p90 (n) | TTFT median / p90 (n) |", "|---|---|---|"]
     for name, sm in summaries.items():
-        o = sm["overall"]
-        cells = [f"{_p(o[m]['median_ape'])} / {_p(o[m]['p90_ape'])} ({o[m]['n']})"
-                 if m in o else "–" for m in ("tpot_ms", "ttft_ms")]
+        cells = [_cell(sm["overall"], m) for m in ("tpot_ms", "ttft_ms")]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return lines
 
