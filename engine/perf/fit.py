@@ -15,7 +15,7 @@ backend was measured on. The seventeen constants of ``calibration.PARAMS`` are s
   efficiencies, the MoE expert-read floor; and the waits that also absorb each class's
   benchmark campaign (completion-admission share, attention-DP wait).
 
-A weak prior keeps the efficiencies near physical values when the rows do not pin them. Nothing
+A prior keeps the efficiencies near published values when the rows do not pin them. Nothing
 is fitted per model or per row. The output is deterministic for the same data and date.
 """
 
@@ -37,12 +37,27 @@ from .calibration import BOUNDS, CALIBRATION_FILE, FALLBACK_LINKS, PARAMS, gpu_c
 from .data import DEFAULT_FILES, Row, read_rows
 from .validate import predict_row, quantile
 
-START = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
+# Log-space prior on the efficiencies: (centre, weight). Where the rows do not pin an
+# efficiency (a precision or class one backend has no rows of) the prior sets it.
+PRIOR = {
+    # decode 74-77 % of peak HBM bandwidth at batch 1 (benchmarks.csv, shared data README)
+    "eta_bw": (0.75, 0.3),
+    # prefill 54-69 % of peak dense FLOPS (benchmarks.csv: A100 FP16 61-69 %, L40S 54 %)
+    "eta_flops": (0.6, 1.0),
+    # no external figure: grouped expert GEMMs somewhat below dense ones
+    "eta_moe": (0.7, 0.3),
+    # a judgement: FP8 GEMMs alone reach about the share of their doubled peak that large BF16
+    # GEMMs reach (a cuBLASLt 8192^3 E4M3 GEMM report: ~1,610 TFLOPS per GPU, 81 % of Hopper's
+    # 1,979; FP8_GEMM_SOURCE); served FP8 layers add per-token activation quantisation
+    "eta_lowp": (0.85, 1.0),
+}
+FP8_GEMM_SOURCE = ("https://gitea.d-robotics.cc/han.zhao/test_gpu_scripts/raw/commit/"
+                   "7ec2da18bc66f5199b97863ea8e4dea01dd801f0/"
+                   "reports_cublaslt_fp8_crosscheck_20260524.md")
+START = {"eta_bw": 0.75, "eta_flops": 0.6, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
          "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
          "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01, "dp_wait": 1.0,
-         "eta_lowp": 0.75, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
-# Weak log-space prior (weight per parameter) towards START for the efficiencies only.
-PRIOR_WEIGHT = {"eta_bw": 0.3, "eta_flops": 0.3, "eta_moe": 0.3, "eta_lowp": 0.3}
+         "eta_lowp": 0.85, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
@@ -133,7 +148,8 @@ def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[st
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])
     x0 = np.log([START[k] for k in base])
-    prior_w = np.array([PRIOR_WEIGHT.get(k, 0.0) for k in base])
+    prior_x = np.log([PRIOR.get(k, (1.0, 0.0))[0] for k in base])
+    prior_w = np.array([PRIOR.get(k, (1.0, 0.0))[1] for k in base])
 
     def split(x: Any) -> dict[str, dict[str, float]]:
         v = dict(zip(names, (float(a) for a in np.exp(x)), strict=True))
@@ -143,7 +159,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[st
         params = split(x)
         cal = calibration_dict({(c, backend): _band_entry(params[c]) for c in classes})
         res = [r for c in classes for r in residuals(groups[c], cal)]
-        return np.concatenate([np.asarray(res), prior_w * (x - x0)])
+        return np.concatenate([np.asarray(res), prior_w * (x - prior_x)])
 
     sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=300,
                         x_scale=1.0, diff_step=1e-3)
@@ -242,7 +258,10 @@ HEADER = """\
 #   fit_error     median absolute percentage error on the fitted rows
 # Method: robust least squares (scipy least_squares, Cauchy loss, f_scale 0.1) of
 #   log(predicted/measured) of TPOT, TTFT, throughput (weight 1 each), jointly per backend, with
-#   a weak prior (weight 0.3 in log space) on eta_bw, eta_flops, eta_moe, eta_lowp.
+#   a prior in log space on the efficiencies (centre, weight): eta_bw 0.75, 0.3 and eta_flops
+#   0.6, 1 (decode 74-77 % of peak bandwidth and prefill 54-69 % of peak FLOPS in
+#   benchmarks.csv), eta_lowp 0.85, 1 (cuBLASLt FP8 GEMM 81 % of its peak, as BF16; less
+#   activation quantisation), eta_moe 0.7, 0.3 (no external figure).
 # Not fitted (documented priors): links.* (NVLink one-shot all-reduce ~8 us, 70% of link
 #   bandwidth), memory overhead 1.5 GiB + activations (engine/perf/memory.py),
 #   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).
