@@ -54,10 +54,11 @@ PRIOR = {
 FP8_GEMM_SOURCE = ("https://gitea.d-robotics.cc/han.zhao/test_gpu_scripts/raw/commit/"
                    "7ec2da18bc66f5199b97863ea8e4dea01dd801f0/"
                    "reports_cublaslt_fp8_crosscheck_20260524.md")
-START = {"eta_bw": 0.75, "eta_flops": 0.6, "eta_moe": 0.7, "t_step_ms": 1.0, "t_layer_us": 10.0,
-         "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 5.0, "t_request_ms": 50.0,
-         "k_step": 1.0, "burst": 0.1, "admission": 0.1, "moe_floor": 0.01, "dp_wait": 1.0,
-         "eta_lowp": 0.85, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+# Start of the fit: the prior centres for the efficiencies, round values for the rest.
+START = {**{k: centre for k, (centre, _) in PRIOR.items()},
+         "t_step_ms": 1.0, "t_layer_us": 10.0, "t_seq_us": 10.0, "interference": 1.0,
+         "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
+         "moe_floor": 0.01, "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
