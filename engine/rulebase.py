@@ -137,6 +137,7 @@ def guidelines() -> dict[str, dict[str, Any]]:
     return {g["id"]: g for g in data}
 
 
+@lru_cache(maxsize=1)
 def known_guidelines() -> dict[str, str]:
     """Guideline id → seed document."""
     return {gid: g["source"]["doc"] for gid, g in guidelines().items()}
@@ -250,11 +251,10 @@ def load_rule_file(path: Path, start_order: int = 0,
             problems.append(Problem(file, line_of(lines, (i,)), rid, str(exc)))
             continue
         sources = raw["source"] if isinstance(raw["source"], list) else [raw["source"]]
-        docs = known_guidelines()
+        known = known_guidelines()
         for src in sources:
             ids = src.get("guideline") or []
             for gid in [ids] if isinstance(ids, str) else ids:
-                known = docs
                 if gid not in known:
                     problems.append(Problem(file, line_of(lines, (i, "source")), rid,
                                             f"source: unknown guideline id '{gid}'"))

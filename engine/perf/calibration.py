@@ -167,6 +167,11 @@ def _clip(key: str, value: float) -> float:
     return min(max(value, lo), hi)
 
 
+def _value(entry: dict[str, Any], key: str) -> float:
+    """Constant ``key`` of a calibration entry (an older file may lack newer constants)."""
+    return float(entry.get(key, FALLBACK_PROFILE[key]))
+
+
 def _class_profile(classes: dict[str, Any], cls: str, backend: str,
                    cal: dict[str, Any]) -> Profile:
     entry = classes[cls]
@@ -174,7 +179,7 @@ def _class_profile(classes: dict[str, Any], cls: str, backend: str,
     keys = PARAMS
     if backend in backends:
         b = backends[backend]
-        return Profile(cls, backend, *(float(b.get(k, FALLBACK_PROFILE[k])) for k in keys),
+        return Profile(cls, backend, *(_value(b, k) for k in keys),
                        band=b["band"],
                        measured=True, source=b.get("fitted_on", "facts/calibration.yaml"))
     # backend not measured on this class: transfer its ratio to a reference backend
@@ -184,12 +189,11 @@ def _class_profile(classes: dict[str, Any], cls: str, backend: str,
     widen = float(cal.get("unmeasured_band_widening", 2.0))
     if common is None or backend not in ref:
         b = next(iter(backends.values()))
-        vals = [float(b.get(k, FALLBACK_PROFILE[k])) for k in keys]
+        vals = [_value(b, k) for k in keys]
         band = _widen(b["band"], widen)
     else:
         b, r0, r1 = backends[common], ref[common], ref[backend]
-        vals = [_clip(k, float(b.get(k, FALLBACK_PROFILE[k])) * float(r1.get(k, FALLBACK_PROFILE[k]))
-                      / float(r0.get(k, FALLBACK_PROFILE[k]))) for k in keys]
+        vals = [_clip(k, _value(b, k) * _value(r1, k) / _value(r0, k)) for k in keys]
         band = _widen(b["band"], widen ** 0.5)
     return Profile(cls, backend, *vals, band=band, measured=False,
                    source=f"{backend} not measured on {cls}: {common or 'first'} profile of "
