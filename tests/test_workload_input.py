@@ -70,3 +70,17 @@ def test_defaults_are_filled_and_reported():
 def test_schema_command(cli):
     result = cli("schema", "workload")
     assert json.loads(result.output)["title"] == "servewise workload"
+
+
+def test_every_numeric_bound_is_a_number():
+    """A bound YAML reads as a string (`1.0e11` without a sign) broke jsonschema at plan time."""
+    for d in input_defs():
+        for bound in ("minimum", "maximum"):
+            value = getattr(d, bound, None)
+            assert value is None or isinstance(value, (int, float)) and not isinstance(value, bool), (d.key, bound, value)
+
+
+def test_a_budget_never_crashes(tmp_path, cli):
+    result = cli("plan", write(tmp_path, "model: Qwen2.5-7B\nconstraints:\n  capex_budget_cny: 150000\n"))
+    assert result.exit_code in (0, 1)
+    assert "Traceback" not in result.output
