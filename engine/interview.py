@@ -52,10 +52,11 @@ PRIORITY: tuple[str, ...] = (
     "traffic.avg_input_tokens", "traffic.avg_output_tokens", "traffic.max_context_tokens",
     "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.p99", "sla.availability",
     "constraints.domestic_only", "constraints.vendors", "constraints.gpu_models",
-    "constraints.team_skills", "constraints.capex_budget_cny", "constraints.multi_tenant",
+    "constraints.team_skills", "constraints.allow_unskilled_vendor", "constraints.capex_budget_cny", "constraints.multi_tenant",
     "constraints.accept_used_hardware", "constraints.rack_power_kw", "constraints.cooling_available",
     "constraints.electricity_cny_per_kwh", "deployment.horizon_months", "deployment.buy_or_rent",
-    "deployment.model_versions", "deployment.log_storage_tb",
+    "deployment.model_versions", "deployment.log_storage_tb", "traffic.requests_per_day",
+    "traffic.average_to_peak", "deployment.log_retention_days", "deployment.log_bytes_per_request",
     "edge.power_budget_w", "edge.video_streams", "edge.ambient_max_c",
 )
 NOT_ASKED = frozenset({"models"})
