@@ -81,7 +81,8 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         feats = f" ({_v(c['switch_features'])})" if c.get("switch_features") else ""
         return f"{c['inter_node']}{feats}{switch}"
     if name == "storage" and c.get("system"):
-        return _short(f"{c['capacity_tb']} TB needed" + (f", {c['usable_tb']} TB usable" if c.get('usable_tb') is not None else "") + f": {c['model_store']}; system {c['system']}", 140)
+        usable = f", {c['usable_tb']} TB usable" if c.get("usable_tb") is not None else ""
+        return _short(f"{c['capacity_tb']} TB needed{usable}: {c['model_store']}; system {c['system']}", 140)
     if name == "power" and c.get("server_draw_w"):
         return f"{c['server_draw_w']} W per server; PSU {c['psu_total_w']} W, {c['redundancy']}"
     if name == "cooling" and c.get("type"):
