@@ -124,15 +124,15 @@ def _coverage_text(report, lang: str) -> str:
         lines.append(f"  {s:<12} {n:>4}  {pick(STATUS_TEXT[s], lang)}")
     partial = report.by_status("partial")
     lines.append("")
-    lines.append((f"部分实现（{len(partial)}）：" if zh else f"Partly encoded ({len(partial)}):"))
+    lines.append(f"部分实现（{len(partial)}）：" if zh else f"Partly encoded ({len(partial)}):")
     for e in partial:
         lines.append(f"  {e.id}: {e.note}")
         if e.rules:
             lines.append(("    规则：" if zh else "    rules: ") + ", ".join(e.rules))
     tested = sum(bool(e.tests) for e in report.entries)
     lines.append("")
-    lines.append((f"有测试的准则：{tested}（tests/guidelines/）" if zh
-                  else f"Guidelines with a test named after them: {tested} (tests/guidelines/)"))
+    lines.append(f"有测试的准则：{tested}（tests/guidelines/）" if zh
+                  else f"Guidelines with a test named after them: {tested} (tests/guidelines/)")
     return "\n".join(lines)
 
 
