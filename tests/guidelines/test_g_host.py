@@ -185,3 +185,93 @@ def test_g_sto_005(run):
     assert drives >= 4 and drives % 2 == 0
     assert out.values["bom.model_store_raw_tb"] >= 2 * out.values["bom.model_store_tb"]
     assert math.isclose(out.values["bom.model_store_raw_tb"], drives * out.values["bom.model_store_drive_tb"])
+
+
+@pytest.mark.parametrize("tp,per_server,spans", [(2, 4, 1), (8, 8, 1), (16, 8, 2)])
+def test_g_net_001(run, tp, per_server, spans):
+    """Tensor parallelism beyond one server makes the replica span nodes, which brings the network rules in."""
+    out = run(["network.replica-span", "network.roce-for-cross-node-replicas"],
+              {**ONLINE, "chosen.tp": tp, "chosen.per_server": per_server, "chosen.gpu": "H100 SXM"})
+    assert out.values["bom.servers_per_replica"] == spans
+    assert out.fired("network.roce-for-cross-node-replicas") is (spans > 1)
+
+
+def test_g_net_006(run):
+    """Do not buy InfiniBand 'to be safe': RoCE v2 is chosen and IB rejected for a cross-node replica."""
+    out = run(["network.roce-for-cross-node-replicas", "network.reject-infiniband"],
+              {**ONLINE, "chosen.gpu": "H200 SXM", "bom.servers_per_replica": 2})
+    assert out.values["components.network.inter_node"].startswith("roce")
+    assert out.rejected("infiniband-ndr")
+
+
+@pytest.mark.parametrize("gpus,switches", [(2, False), (8, True)])
+def test_g_pcie_002(run, gpus, switches):
+    """CPU lanes must cover the GPUs (x16 each), drives and NICs; beyond the CPU's lanes, PCIe switches."""
+    out = run("interconnect.pcie-lanes", {**ONLINE, "chosen.per_server": gpus, "chosen.gpu": "H200 SXM",
+                                          "components.cpu.model": "EPYC 9554", "components.cpu.sockets": 1,
+                                          "bom.model_store_drives": 4, "components.storage.drive": "Samsung PM1743",
+                                          "bom.nic_pcie_lanes": 0})
+    assert out.values["bom.pcie_lanes_needed"] == 16 * gpus + 4 * 4
+    assert out.values["components.interconnect.pcie_switches"] is switches
+
+
+@pytest.mark.parametrize("intra,warns", [("pcie", True), ("nvlink", False)])
+def test_g_pcie_005(run, intra, warns):
+    """Multi-card cooperative inference over PCIe only (no NVLink) is flagged as the bottleneck."""
+    out = run("interconnect.warn-tp-over-pcie", {"mode": "online", "components.interconnect.intra_node": intra,
+                                                 "chosen.tp": 2, "chosen.gpu": "L40S"})
+    assert out.warned("interconnect.warn-tp-over-pcie") is warns
+
+
+def test_g_cpu_001(run):
+    """The CPU is a hidden bottleneck: a CPU with fewer cores than needed is flagged."""
+    facts = {**ONLINE, "bom.cpu_cores_needed": 64}
+    assert run("cpu.check-cores", {**facts, "components.cpu.cores_total": 32}).warned("cpu.check-cores")
+    assert not run("cpu.check-cores", {**facts, "components.cpu.cores_total": 64}).fired("cpu.check-cores")
+
+
+@pytest.mark.parametrize("cpu,channels", [("EPYC 9554", 12), ("Xeon Gold 5418Y", 8)])
+def test_g_ram_006(run, cpu, channels):
+    """DDR5 on every platform that has it; the channel count comes from the platform (Genoa 12, SPR 8)."""
+    out = run("ram.platform-ddr-and-channels", {**ONLINE, "components.cpu.model": cpu, "components.cpu.sockets": 1})
+    assert out.values["components.memory.type"] == "DDR5 RDIMM"
+    assert out.values["bom.memory_channels"] == channels
+
+
+RAM_FACTS = {**ONLINE, "chosen.weights_gib": 65.7, "chosen.max_concurrency": 10, "chosen.per_server": 2,
+             "chosen.tp": 2, "bom.gpus_per_replica": 2, "chosen.memory_gb": 80, "chosen.precision": "fp8",
+             "chosen.gpu": "H100 SXM", "model.id": "Llama-3.1-70B", "bom.memory_channels": 12}
+
+
+@pytest.mark.parametrize("context", [2048, 8192])
+def test_g_ram_008(run, context):
+    """RAM ≥ 2 × loaded weights + KV reserve, the KV counted over the whole context (input + output)."""
+    out = run("ram.load-and-kv-reserve", {**RAM_FACTS, "traffic.max_context_tokens": context})
+    v = out.values
+    assert v["bom.kv_demand_gb"] == pytest.approx(10 * context * 160 * 1024 / 1e9)  # fp8 KV: 160 KiB/token
+    assert v["bom.ram_load_kv_gb"] == pytest.approx(2 * v["bom.weights_loaded_gb"] + v["bom.kv_reserve_gb"])
+
+
+def test_g_ram_010(run):
+    """Loading goes disk → RAM → VRAM: the RAM sized holds the weights twice over, never less."""
+    out = run(["ram.load-and-kv-reserve", "ram.half-of-vram"], {**RAM_FACTS, "traffic.max_context_tokens": 2048})
+    assert out.values["components.memory.capacity_gb"] >= 2 * out.values["bom.weights_loaded_gb"]
+
+
+def test_g_sto_001(run):
+    """System and model disks are separate arrays: RAID 1 for the OS, RAID 10 for the model store."""
+    out = run(["storage.system-mirror", "storage.layout-and-capacity"],
+              {**ONLINE, "bom.model_store_drives": 4, "bom.model_store_drive_tb": 3.84, "deployment.log_storage_tb": 5,
+               "bom.model_store_ssd": "Samsung PM1743", "bom.model_store_tb": 5.846, "bom.model_store_raw_tb": 15.36,
+               "bom.cold_start_s": 5.4})
+    assert out.values["components.storage.raid"] == "RAID 1 (system) + RAID 10 (model store)"
+    assert "OS only" in out.values["components.storage.system"]
+
+
+@pytest.mark.parametrize("servers,offered", [(1, False), (3, True)])
+def test_g_sto_006(run, servers, offered):
+    """Several servers may share one NVMe-oF model pool, saving (servers − 1) copies of the store."""
+    out = run("storage.nvme-of-shared-pool", {"mode": "online", "chosen.servers": servers, "bom.model_store_tb": 5.85})
+    assert out.fired("storage.nvme-of-shared-pool") is offered
+    if offered:
+        assert out.values["bom.shared_pool_saving_tb"] == pytest.approx((servers - 1) * 5.85)

@@ -196,3 +196,170 @@ def test_g_cost_025(run, used):
         assert any("memory test" in c for c in checks) and any("warranty" in c for c in checks)
     else:
         assert checks is None
+
+
+AVAILABILITY = {**CHOSEN, "mode": "online", "chosen.tp": 2, "chosen.replicas": 2, "chosen.servers": 1,
+                "chosen.gpu": "H100 SXM", "chosen.gpu_installed_cny": 100000}
+
+
+@pytest.mark.parametrize("availability,spare", [(99.9, True), (99.99, True), (99.5, False)])
+def test_g_ops_002(run, availability, spare):
+    """Availability ≥ 99.9 % (43.8 min a month) calls for a spare replica; below it, none is bought."""
+    out = run(["monitoring.availability-n-plus-1", "monitoring.availability-best-effort"],
+              {**AVAILABILITY, "sla.availability": availability})
+    assert ("bom.redundant_replicas" in out.values and out.values["bom.redundant_replicas"] == 1) is spare
+    minutes = round((100 - availability) / 100 * 730 * 60, 1)
+    if spare:
+        assert out.values["components.availability.downtime_min_per_month"] == pytest.approx(minutes)
+
+
+def test_g_ops_001(run):
+    """7×24 load: at ≥ 99.9 % a one-server plan is told it is a single point of failure."""
+    out = run("monitoring.availability-n-plus-1", {**AVAILABILITY, "sla.availability": 99.9})
+    assert "single point of failure" in out.values["components.availability.placement"]
+
+
+@pytest.mark.parametrize("multi,method", [(False, "containers"), (True, "whole-GPU containers")])
+def test_g_iso_001(run, multi, method):
+    """Sharing needs partitioning and isolation: multi-tenant plans get an isolation method for shared use."""
+    out = run(["isolation.dedicated-containers", "isolation.mig-for-tenants", "isolation.no-mig-whole-gpus"],
+              {**CHOSEN, "constraints.multi_tenant": multi, "chosen.gpu": "L40S", "chosen.tp": 1,
+               "chosen.replicas": 2, "chosen.weights_gib": 15})
+    assert out.values["components.isolation.method"] == method
+
+
+def test_g_iso_004(run):
+    """With MIG each replica sits in its own instance, so one tenant's OOM cannot reach another."""
+    out = run("isolation.mig-for-tenants", {**CHOSEN, "constraints.multi_tenant": True, "chosen.gpu": "H100 SXM",
+                                            "chosen.tp": 1, "chosen.weights_gib": 15})
+    assert out.values["components.isolation.layout"].startswith("each replica in a ")
+    assert out.values["components.isolation.mig_max_instances_per_gpu"] == 7
+
+
+def test_g_iso_006(run):
+    """Without MIG, tenants get whole GPUs; MPS/time-slicing only within one trust domain (flagged)."""
+    out = run("isolation.no-mig-whole-gpus", {**CHOSEN, "constraints.multi_tenant": True, "chosen.gpu": "L40S"})
+    assert "one trust domain" in out.values["components.isolation.layout"]
+    assert out.warned("isolation.no-mig-whole-gpus")
+
+
+@pytest.mark.parametrize("weights_gib,shares", [(15, True), (30, False)])
+def test_g_iso_009(run, weights_gib, shares):
+    """One card hosts a second model when a replica (weights × 1.5) fits in 45 % of its memory."""
+    out = run("isolation.split-memory-between-instances",
+              {**CHOSEN, "constraints.multi_tenant": True, "chosen.tp": 1, "chosen.weights_gib": weights_gib,
+               "chosen.memory_gb": 80})
+    assert out.fired("isolation.split-memory-between-instances") is shares
+    if shares:
+        assert out.values["components.isolation.gpu_memory_utilization_per_instance"] == 0.45
+
+
+@pytest.mark.parametrize("precision,method", [("fp8", "fp8"), ("int8", "int8")])
+def test_g_mem_011(run, precision, method):
+    """Inference runs on fixed weights: 8-bit (FP8 / INT8) quantisation is the serving precision."""
+    out = run("software.quantization-8bit", {**CHOSEN, "chosen.precision": precision, "chosen.gpu": "H100 SXM"})
+    assert method in out.values["components.software.quantization_method"]
+
+
+@pytest.mark.parametrize("gpu,warns", [("H100 SXM", True), ("A100 80GB SXM", False)])
+def test_g_gpu_019(run, gpu, warns):
+    """INT4 support is checked per GPU: without INT4 tensor cores (Hopper) the plan explains W4A16."""
+    out = run("mem.int4-without-int4-cores", {**CHOSEN, "chosen.precision": "int4", "chosen.gpu": gpu,
+                                              "model.id": "Llama-3.1-70B", "chosen.weights_gib": 37.8})
+    assert out.warned("mem.int4-without-int4-cores") is warns
+
+
+@pytest.mark.parametrize("gpu,warns", [("Tesla P40", True), ("L40S", False)])
+def test_g_scen_003(run, gpu, warns):
+    """8 × P40 (used) is for test environments only; choosing it is flagged."""
+    out = run("thumb.used-p40-test-only", {**CHOSEN, "chosen.gpu": gpu, "chosen.precision": "int8"})
+    assert out.warned("thumb.used-p40-test-only") is warns
+
+
+@pytest.mark.parametrize("domestic", [True, False])
+def test_g_vend_009(run, domestic):
+    """Domestic (信创) projects get the Ascend stack: Atlas 800 + Kunpeng + MindIE."""
+    out = run("procurement.domestic-stack", {"constraints.domestic_only": domestic})
+    assert ("components.procurement.domestic_stack" in out.values) is domestic
+
+
+def test_g_vend_004(run):
+    """On Ascend, framework compatibility is confirmed before ordering (MindIE support of the model)."""
+    out = run(["vendor.ascend-framework-check", "software.mindie-for-ascend"],
+              {**SERVING, "chosen.vendor": "huawei", "chosen.gpu": "Ascend Atlas 300I Duo", "model.id": "Qwen2.5-7B",
+               "constraints.team_skills": ["cuda"]})
+    assert out.warned("vendor.ascend-framework-check")
+    assert out.values["components.software.framework"] == "MindIE"
+
+
+def test_g_vend_011(run):
+    """Ascend PyTorch models are served through MindIE (or torch_npu), with Kunpeng host CPUs."""
+    out = run(["software.mindie-for-ascend", "cpu.kunpeng-for-ascend"],
+              {**SERVING, "mode": "online", "chosen.vendor": "huawei", "chosen.per_server": 8,
+               "bom.cpu_cores_needed": 64})
+    assert out.values["components.software.framework"] == "MindIE"
+    assert out.values["components.cpu.model"] == "Kunpeng 920 7260"
+
+
+def test_g_vend_012(run):
+    """Unsupported Ascend operators: compile offline with ATC and replace them with FP16 equivalents."""
+    out = run("loadtest.ascend-staged-bringup", {**CHOSEN, "chosen.vendor": "huawei"})
+    text = " ".join(str(v) for k, v in out.values.items() if k.startswith("components.loadtest"))
+    assert "ATC" in text
+
+
+@pytest.mark.parametrize("gpu,route", [("H100 SXM", "OEM / vendor-certified 8-GPU baseboard system")])
+def test_g_vend_007(run, gpu, route):
+    """Baseboard GPUs are bought as OEM turnkey systems (Dell XE9680, Supermicro TNHR, DGX)."""
+    out = run("procurement.oem-system", {**CHOSEN, "chosen.gpu": gpu})
+    assert out.values["components.procurement.route"] == route
+    assert "Dell PowerEdge XE9680" in out.values["components.procurement.systems"]
+
+
+@pytest.mark.parametrize("gpu,pcie", [("L40S", True), ("H200 NVL", True), ("H100 SXM", False)])
+def test_g_vend_010(run, gpu, pcie):
+    """PCIe cards can go into a self-assembled (barebones + parts) server; baseboard GPUs cannot."""
+    out = run("procurement.pcie-server", {**CHOSEN, "chosen.gpu": gpu})
+    assert out.fired("procurement.pcie-server") is pcie
+
+
+def test_g_sw_003(run):
+    """Serving through native PyTorch costs 3-5× throughput: once a framework is chosen the pitfall is stated."""
+    out = run("software.pitfall-native-pytorch", {"components.software.framework": "vLLM"})
+    assert out.warned("software.pitfall-native-pytorch")
+
+
+def test_g_test_001(run):
+    """Throughput drives cost accounting: CNY per million output tokens = monthly cost ÷ tokens a month."""
+    out = run("cost.per-million-tokens", {"cost.monthly_cost_cny": 11000, "performance.output_tokens_per_s": 1000})
+    assert out.values["cost.cny_per_million_tokens"] == pytest.approx(11000 / (1000 * 3600 * 730 / 1e6), abs=1e-3)
+
+
+def test_g_test_002(run):
+    """Measure at the target batch: the load test runs at ½, 1 and 1½ × the planned concurrency."""
+    out = run("loadtest.plan", {**LOADTEST, "performance.max_concurrency": 40})
+    assert out.values["components.loadtest.concurrencies"] == [20, 40, 60]
+
+
+@pytest.mark.parametrize("capex,warns", [(500000, True), (300000, False)])
+def test_g_cost_016(run, capex, warns):
+    """Over- and under-provisioning both fail: the SLA sets the hardware and a budget overrun is flagged."""
+    out = run("check.over-budget", {"constraints.capex_budget_cny": 400000, "cost.capex_cny": capex})
+    assert out.warned("check.over-budget") is warns
+
+
+@pytest.mark.parametrize("horizon,months", [(12, 12), (36, 36), (60, 36)])
+def test_g_cost_036(run, horizon, months):
+    """Self-build pays off long term but GPUs age: capex is written off over the horizon, at most 3 years."""
+    out = run("cost.buy-without-rental-rate", {"deployment.buy_or_rent": "auto", "chosen.id": "x", "chosen.gpu": "T4",
+                                               "deployment.horizon_months": horizon, "cost.capex_cny": 360000,
+                                               "cost.monthly_opex_cny": 1000})
+    assert out.values["cost.buy_monthly_cny"] == round(360000 / months + 1000)
+
+
+def test_g_scen_007(run):
+    """Hundreds of requests per second: many independent instances behind a load-balancing gateway."""
+    out = run("network.ethernet-for-independent-replicas",
+              {"chosen.id": "x", "chosen.servers": 6, "chosen.tp": 1, "bom.servers_per_replica": 1,
+               "mode": "online", "chosen.weights_gib": 15})
+    assert "load-balancer" in out.values["components.network.switch_features"]

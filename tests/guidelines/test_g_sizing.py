@@ -191,3 +191,63 @@ def test_g_cost_035(run, load, warns):
     out = run("check.low-utilisation", {"chosen.id": "x", "chosen.replicas": 1, "chosen.requests_per_s": 20,
                                         "traffic.peak_qps": load})
     assert out.warned("check.low-utilisation") is warns
+
+
+def test_g_gpu_026(plan):
+    """The choice is placed by model size, concurrency, SLA and power budget: a 3 kW server limit rejects
+    replicas that would draw more, and the plan changes accordingly."""
+    free, limited = plan(BIG), plan({**BIG, "constraints": {**BIG["constraints"], "rack_power_kw": 3}})
+    assert free.values["chosen.id"] == "H100 SXM | bf16 | tp4"
+    assert limited.rejected("H100 SXM | bf16 | tp4", "site.reject-replica-over-site-power")
+    assert limited.values.get("chosen.id") != free.values["chosen.id"]
+
+
+def test_g_gpu_016(plan):
+    """Latency-sensitive: at a 15 ms TPOT the low-bandwidth L40S replicas fail and a high-bandwidth GPU wins."""
+    out = plan({**SMALL, "constraints": {"gpu_models": ["L40S", "H100 SXM"]}, "sla": {"ttft_ms": 500, "tpot_ms": 15}})
+    assert out.rejected("L40S | bf16 | tp1", "sla.reject-candidate-missing-sla")
+    assert out.values["chosen.gpu"] == "H100 SXM"
+
+
+def test_g_sla_003(plan):
+    """A P99 end-to-end cap is a hard constraint: the chosen replica's full response fits the inference budget."""
+    out = plan({**SMALL, "sla": {"ttft_ms": 500, "tpot_ms": 50, "e2e_p99_ms": 8000}})
+    v = out.values
+    assert v["sla.inference_budget_ms"] == 8000 - v["sla.non_model_ms"]
+    assert v["performance.response_ms_hi"] <= v["sla.inference_budget_ms"]
+
+
+def test_g_mem_001(plan):
+    """The KV cache is computed explicitly for the chosen replica and its share of memory reported."""
+    v = plan(SMALL).values
+    used = v["performance.memory_weights_gib"] + v["performance.memory_kv_cache_gib"] + v["performance.memory_overhead_gib"]
+    assert v["performance.memory_kv_cache_gib"] > 0
+    assert v["performance.kv_share_pct"] == pytest.approx(100 * v["performance.memory_kv_cache_gib"] / used, abs=1)
+
+
+def test_g_cost_007(plan):
+    """8 × H100 is not the default: a small 8B service gets far fewer GPUs, sized from its SLA and load."""
+    v = plan({"model": "Llama-3.1-8B", "traffic": {"peak_qps": 5}}).values
+    assert v["chosen.gpus"] < 8
+    assert "sized from the latency targets and peak load" in v["components.procurement.sizing_basis"]
+
+
+EDGE = {"model": "Llama-3.2-3B", "mode": "edge", "task": "vision", "sla": {"ttft_ms": 1500, "tpot_ms": 100},
+        "traffic": {"peak_qps": 0.5, "avg_input_tokens": 256, "avg_output_tokens": 64, "max_context_tokens": 2048},
+        "edge": {"power_budget_w": 60, "video_streams": 8, "ambient_max_c": 55}}
+
+
+def test_g_scen_009(plan):
+    """Edge real-time video: no rack server, an embedded module (Jetson AGX Orin) instead."""
+    out = plan(EDGE)
+    assert out.values["components.edge.device"].startswith("NVIDIA Jetson AGX Orin")
+    assert out.values["components.rack.placement"].startswith("not rack-mounted")
+
+
+def test_g_edge_001(plan):
+    """Fan-limited outdoor sites: the lowest-power module that serves the load is chosen, passively cooled."""
+    out = plan(EDGE)
+    v = out.values
+    assert out.fired("select.edge-lowest-power")
+    assert v["components.cooling.type"] == "air" and "passive" in v["components.cooling.method"]
+    assert v["chosen.tdp_w"] <= 60
