@@ -363,3 +363,24 @@ def test_g_scen_007(run):
               {"chosen.id": "x", "chosen.servers": 6, "chosen.tp": 1, "bom.servers_per_replica": 1,
                "mode": "online", "chosen.weights_gib": 15})
     assert "load-balancer" in out.values["components.network.switch_features"]
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp8"])
+def test_g_gpu_031(run, precision):
+    """Judge by tensor-core (quantised) compute, not FP32; the RTX 4090 is flagged for production."""
+    out = run(["vendor.consumer-gpu-ops", "thumb.tensor-int8-not-fp32"],
+              {**CHOSEN, "chosen.gpu": "RTX 4090", "chosen.precision": precision})
+    assert out.warned("vendor.consumer-gpu-ops")
+    assert out.warned("thumb.tensor-int8-not-fp32")
+
+
+@pytest.mark.parametrize("gpu,domestic,rule", [("H100 SXM", False, "procurement.oem-system"),
+                                              ("L40S", False, "procurement.pcie-server"),
+                                              ("Ascend Atlas 300I Duo", True, "procurement.domestic-stack")])
+def test_g_vend_005(run, gpu, domestic, rule):
+    """Server families: DGX/HGX systems for baseboard GPUs, custom PCIe servers, Ascend Atlas for domestic."""
+    rules = ["procurement.oem-system", "procurement.pcie-server", "procurement.domestic-stack"]
+    out = run(rules, {**CHOSEN, "chosen.gpu": gpu, "constraints.domestic_only": domestic})
+    assert out.fired(rule)
+    assert out.fired("procurement.oem-system") is (gpu == "H100 SXM")
+    assert out.fired("procurement.domestic-stack") is domestic

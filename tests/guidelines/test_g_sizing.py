@@ -251,3 +251,44 @@ def test_g_edge_001(plan):
     assert out.fired("select.edge-lowest-power")
     assert v["components.cooling.type"] == "air" and "passive" in v["components.cooling.method"]
     assert v["chosen.tdp_w"] <= 60
+
+
+def test_g_cnt_006(plan):
+    """Compute is matched to the batch the SLA allows: a tighter TPOT lowers the requests in flight per
+    replica and raises the replica count for the same load."""
+    loose = plan({**SMALL, "sla": {"ttft_ms": 500, "tpot_ms": 50}, "traffic": {"peak_qps": 20}})
+    tight = plan({**SMALL, "sla": {"ttft_ms": 500, "tpot_ms": 25}, "traffic": {"peak_qps": 20}})
+    assert tight.values["chosen.max_concurrency"] < loose.values["chosen.max_concurrency"]
+    assert tight.values["chosen.replicas"] >= loose.values["chosen.replicas"]
+
+
+def test_g_gpu_001(plan):
+    """Per-card capability first: a model that fits one card is served by single-GPU replicas, not TP."""
+    v = plan(BUSY).values
+    assert v["chosen.tp"] == 1 and v["chosen.replicas"] > 1
+
+
+def test_g_gpu_003(plan):
+    """Capacity, bandwidth-driven speed and cost are weighed together: too-small cards are rejected for
+    memory, slow ones for latency, and the cheapest remaining one is chosen."""
+    out = plan(BIG)
+    assert out.rejected_by("gpu.propose-candidates")  # capacity
+    assert out.rejected_by("select.cheapest-candidate")  # cost among the qualifying
+    cands = _candidates(out)
+    assert all({"bandwidth_gbs", "memory_gb"} <= set(c) for c in cands.values())
+
+
+def test_g_sla_008(plan):
+    """Fit to the scenario, not flagship specs: with both L40S and H100 allowed and a loose SLA, the plan
+    takes the lowest-TCO option that meets it."""
+    out = plan({**SMALL, "constraints": {"gpu_models": ["L40S", "H100 SXM"]}})
+    chosen = out.values["chosen.tco_cny"]
+    flagship = [c["tco_cny"] for c in _candidates(out).values() if c["gpu"] == "H100 SXM" and c.get("tco_cny")]
+    assert flagship and all(chosen <= t for t in flagship)
+
+
+def test_g_sw_002(plan):
+    """Serve with vLLM (continuous batching) rather than native loading."""
+    v = plan(SMALL).values
+    assert v["components.software.framework"] == "vLLM"
+    assert v["components.software.settings"]["continuous_batching"] is True
