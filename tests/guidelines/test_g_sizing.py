@@ -15,6 +15,7 @@ SMALL = {"model": "Llama-3.1-8B", "precision": "bf16", "constraints": {"gpu_mode
 BUSY = {**SMALL, "traffic": {"peak_qps": 40}}
 BIG = {"model": "Llama-3.1-70B", "precision": "bf16", "constraints": {"gpu_models": ["L40S", "H100 SXM"]},
        "traffic": {"peak_qps": 5}}
+TWO_GPUS = {**SMALL, "constraints": {"gpu_models": ["L40S", "H100 SXM"]}}
 OFFLINE = {"model": "Llama-3.1-8B", "mode": "offline", "precision": "fp8", "traffic": {"peak_qps": 20},
            "constraints": {"gpu_models": ["L40S"]}}
 
@@ -204,7 +205,7 @@ def test_g_gpu_026(plan):
 
 def test_g_gpu_016(plan):
     """Latency-sensitive: at a 15 ms TPOT the low-bandwidth L40S replicas fail and a high-bandwidth GPU wins."""
-    out = plan({**SMALL, "constraints": {"gpu_models": ["L40S", "H100 SXM"]}, "sla": {"ttft_ms": 500, "tpot_ms": 15}})
+    out = plan({**TWO_GPUS, "sla": {"ttft_ms": 500, "tpot_ms": 15}})
     assert out.rejected("L40S | bf16 | tp1", "sla.reject-candidate-missing-sla")
     assert out.values["chosen.gpu"] == "H100 SXM"
 
@@ -227,7 +228,7 @@ def test_g_mem_001(plan):
 
 def test_g_cost_007(plan):
     """8 × H100 is not the default: a small 8B service gets far fewer GPUs, sized from its SLA and load."""
-    v = plan({"model": "Llama-3.1-8B", "traffic": {"peak_qps": 5}}).values
+    v = plan(TWO_GPUS).values
     assert v["chosen.gpus"] < 8
     assert "sized from the latency targets and peak load" in v["components.procurement.sizing_basis"]
 
@@ -256,8 +257,8 @@ def test_g_edge_001(plan):
 def test_g_cnt_006(plan):
     """Compute is matched to the batch the SLA allows: a tighter TPOT lowers the requests in flight per
     replica and raises the replica count for the same load."""
-    loose = plan({**SMALL, "sla": {"ttft_ms": 500, "tpot_ms": 50}, "traffic": {"peak_qps": 20}})
-    tight = plan({**SMALL, "sla": {"ttft_ms": 500, "tpot_ms": 25}, "traffic": {"peak_qps": 20}})
+    loose = plan(BUSY)  # default targets: TTFT 500 ms, TPOT 50 ms
+    tight = plan({**BUSY, "sla": {"ttft_ms": 500, "tpot_ms": 25}})
     assert tight.values["chosen.max_concurrency"] < loose.values["chosen.max_concurrency"]
     assert tight.values["chosen.replicas"] >= loose.values["chosen.replicas"]
 
@@ -281,7 +282,7 @@ def test_g_gpu_003(plan):
 def test_g_sla_008(plan):
     """Fit to the scenario, not flagship specs: with both L40S and H100 allowed and a loose SLA, the plan
     takes the lowest-TCO option that meets it."""
-    out = plan({**SMALL, "constraints": {"gpu_models": ["L40S", "H100 SXM"]}})
+    out = plan(TWO_GPUS)
     chosen = out.values["chosen.tco_cny"]
     flagship = [c["tco_cny"] for c in _candidates(out).values() if c["gpu"] == "H100 SXM" and c.get("tco_cny")]
     assert flagship and all(chosen <= t for t in flagship)
