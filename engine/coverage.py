@@ -4,14 +4,15 @@ Every id of facts/guidelines.yaml has exactly one verdict — ``encoded``, ``par
 ``missing``), ``catalog`` (naming the catalog entries), ``explanation`` or ``set-aside`` (each with a
 ``reason``) — plus the rules that carry it (listed, or by default every rule citing the id) and the
 tests under tests/guidelines/ that prove condition → conclusion. ``check`` returns the problems
-(unknown or missing ids, unknown rules or catalog entries, encoded ids no rule cites, test links
-that do not resolve) as ``file:line: message`` strings.
+(unknown or missing ids, unknown rules or catalog entries — also rule ids named in a note — encoded
+ids no rule cites, test links that do not resolve) as ``file:line: message`` strings.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -155,6 +156,8 @@ def check(rulebase: RuleBase, verdicts: tuple[Verdict, ...] | None = None,
     name = _name(VERDICT_FILE)
     known = guidelines()
     rule_ids = {r.id for r in rulebase.rules}
+    prefixes = "|".join(sorted({re.escape(r.split(".")[0]) for r in rule_ids}))
+    named = re.compile(rf"\b(?:{prefixes})\.[a-z0-9]+(?:-[a-z0-9]+)+\b")  # rule ids named in notes
     citing = citing_rules(rulebase)
     problems: list[str] = []
     seen: dict[str, Verdict] = {}
@@ -170,6 +173,8 @@ def check(rulebase: RuleBase, verdicts: tuple[Verdict, ...] | None = None,
         for rid in v.rules or ():
             if rid not in rule_ids:
                 problems.append(f"{where}: rule '{rid}' does not exist")
+        for rid in sorted(set(named.findall(v.note)) - rule_ids):
+            problems.append(f"{where}: the note names rule '{rid}', which does not exist")
         for ref in v.catalog:
             if not _catalog_entry_exists(ref):
                 problems.append(f"{where}: catalog entry '{ref}' does not exist (expected table/id)")

@@ -76,18 +76,21 @@ def _verdict(gid: str, status: str = "encoded", **kw) -> Verdict:
 
 
 def test_check_finds_stale_verdicts(rulebase):
-    base = [v for v in load_verdicts() if v.id not in ("G-COOL-001", "G-COOL-002", "G-COST-003")]
+    base = [v for v in load_verdicts() if v.id not in ("G-COOL-001", "G-COOL-002", "G-COOL-003", "G-COST-003")]
     bad = base + [
         _verdict("G-COOL-001", rules=("cooling.no-such-rule",), tests=("tests/guidelines/test_g_facilities.py::nope",)),
         _verdict("G-XYZ-001"),
         _verdict("G-COST-003", "catalog", note="x" * 20, catalog=("prices/no-such-price",)),
         _verdict("G-COST-002"),
+        _verdict("G-COOL-002", "partial", note="sla.inference-budget is fine, cooling.no-such-band is not"),
     ]
     problems = "\n".join(check(rulebase, tuple(bad)).problems)
     assert "rule 'cooling.no-such-rule' does not exist" in problems
     assert "no function nope" in problems
     assert "G-XYZ-001: not a guideline id" in problems
-    assert "G-COOL-002: no verdict" in problems
+    assert "G-COOL-003: no verdict" in problems
+    assert "names rule 'cooling.no-such-band', which does not exist" in problems
+    assert "sla.inference-budget'" not in problems
     assert "second verdict" in problems  # G-COST-002 twice
     assert "catalog entry 'prices/no-such-price' does not exist" in problems
 
