@@ -51,6 +51,8 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
             click.echo(f"      → {pick(r.conclusion, lang)}")
         click.echo(f"\nGuideline coverage: {len(cov.cited)}/{cov.total} ids cited by rules "
                    f"({cov.percent:.1f}%)")
+        click.echo("Completeness (facts/coverage.yaml; details: servewise kb coverage --format text): "
+                   + ", ".join(f"{s} {n}" for s, n in cov.verdicts.items()))
         for gid in cov.uncited:
             note = cov.documented.get(gid)
             click.echo(f"  {gid}: " + (f"not a rule — {note}" if note else "NOT CITED and not documented"))

@@ -46,6 +46,7 @@ class Coverage:
     cited: list[str]
     uncited: list[str]
     documented: dict[str, str] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)  # guidelines per status of facts/coverage.yaml
 
     @property
     def percent(self) -> float:
@@ -107,13 +108,15 @@ def coverage(rulebase: RuleBase) -> Coverage:
             ids = src.get("guideline") or []
             cited.update([ids] if isinstance(ids, str) else ids)
     all_ids = sorted(guidelines())
+    known = set(all_ids)
     try:
-        documented = {v.id: f"{v.status}: {v.note}" for v in verdicts.load_verdicts()
-                      if v.id not in cited and v.note}
+        loaded = verdicts.load_verdicts()
     except verdicts.CoverageError:
-        documented = {}  # reported by check()
+        loaded = ()  # reported by check()
+    documented = {v.id: f"{v.status}: {v.note}" for v in loaded if v.id not in cited and v.note}
+    counts = {s: sum(v.status == s for v in loaded if v.id in known) for s in verdicts.STATUSES}
     return Coverage(len(all_ids), [g for g in all_ids if g in cited],
-                    [g for g in all_ids if g not in cited], documented)
+                    [g for g in all_ids if g not in cited], documented, counts)
 
 
 def check(rulebase: RuleBase) -> Report:
