@@ -102,7 +102,9 @@ def load_verdicts(path: Path = VERDICT_FILE) -> tuple[Verdict, ...]:
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
-        where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+        path = list(err.absolute_path)
+        item = data[path[0]] if path and isinstance(data, list) and isinstance(data[path[0]], dict) else {}
+        where = ".".join([str(item.get("id", path[0]))] + [str(p) for p in path[1:]]) if path else "(top level)"
         raise CoverageError(f"{name}:{line_of(lines, tuple(err.absolute_path))}: {where}: {err.message}")
     out = []
     for i, item in enumerate(data):
