@@ -2,8 +2,8 @@
 
 Three reports: catalog values that sources disagree on (each catalog entry's ``conflicts``), the
 recomputed arithmetic of the seed articles' numeric claims (facts/claims.yaml), and guideline
-coverage (which ids of facts/guidelines.yaml no rule cites, and whether each is documented in
-facts/coverage-notes.yaml).
+coverage (which ids of facts/guidelines.yaml no rule cites, and the reason facts/coverage.yaml
+gives for each; the verdict file's own problems are reported as errors, see engine/coverage.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import coverage as verdicts
 from .catalog import load_catalog
 from .expr import EvalError, ExprError, compile_expr
 from .functions import FUNCTIONS, RunContext, reset_context, use_context
@@ -45,6 +46,7 @@ class Coverage:
     cited: list[str]
     uncited: list[str]
     documented: dict[str, str] = field(default_factory=dict)
+    verdicts: dict[str, int] = field(default_factory=dict)  # guidelines per status of facts/coverage.yaml
 
     @property
     def percent(self) -> float:
@@ -106,13 +108,21 @@ def coverage(rulebase: RuleBase) -> Coverage:
             ids = src.get("guideline") or []
             cited.update([ids] if isinstance(ids, str) else ids)
     all_ids = sorted(guidelines())
-    notes_file = FACTS_DIR / "coverage-notes.yaml"
-    notes = safe_load(notes_file.read_text(encoding="utf-8")) if notes_file.exists() else []
-    documented = {n["id"]: n["reason"] for n in notes or []}
+    known = set(all_ids)
+    try:
+        loaded = verdicts.load_verdicts()
+    except verdicts.CoverageError:
+        loaded = ()  # reported by check()
+    documented = {v.id: f"{v.status}: {v.note}" for v in loaded if v.id not in cited and v.note}
+    counts = {s: sum(v.status == s for v in loaded if v.id in known) for s in verdicts.STATUSES}
     return Coverage(len(all_ids), [g for g in all_ids if g in cited],
-                    [g for g in all_ids if g not in cited], documented)
+                    [g for g in all_ids if g not in cited], documented, counts)
 
 
 def check(rulebase: RuleBase) -> Report:
     claims, errors = check_claims()
+    try:
+        errors += verdicts.check(rulebase).problems
+    except verdicts.CoverageError as exc:
+        errors.append(str(exc))
     return Report(catalog_conflicts(), claims, coverage(rulebase), errors)

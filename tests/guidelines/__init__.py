@@ -1,0 +1,1 @@
+"""Tests named after guideline ids (package: keeps its conftest apart from tests/conftest.py)."""

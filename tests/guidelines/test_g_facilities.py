@@ -1,0 +1,97 @@
+"""Cooling, rack and power guidelines (G-COOL, G-RACK, G-PWR): condition → conclusion."""
+
+from __future__ import annotations
+
+import pytest
+
+COOLING = ["cooling.air-below-4kw", "cooling.hybrid-4-to-6kw", "cooling.liquid-above-6kw"]
+
+
+def _cooling(run, draw_w: float) -> str | None:
+    return run(COOLING, {"mode": "online", "facility.server_draw_w": draw_w}).values.get("components.cooling.type")
+
+
+@pytest.mark.parametrize("draw_w,expected", [(600, "air"), (3999, "air"), (4000, "hybrid")])
+def test_g_cool_001(run, draw_w, expected):
+    """Below 4 kW of whole-server power air cooling is enough, in a standard 2U/4U chassis."""
+    assert _cooling(run, draw_w) == expected
+    if expected == "air":
+        out = run(COOLING, {"mode": "online", "facility.server_draw_w": draw_w})
+        assert out.values["components.cooling.chassis"] == "standard 2U/4U"
+
+
+@pytest.mark.parametrize("draw_w,expected", [(3999, "air"), (4000, "hybrid"), (6000, "hybrid"), (6001, "liquid")])
+def test_g_cool_002(run, draw_w, expected):
+    """4-6 kW (both ends included) → hybrid: liquid-cooled GPUs, air-cooled CPUs."""
+    assert _cooling(run, draw_w) == expected
+
+
+@pytest.mark.parametrize("draw_w,expected", [(6000, "hybrid"), (6001, "liquid"), (10200, "liquid")])
+def test_g_cool_003(run, draw_w, expected):
+    """Above 6 kW full liquid cooling is mandatory, bought as a rack-level solution."""
+    assert _cooling(run, draw_w) == expected
+    if expected == "liquid":
+        out = run(COOLING, {"mode": "online", "facility.server_draw_w": draw_w})
+        assert "rack-level" in out.values["components.cooling.chassis"]
+
+
+def test_g_cool_004(run):
+    """Liquid cooling lowers PUE 1.6 → 1.2: saving = servers × kW × 8,760 h × 0.4 × price; none for air."""
+    facts = {"mode": "online", "facility.server_draw_w": 7000, "chosen.servers": 2,
+             "constraints.electricity_cny_per_kwh": 0.8}
+    liquid = run("cooling.liquid-pue-saving", {**facts, "components.cooling.type": "liquid"})
+    assert liquid.values["facility.liquid_saving_cny_year"] == pytest.approx(2 * 7 * 8760 * 0.4 * 0.8)
+    air = run("cooling.liquid-pue-saving", {**facts, "components.cooling.type": "air"})
+    assert not air.fired("cooling.liquid-pue-saving")
+
+
+def test_g_cool_005(run):
+    """GPU cores must stay below 80 °C under sustained load: the cooling spec carries an 80 °C alert."""
+    out = run("cooling.gpu-temperature-limit", {"mode": "online", "chosen.id": "x", "facility.server_draw_w": 3000})
+    assert out.values["components.cooling.gpu_temp_alert_c"] == 80
+
+
+@pytest.mark.parametrize("gpu,warns", [("RTX 4090", True), ("L40S", False), ("H100 SXM", False)])
+def test_g_cool_006(run, gpu, warns):
+    """Consumer fan-cooled cards wear out under 7×24 load; passively cooled data-centre cards do not warn."""
+    out = run("cooling.consumer-card-24x7", {"mode": "online", "chosen.id": "x", "chosen.gpu": gpu})
+    assert out.warned("cooling.consumer-card-24x7") is warns
+
+
+def test_g_rack_001(run):
+    """A 42U rack carries 6-10 kW: a server above the rack's limit is flagged, racks are counted by kW."""
+    over = run("rack.server-exceeds-rack", {"mode": "online", "facility.server_draw_w": 10200,
+                                            "facility.rack_limit_kw": 10})
+    assert over.warned("rack.server-exceeds-rack")
+    under = run("rack.server-exceeds-rack", {"mode": "online", "facility.server_draw_w": 9000,
+                                             "facility.rack_limit_kw": 10})
+    assert not under.fired("rack.server-exceeds-rack")
+    racks = run("rack.servers-per-rack", {"mode": "online", "facility.server_draw_w": 3000, "chosen.servers": 7,
+                                          "constraints.rack_power_kw": None})
+    assert racks.values["facility.servers_per_rack"] == 3  # floor(10 kW / 3 kW)
+    assert racks.values["components.rack.racks"] == 3  # ceil(7 / 3)
+
+
+def test_g_pwr_005(run):
+    """A GPU at TDP around the clock: kWh/day = TDP × 24 h, kWh/year = × 365 (300 W → 7.2 and 2,628)."""
+    out = run("power.energy-per-gpu-year", {"mode": "online", "chosen.id": "x", "chosen.gpu": "A10",
+                                            "chosen.tdp_w": 300, "constraints.electricity_cny_per_kwh": 0.8})
+    assert out.values["facility.gpu_kwh_per_day"] == pytest.approx(7.2)
+    assert out.values["facility.gpu_kwh_per_year"] == pytest.approx(2628)
+
+
+@pytest.mark.parametrize("tdp_w,needs_cable", [(350, True), (76, True), (75, False), (60, False)])
+def test_g_pwr_006(run, tdp_w, needs_cable):
+    """A GPU needs its own power feed above what the PCIe slot supplies (corrected from 400 W to 75 W)."""
+    out = run("power.gpu-auxiliary-power", {"mode": "online", "chosen.id": "x", "chosen.gpu": "g",
+                                            "chosen.tdp_w": tdp_w})
+    assert ("components.power.gpu_aux_power" in out.values) is needs_cable
+
+
+@pytest.mark.parametrize("draw_w", [1035, 2500, 7000, 10200])
+def test_g_pwr_007(run, draw_w):
+    """PSU capacity (N of N+N) is at least 1.5 × the server's draw."""
+    out = run("power.psu-headroom", {"mode": "online", "facility.server_draw_w": draw_w})
+    assert out.values["facility.psu_need_w"] == pytest.approx(1.5 * draw_w)
+    assert out.values["components.power.psu_total_w"] >= 1.5 * draw_w
+    assert out.values["components.power.headroom"] >= 1.5

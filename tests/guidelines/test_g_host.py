@@ -1,0 +1,277 @@
+"""Network, interconnect, CPU, RAM and storage guidelines (G-NET, G-PCIE, G-CPU, G-RAM, G-STO)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+ONLINE = {"mode": "online", "chosen.id": "x"}
+
+
+def test_g_net_002(run):
+    """Replicas spanning servers get RoCE v2 400G on a PFC/ECN switch (the inference first choice)."""
+    out = run("network.roce-for-cross-node-replicas",
+              {**ONLINE, "chosen.gpu": "H100 SXM", "bom.servers_per_replica": 2})
+    assert out.values["components.network.inter_node"] == "roce-v2-400g"
+    assert "pfc" in out.values["components.network.switch_features"]
+    alone = run("network.roce-for-cross-node-replicas",
+                {**ONLINE, "chosen.gpu": "H100 SXM", "bom.servers_per_replica": 1})
+    assert not alone.fired("network.roce-for-cross-node-replicas")
+
+
+@pytest.mark.parametrize("servers_per_replica", [1, 2])
+def test_g_net_003(run, servers_per_replica):
+    """InfiniBand NDR is never bought for inference, whether or not a replica spans servers."""
+    out = run("network.reject-infiniband", {**ONLINE, "bom.servers_per_replica": servers_per_replica})
+    assert out.rejected("infiniband-ndr", "network.reject-infiniband")
+
+
+def test_g_net_004(run):
+    """Plain 100G Ethernet is rejected when a replica spans servers, not for independent replicas."""
+    split = run("network.reject-100g-for-split-replicas", {**ONLINE, "bom.servers_per_replica": 2})
+    assert split.rejected("ethernet-100g")
+    single = run("network.reject-100g-for-split-replicas", {**ONLINE, "bom.servers_per_replica": 1})
+    assert not single.fired("network.reject-100g-for-split-replicas")
+
+
+def test_g_net_005(run):
+    """RoCE v2 with PFC on a 400G-capable switch: Spectrum-4 is chosen, Aruba CX 10000 (no 400G) rejected."""
+    out = run(["network.roce-for-cross-node-replicas", "network.reject-aruba-for-400g"],
+              {**ONLINE, "chosen.gpu": "H100 SXM", "bom.servers_per_replica": 2})
+    assert out.values["components.network.switch"] == "NVIDIA Spectrum-4 SN5600"
+    assert out.rejected("HPE Aruba CX 10000")
+
+
+@pytest.mark.parametrize("gpu", ["H100 SXM", "H200 SXM"])
+def test_g_net_007(run, gpu):
+    """Inter-node bandwidth ≥ 1/4 of intra-node: NICs per server cover a quarter of the GPU link."""
+    out = run("network.roce-for-cross-node-replicas", {**ONLINE, "chosen.gpu": gpu, "bom.servers_per_replica": 2})
+    intra = out.values["bom.intra_node_gbs"]
+    assert out.values["bom.inter_node_gbs_needed"] == pytest.approx(intra / 4)
+    assert out.values["bom.nics_per_server"] * 50 >= intra / 4  # 400G = 50 GB/s per NIC
+
+
+def test_g_net_009(run):
+    """Offline batch scales out on independent machines over ordinary 10GbE; online replicas get 25G."""
+    facts = {"chosen.id": "x", "chosen.servers": 3, "chosen.tp": 1, "bom.servers_per_replica": 1,
+             "chosen.weights_gib": 14}
+    offline = run("network.ethernet-for-independent-replicas", {**facts, "mode": "offline"})
+    assert offline.values["components.network.inter_node"] == "ethernet-10g"
+    online = run("network.ethernet-for-independent-replicas", {**facts, "mode": "online"})
+    assert online.values["components.network.inter_node"] == "ethernet-25g"
+
+
+def test_g_net_010(run):
+    """Renting: a 1 Gbps intranet makes loading slow (weights ÷ 0.125 GB/s), so it is warned; buying is not."""
+    rent = run("network.cloud-intranet-bandwidth", {**ONLINE, "cost.buy_or_rent": "rent", "chosen.weights_gib": 70})
+    assert rent.warned("network.cloud-intranet-bandwidth")
+    assert rent.values["bom.load_time_1g_s"] == pytest.approx(70 * 1.073741824 / 0.125, rel=1e-3)
+    buy = run("network.cloud-intranet-bandwidth", {**ONLINE, "cost.buy_or_rent": "buy", "chosen.weights_gib": 70})
+    assert not buy.fired("network.cloud-intranet-bandwidth")
+
+
+@pytest.mark.parametrize("gpu,rejected", [("L40S", True), ("L20", True), ("H100 SXM", False)])
+def test_g_pcie_001(run, gpu, rejected):
+    """Tensor parallelism wants NVLink; PCIe-only cards (L40S, L20) cannot have it, SXM cards do."""
+    out = run("interconnect.no-nvlink-on-pcie-cards", {**ONLINE, "chosen.tp": 2, "chosen.gpu": gpu})
+    assert out.rejected("nvlink") is rejected
+
+
+def test_g_pcie_003(run):
+    """One replica per GPU: no tensor-parallel traffic, a PCIe link per GPU is enough."""
+    out = run("interconnect.pcie-for-single-gpu-replicas", {**ONLINE, "chosen.tp": 1, "chosen.gpu": "L40S",
+                                                            "chosen.intra_node": "pcie"})
+    assert out.values["components.interconnect.tp_traffic"] == "none"
+    assert out.values["components.interconnect.intra_node"] == "pcie"
+
+
+def test_g_pcie_004(run):
+    """Single-GPU replicas skip the NVLink-bridge premium on cards that offer one (H200 NVL)."""
+    facts = {**ONLINE, "chosen.per_server": 4, "chosen.gpu": "H200 NVL"}
+    assert run("interconnect.skip-nvlink-bridge", {**facts, "chosen.tp": 1}).rejected("nvlink")
+    assert not run("interconnect.skip-nvlink-bridge", {**facts, "chosen.tp": 2}).fired("interconnect.skip-nvlink-bridge")
+
+
+@pytest.mark.parametrize("per_server,cores", [(1, 16), (2, 16), (4, 32), (8, 64)])
+def test_g_cpu_002(run, per_server, cores):
+    """At least 8 physical cores per GPU (and never fewer than 16 per server)."""
+    out = run("cpu.cores-needed", {**ONLINE, "chosen.per_server": per_server, "traffic.peak_qps": 1})
+    assert out.values["bom.cpu_cores_needed"] == cores
+
+
+TIERS = ["cpu.tier-1-2-gpus", "cpu.tier-3-4-gpus", "cpu.tier-5-8-gpus"]
+
+
+def test_g_cpu_003(run):
+    """1-2 GPUs per server → EPYC 9254 (24 cores), the seed's 16-24-core tier."""
+    for n in (1, 2):
+        out = run(TIERS, {**ONLINE, "chosen.vendor": "nvidia", "chosen.per_server": n})
+        assert out.values["components.cpu.model"] == "EPYC 9254"
+
+
+def test_g_cpu_004(run):
+    """3-4 GPUs per server → EPYC 9354 (32 cores)."""
+    for n in (3, 4):
+        out = run(TIERS, {**ONLINE, "chosen.vendor": "nvidia", "chosen.per_server": n})
+        assert out.values["components.cpu.model"] == "EPYC 9354"
+
+
+def test_g_cpu_005(run):
+    """5-8 GPUs per server → EPYC 9554 (64 cores: 8 per GPU, corrected from the seed's 32-48)."""
+    out = run(TIERS, {**ONLINE, "chosen.vendor": "nvidia", "chosen.per_server": 8})
+    assert out.values["components.cpu.model"] == "EPYC 9554"
+    assert out.values["components.cpu.cores_total"] >= 8 * 8
+
+
+def test_g_cpu_007(run):
+    """A high-concurrency API gets a CPU of ≥ 3.0 GHz base clock; a slower tier CPU is replaced."""
+    facts = {**ONLINE, "chosen.vendor": "nvidia", "bom.cpu_tier_model": "EPYC 9254", "bom.cpu_cores_needed": 16,
+             "traffic.peak_qps": 20}
+    busy = run("cpu.high-clock-for-apis", {**facts, "bom.high_concurrency_api": True})
+    assert busy.values["components.cpu.base_ghz"] >= 3.0
+    quiet = run("cpu.high-clock-for-apis", {**facts, "bom.high_concurrency_api": False})
+    assert not quiet.fired("cpu.high-clock-for-apis")
+
+
+@pytest.mark.parametrize("per_server,memory_gb,channels", [(2, 48, 12), (8, 141, 12), (4, 80, 8)])
+def test_g_ram_011(run, per_server, memory_gb, channels):
+    """System RAM ≥ half of the server's total VRAM, on balanced channels."""
+    out = run("ram.half-of-vram", {**ONLINE, "chosen.per_server": per_server, "chosen.memory_gb": memory_gb,
+                                   "bom.memory_channels": channels, "bom.ram_load_kv_gb": 0})
+    assert out.values["components.memory.capacity_gb"] >= per_server * memory_gb / 2
+
+
+@pytest.mark.parametrize("channels", [8, 12, 24])
+def test_g_ram_007(run, channels):
+    """All memory channels are populated: one DIMM per channel, capacity = DIMM size × channels."""
+    out = run("ram.half-of-vram", {**ONLINE, "chosen.per_server": 4, "chosen.memory_gb": 48,
+                                   "bom.memory_channels": channels, "bom.ram_load_kv_gb": 0})
+    v = out.values
+    assert v["components.memory.dimms"] == v["components.memory.channels_populated"] == channels
+    assert v["components.memory.capacity_gb"] == v["components.memory.dimm_gb"] * channels
+
+
+def test_g_sto_002(run):
+    """The system disk is 2 × 480 GB SSD in RAID 1 (480 GB usable)."""
+    out = run("storage.system-mirror", {**ONLINE, "deployment.log_storage_tb": 5})
+    assert out.values["components.storage.system"].startswith("2 × 480 GB SSD, RAID 1")
+    assert out.values["components.storage.system_usable_tb"] == pytest.approx(0.48)
+
+
+def test_g_sto_003(run):
+    """Model store drives: PCIe 5.0, ≥ 12 GB/s and ≥ 1.5M IOPS; the Gen4 Solidigm P5520 is rejected."""
+    out = run("storage.model-store-drive", ONLINE)
+    assert out.values["components.storage.drive"] == "Samsung PM1743"
+    assert out.rejected("Solidigm D7-P5520")
+
+
+@pytest.mark.parametrize("weights_gib,versions,logs_tb", [(131.4, 3, 5), (14.2, 1, 5), (889.41, 3, 5)])
+def test_g_sto_007(run, weights_gib, versions, logs_tb):
+    """Store = model size × versions × 2 + ≥ 5 TB of logs (the seed's 3-model example gives 10.73 TB)."""
+    out = run("storage.model-store-size", {**ONLINE, "chosen.weights_gib": weights_gib,
+                                           "deployment.model_versions": versions,
+                                           "deployment.log_storage_tb": logs_tb,
+                                           "bom.model_store_ssd": "Samsung PM1743"})
+    expected = weights_gib * 1.073741824 / 1000 * versions * 2 + logs_tb
+    assert out.values["bom.model_store_tb"] == pytest.approx(expected)
+
+
+def test_g_sto_005(run):
+    """The model store is RAID 10 of ≥ 4 drives: raw = 2 × usable or more, even drive count."""
+    out = run("storage.model-store-size", {**ONLINE, "chosen.weights_gib": 131.4, "deployment.model_versions": 3,
+                                           "deployment.log_storage_tb": 5, "bom.model_store_ssd": "Samsung PM1743"})
+    drives = out.values["bom.model_store_drives"]
+    assert drives >= 4 and drives % 2 == 0
+    assert out.values["bom.model_store_raw_tb"] >= 2 * out.values["bom.model_store_tb"]
+    assert math.isclose(out.values["bom.model_store_raw_tb"], drives * out.values["bom.model_store_drive_tb"])
+
+
+@pytest.mark.parametrize("tp,per_server,spans", [(2, 4, 1), (8, 8, 1), (16, 8, 2)])
+def test_g_net_001(run, tp, per_server, spans):
+    """Tensor parallelism beyond one server makes the replica span nodes, which brings the network rules in."""
+    out = run(["network.replica-span", "network.roce-for-cross-node-replicas"],
+              {**ONLINE, "chosen.tp": tp, "chosen.per_server": per_server, "chosen.gpu": "H100 SXM"})
+    assert out.values["bom.servers_per_replica"] == spans
+    assert out.fired("network.roce-for-cross-node-replicas") is (spans > 1)
+
+
+def test_g_net_006(run):
+    """Do not buy InfiniBand 'to be safe': RoCE v2 is chosen and IB rejected for a cross-node replica."""
+    out = run(["network.roce-for-cross-node-replicas", "network.reject-infiniband"],
+              {**ONLINE, "chosen.gpu": "H200 SXM", "bom.servers_per_replica": 2})
+    assert out.values["components.network.inter_node"].startswith("roce")
+    assert out.rejected("infiniband-ndr")
+
+
+@pytest.mark.parametrize("gpus,switches", [(2, False), (8, True)])
+def test_g_pcie_002(run, gpus, switches):
+    """CPU lanes must cover the GPUs (x16 each), drives and NICs; beyond the CPU's lanes, PCIe switches."""
+    out = run("interconnect.pcie-lanes", {**ONLINE, "chosen.per_server": gpus, "chosen.gpu": "H200 SXM",
+                                          "components.cpu.model": "EPYC 9554", "components.cpu.sockets": 1,
+                                          "bom.model_store_drives": 4, "components.storage.drive": "Samsung PM1743",
+                                          "bom.nic_pcie_lanes": 0})
+    assert out.values["bom.pcie_lanes_needed"] == 16 * gpus + 4 * 4
+    assert out.values["components.interconnect.pcie_switches"] is switches
+
+
+@pytest.mark.parametrize("intra,warns", [("pcie", True), ("nvlink", False)])
+def test_g_pcie_005(run, intra, warns):
+    """Multi-card cooperative inference over PCIe only (no NVLink) is flagged as the bottleneck."""
+    out = run("interconnect.warn-tp-over-pcie", {"mode": "online", "components.interconnect.intra_node": intra,
+                                                 "chosen.tp": 2, "chosen.gpu": "L40S"})
+    assert out.warned("interconnect.warn-tp-over-pcie") is warns
+
+
+def test_g_cpu_001(run):
+    """The CPU is a hidden bottleneck: a CPU with fewer cores than needed is flagged."""
+    facts = {**ONLINE, "bom.cpu_cores_needed": 64}
+    assert run("cpu.check-cores", {**facts, "components.cpu.cores_total": 32}).warned("cpu.check-cores")
+    assert not run("cpu.check-cores", {**facts, "components.cpu.cores_total": 64}).fired("cpu.check-cores")
+
+
+@pytest.mark.parametrize("cpu,channels", [("EPYC 9554", 12), ("Xeon Gold 5418Y", 8)])
+def test_g_ram_006(run, cpu, channels):
+    """DDR5 on every platform that has it; the channel count comes from the platform (Genoa 12, SPR 8)."""
+    out = run("ram.platform-ddr-and-channels", {**ONLINE, "components.cpu.model": cpu, "components.cpu.sockets": 1})
+    assert out.values["components.memory.type"] == "DDR5 RDIMM"
+    assert out.values["bom.memory_channels"] == channels
+
+
+RAM_FACTS = {**ONLINE, "chosen.weights_gib": 65.7, "chosen.max_concurrency": 10, "chosen.per_server": 2,
+             "chosen.tp": 2, "bom.gpus_per_replica": 2, "chosen.memory_gb": 80, "chosen.precision": "fp8",
+             "chosen.gpu": "H100 SXM", "model.id": "Llama-3.1-70B", "bom.memory_channels": 12}
+
+
+@pytest.mark.parametrize("context", [2048, 8192])
+def test_g_ram_008(run, context):
+    """RAM ≥ 2 × loaded weights + KV reserve, the KV counted over the whole context (input + output)."""
+    out = run("ram.load-and-kv-reserve", {**RAM_FACTS, "traffic.max_context_tokens": context})
+    v = out.values
+    assert v["bom.kv_demand_gb"] == pytest.approx(10 * context * 160 * 1024 / 1e9)  # fp8 KV: 160 KiB/token
+    assert v["bom.ram_load_kv_gb"] == pytest.approx(2 * v["bom.weights_loaded_gb"] + v["bom.kv_reserve_gb"])
+
+
+def test_g_ram_010(run):
+    """Loading goes disk → RAM → VRAM: the RAM sized holds the weights twice over, never less."""
+    out = run(["ram.load-and-kv-reserve", "ram.half-of-vram"], {**RAM_FACTS, "traffic.max_context_tokens": 2048})
+    assert out.values["components.memory.capacity_gb"] >= 2 * out.values["bom.weights_loaded_gb"]
+
+
+def test_g_sto_001(run):
+    """System and model disks are separate arrays: RAID 1 for the OS, RAID 10 for the model store."""
+    out = run(["storage.system-mirror", "storage.layout-and-capacity"],
+              {**ONLINE, "bom.model_store_drives": 4, "bom.model_store_drive_tb": 3.84, "deployment.log_storage_tb": 5,
+               "bom.model_store_ssd": "Samsung PM1743", "bom.model_store_tb": 5.846, "bom.model_store_raw_tb": 15.36,
+               "bom.cold_start_s": 5.4})
+    assert out.values["components.storage.raid"] == "RAID 1 (system) + RAID 10 (model store)"
+    assert "OS only" in out.values["components.storage.system"]
+
+
+@pytest.mark.parametrize("servers,offered", [(1, False), (3, True)])
+def test_g_sto_006(run, servers, offered):
+    """Several servers may share one NVMe-oF model pool, saving (servers − 1) copies of the store."""
+    out = run("storage.nvme-of-shared-pool", {"mode": "online", "chosen.servers": servers, "bom.model_store_tb": 5.85})
+    assert out.fired("storage.nvme-of-shared-pool") is offered
+    if offered:
+        assert out.values["bom.shared_pool_saving_tb"] == pytest.approx((servers - 1) * 5.85)
