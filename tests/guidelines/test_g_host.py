@@ -154,7 +154,7 @@ def test_g_ram_007(run, channels):
 
 def test_g_sto_002(run):
     """The system disk is 2 × 480 GB SSD in RAID 1 (480 GB usable)."""
-    out = run("storage.system-mirror", {**ONLINE, "deployment.log_storage_tb": 5})
+    out = run("storage.system-mirror", {**ONLINE, "logs.storage_tb": 5})
     assert out.values["components.storage.system"].startswith("2 × 480 GB SSD, RAID 1")
     assert out.values["components.storage.system_usable_tb"] == pytest.approx(0.48)
 
@@ -168,21 +168,24 @@ def test_g_sto_003(run):
 
 @pytest.mark.parametrize("weights_gib,versions,logs_tb", [(131.4, 3, 5), (14.2, 1, 5), (889.41, 3, 5)])
 def test_g_sto_007(run, weights_gib, versions, logs_tb):
-    """Store = model size × versions × 2 + ≥ 5 TB of logs (the seed's 3-model example gives 10.73 TB)."""
+    """Store = model size × versions × 2 + logs (the seed's 3-model example with 5 TB of logs gives 10.73 TB)."""
     out = run("storage.model-store-size", {**ONLINE, "chosen.weights_gib": weights_gib,
                                            "deployment.model_versions": versions,
-                                           "deployment.log_storage_tb": logs_tb,
+                                           "logs.storage_tb": logs_tb,
                                            "bom.model_store_ssd": "Samsung PM1743"})
     expected = weights_gib * 1.073741824 / 1000 * versions * 2 + logs_tb
     assert out.values["bom.model_store_tb"] == pytest.approx(expected)
 
 
-def test_g_sto_005(run):
-    """The model store is RAID 10 of ≥ 4 drives: raw = 2 × usable or more, even drive count."""
-    out = run("storage.model-store-size", {**ONLINE, "chosen.weights_gib": 131.4, "deployment.model_versions": 3,
-                                           "deployment.log_storage_tb": 5, "bom.model_store_ssd": "Samsung PM1743"})
+@pytest.mark.parametrize("weights_gib,logs_tb,raid", [(131.4, 5, "RAID 1"), (889.41, 5, "RAID 10"), (15, 40, "RAID 10")])
+def test_g_sto_005(run, weights_gib, logs_tb, raid):
+    """The model store is mirrored: RAID 10 of ≥ 4 drives when it outgrows one drive or one drive loads the
+    weights in over 30 s, else a mirrored pair; raw = 2 × usable or more, even drive count."""
+    out = run("storage.model-store-size", {**ONLINE, "chosen.weights_gib": weights_gib, "deployment.model_versions": 3,
+                                           "logs.storage_tb": logs_tb, "bom.model_store_ssd": "Samsung PM1743"})
     drives = out.values["bom.model_store_drives"]
-    assert drives >= 4 and drives % 2 == 0
+    assert out.values["bom.model_store_raid"] == raid
+    assert (drives == 2) if raid == "RAID 1" else (drives >= 4 and drives % 2 == 0)
     assert out.values["bom.model_store_raw_tb"] >= 2 * out.values["bom.model_store_tb"]
     assert math.isclose(out.values["bom.model_store_raw_tb"], drives * out.values["bom.model_store_drive_tb"])
 
@@ -261,7 +264,8 @@ def test_g_ram_010(run):
 def test_g_sto_001(run):
     """System and model disks are separate arrays: RAID 1 for the OS, RAID 10 for the model store."""
     out = run(["storage.system-mirror", "storage.layout-and-capacity"],
-              {**ONLINE, "bom.model_store_drives": 4, "bom.model_store_drive_tb": 3.84, "deployment.log_storage_tb": 5,
+              {**ONLINE, "bom.model_store_drives": 4, "bom.model_store_drive_tb": 3.84, "logs.storage_tb": 5,
+               "bom.model_store_raid": "RAID 10",
                "bom.model_store_ssd": "Samsung PM1743", "bom.model_store_tb": 5.846, "bom.model_store_raw_tb": 15.36,
                "bom.cold_start_s": 5.4})
     assert out.values["components.storage.raid"] == "RAID 1 (system) + RAID 10 (model store)"
