@@ -83,6 +83,20 @@ class RuleSpec:
     tests: list[dict[str, Any]]
     corrects: str | None = None
     aliases: tuple[str, ...] = ()
+    lets: tuple[tuple[str, Expr], ...] = ()   # rule-local bindings, in order (``let:``)
+
+    @cached_property
+    def let_map(self) -> dict[str, Expr]:
+        return dict(self.lets)
+
+    def expand(self, names: tuple[str, ...] | list[str]) -> list[str]:
+        """Replace each rule-local binding (``let:``) by the fact paths its expression reads."""
+        out: list[str] = []
+        for n in names:
+            root = n.split(".")[0]
+            inner = self.expand(self.let_map[root].names) if root in self.let_map else [n]
+            out.extend(x for x in inner if x not in out)
+        return out
 
     @cached_property
     def produces(self) -> frozenset[str]:
@@ -106,7 +120,7 @@ class RuleSpec:
             local.update(a.locals)
         exprs = list(self.when) + [e for a in self.actions for e in a.exprs.values()]
         for e in exprs:
-            for n in e.names:
+            for n in self.expand(e.names):
                 if n.split(".")[0] not in local and n not in seen and n not in self.produces:
                     seen.append(n)
         return tuple(seen)
@@ -116,7 +130,7 @@ class RuleSpec:
         """Fact paths the explanation shows (they may be results of this rule)."""
         out: list[str] = []
         for t in self.because.values():
-            out.extend(n for n in t.names if n not in out)
+            out.extend(n for n in self.expand(t.names) if n not in out)
         return tuple(out)
 
     @cached_property
@@ -168,6 +182,18 @@ def _compile(src: Any, where: str) -> Expr:
         return compile_expr(src, FUNCTIONS)
     except ExprError as exc:
         raise ExprError(f"{where}: {exc}") from None
+
+
+def _compile_lets(raw: dict[str, Any]) -> tuple[tuple[str, Expr], ...]:
+    """Compile ``let:`` bindings in order; a binding may read only bindings defined before it."""
+    out: list[tuple[str, Expr]] = []
+    for name, src in raw.items():
+        e = _compile(src, f"let {name}")
+        later = [n for n in e.names if n.split(".")[0] in raw and n.split(".")[0] not in dict(out)]
+        if later:
+            raise ExprError(f"let {name}: reads '{later[0]}', which is not bound before it")
+        out.append((name, e))
+    return tuple(out)
 
 
 def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
@@ -244,6 +270,7 @@ def load_rule_file(path: Path, start_order: int = 0,
     for i, raw in enumerate(data):
         rid = raw["id"]
         try:
+            lets = _compile_lets(raw.get("let") or {})
             when = [_compile(c, f"when[{j}]") for j, c in enumerate(raw.get("when") or [])]
             actions = [_compile_action(a, raw.get("for_each")) for a in raw["then"]]
             because = {lang: make_template(text) for lang, text in raw["because"].items()}
@@ -266,7 +293,7 @@ def load_rule_file(path: Path, start_order: int = 0,
             salience=int(raw.get("salience", 0)), for_each=raw.get("for_each"), when=when,
             actions=actions, because=because, file=file, line=line_of(lines, (i,)),
             load_order=start_order + len(specs), tests=raw.get("tests") or [],
-            corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()),
+            corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()), lets=lets,
         ))
     return specs, problems
 

@@ -101,6 +101,31 @@ def render(template: Template, resolve, lang: str = "en") -> str:
     return TEMPLATE_FIELD.sub(sub, template.text)
 
 
+def with_lets(spec: RuleSpec, resolve):
+    """A resolver that also knows the rule's ``let:`` bindings, each evaluated once at first use.
+
+    ``name.field`` reads a field of a binding whose value is a record (a mapping)."""
+    if not spec.lets:
+        return resolve
+    lets = spec.let_map
+    memo: dict[str, Any] = {}
+
+    def resolve_let(name: str) -> Any:
+        root, _, rest = name.partition(".")
+        if root not in lets:
+            return resolve(name)
+        if root not in memo:
+            memo[root] = lets[root].evaluate(resolve_let)
+        value = memo[root]
+        for part in rest.split(".") if rest else ():
+            if not isinstance(value, dict) or part not in value:
+                raise EvalError(f"'{name}': the value of '{root}' has no field '{part}'")
+            value = value[part]
+        return value
+
+    return resolve_let
+
+
 @dataclass
 class Origin:
     """Where a fact came from when no rule derived it."""
@@ -210,7 +235,7 @@ class Runner:
                 return mem.value_revs[(name, bound[revs[name]])]
             raise _NotReady(name)
 
-        return resolve
+        return with_lets(spec, resolve)
 
     # ---------------------------------------------------------------- reading
     def _resolver(self, spec: RuleSpec | None, iid: str | None, log: dict[str, Any] | None = None,
@@ -242,7 +267,7 @@ class Runner:
                 log[name] = value
             return value
 
-        return resolve
+        return with_lets(spec, resolve) if spec is not None else resolve
 
     def _conditions_hold(self, spec: RuleSpec, bound: dict[str, Any], revs: dict[str, str]) -> bool:
         resolve = self._snapshot_resolver(spec, bound, revs)
