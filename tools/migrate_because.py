@@ -24,6 +24,7 @@ import json
 import keyword
 import re
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,7 @@ def _locals(rule: dict[str, Any]) -> set[str]:
     for a in rule.get("then") or []:
         for kind, spec in (a or {}).items():
             if kind == "propose":
-                names |= set((spec.get("over") or {})) | {spec.get("kind", "")}
+                names |= set(spec.get("over") or {}) | {spec.get("kind", "")}
             if kind == "select":
                 names |= {spec.get("kind", ""), spec.get("as", "")}
     return names - {""}
@@ -160,6 +161,23 @@ def _encode(raw: str, value: str, replaced: list[tuple[str, str]]) -> str:
     except yaml.YAMLError:
         pass
     return json.dumps(value, ensure_ascii=False)
+
+
+def _hoist(mt: re.Match, by_expr: dict[str, str], taken: set[str], new_lets: dict[str, str],
+           replaced: list[tuple[str, str]]) -> str:
+    """The replacement of one template field: ``{=expr:spec}`` becomes ``{name:spec}``."""
+    fld, spec = mt.group(1), mt.group(2)
+    if not fld.startswith("="):
+        return mt.group(0)
+    src = fld[1:].strip()
+    if src not in by_expr:
+        n = _unique(base_name(src), taken)
+        taken.add(n)
+        by_expr[src] = n
+        new_lets[n] = src
+    out = "{" + by_expr[src] + (f":{spec}" if spec else "") + "}"
+    replaced.append((mt.group(0), out))
+    return out
 
 
 def migrate_text(text: str, name: str = "<text>") -> tuple[str, int]:
@@ -186,24 +204,9 @@ def migrate_text(text: str, name: str = "<text>") -> tuple[str, int]:
                 raise SystemExit(f"{name}:{s.start_mark.line + 1}: {rule.get('id')}: only single-line "
                                  "double-quoted because texts can be rewritten; convert it by hand")
             replaced: list[tuple[str, str]] = []
-
-            def sub(mt: re.Match, replaced: list[tuple[str, str]] = replaced) -> str:
-                nonlocal count
-                fld, spec = mt.group(1), mt.group(2)
-                if not fld.startswith("="):
-                    return mt.group(0)
-                src = fld[1:].strip()
-                if src not in by_expr:
-                    n = _unique(base_name(src), taken)
-                    taken.add(n)
-                    by_expr[src] = n
-                    new_lets[n] = src
-                count += 1
-                out = "{" + by_expr[src] + (f":{spec}" if spec else "") + "}"
-                replaced.append((mt.group(0), out))
-                return out
-
-            value = FIELD.sub(sub, s.value)
+            value = FIELD.sub(partial(_hoist, by_expr=by_expr, taken=taken, new_lets=new_lets,
+                                          replaced=replaced), s.value)
+            count += len(replaced)
             line = s.start_mark.line
             raw = lines[line][s.start_mark.column:s.end_mark.column]
             edits.append((line, s.start_mark.column, s.end_mark.column, _encode(raw, value, replaced)))
@@ -215,10 +218,8 @@ def migrate_text(text: str, name: str = "<text>") -> tuple[str, int]:
                 raise SystemExit(f"{name}:{let_node.start_mark.line + 1}: {rule.get('id')}: write "
                                  "`let:` as a block mapping so new bindings can be appended")
             indent = " " * let_node.value[0][0].start_mark.column
-            last = let_node.end_mark.line if let_node.end_mark.column == 0 else let_node.end_mark.line + 1
-            # end_mark points after the block; back up over trailing blank lines and comments
-            while last > 0 and (not lines[last - 1].strip() or lines[last - 1].lstrip().startswith("#")):
-                last -= 1
+            end = let_node.value[-1][1].end_mark
+            last = end.line + (1 if end.column > 0 else 0)
             at, block = last, []
         else:
             key = m["because"][0]
@@ -239,18 +240,26 @@ def _verify(old: str, new: str, name: str) -> None:
     before = yaml.load(old, Loader=Loader)  # noqa: S506
     after = yaml.load(new, Loader=Loader)  # noqa: S506
     for r0, r1 in zip(before, after, strict=True):
-        lets = r1.get("let") or {}
         for k in r0:
             if k not in ("because", "let", "then"):
                 assert r0[k] == r1[k], f"{name}: {r0.get('id')}: {k} changed"
         for lang, text in (r0.get("because") or {}).items():
-            expect = FIELD.sub(lambda mt: mt.group(0) if not mt.group(1).startswith("=") else
-                               "{=" + mt.group(1)[1:].strip() + (f":{mt.group(2)}" if mt.group(2) else "") + "}",
-                               text)
-            got = FIELD.sub(lambda mt: "{=" + str(lets[mt.group(1)]).strip() +
-                            (f":{mt.group(2)}" if mt.group(2) else "") + "}"
-                            if mt.group(1) in lets else mt.group(0), r1["because"][lang])
+            expect = FIELD.sub(_canonical, text)
+            new_lets = {k: v for k, v in (r1.get("let") or {}).items() if k not in (r0.get("let") or {})}
+            got = FIELD.sub(partial(_inline, lets=new_lets), r1["because"][lang])
             assert expect == got, f"{name}: {r0.get('id')}: because.{lang} differs after migration"
+
+
+def _canonical(mt: re.Match) -> str:
+    if not mt.group(1).startswith("="):
+        return mt.group(0)
+    return "{=" + mt.group(1)[1:].strip() + (f":{mt.group(2)}" if mt.group(2) else "") + "}"
+
+
+def _inline(mt: re.Match, lets: dict[str, Any]) -> str:
+    if mt.group(1) not in lets:
+        return mt.group(0)
+    return "{=" + str(lets[mt.group(1)]).strip() + (f":{mt.group(2)}" if mt.group(2) else "") + "}"
 
 
 def main(argv: list[str] | None = None) -> int:
