@@ -150,3 +150,103 @@ def _loaded(settings) -> RuleBase:
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         sys.exit(2)
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option("--examples", is_flag=True, help="Also plan every example and list those the rule fires in (slow).")
+@click.pass_obj
+def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
+    """One rule: title, stage, sources with quotes, conditions, bindings, reads, writes, tests."""
+    from ..engine.ruledocs import card
+
+    rb = _loaded(settings)
+    try:
+        spec = rb.by_id(rule_id)
+    except KeyError:
+        import difflib
+
+        close = difflib.get_close_matches(rule_id, [r.id for r in rb.rules], n=3, cutoff=0.5)
+        click.echo(f"unknown rule id '{rule_id}'" + (f"; did you mean {', '.join(close)}?" if close else ""),
+                   err=True)
+        sys.exit(2)
+    c = card(spec)
+    if examples:
+        c.fires_in = _fires_in(rb, spec.id)
+    if fmt == "json":
+        click.echo(json.dumps(asdict(c), ensure_ascii=False, indent=2))
+        return
+    lang = settings.lang
+    click.echo(f"{c.id}: {c.title.get(lang, c.title['en'])}")
+    click.echo(f"  stage {c.stage}" + (f", for each {c.for_each}" if c.for_each else "")
+               + f", salience {c.salience}  ({c.file}:{c.line})")
+    if c.aliases:
+        click.echo(f"  aliases: {', '.join(c.aliases)}")
+    for s in c.sources:
+        if "guideline" in s:
+            click.echo(f"  source {s['guideline']} ({s['doc']}, {s['section']}): “{s['quote']}”")
+        else:
+            click.echo(f"  source {s['url']}")
+    if c.corrects:
+        click.echo(f"  corrects: {c.corrects}")
+    for w in c.when:
+        click.echo(f"  when  {w}")
+    for n, e in c.lets.items():
+        click.echo(f"  let   {n} = {e}")
+    for a in c.actions:
+        click.echo(f"  then  {a}")
+    click.echo(f"  reads: {', '.join(c.reads) or '-'}")
+    click.echo(f"  writes: {', '.join(c.writes) or '-'}")
+    click.echo(f"  because: {c.because.get(lang, c.because.get('en', ''))}")
+    for t in c.tests:
+        click.echo(f"  test ({t['kind']}) {t['name']}: expect {json.dumps(t['expect'], ensure_ascii=False)}")
+    if examples:
+        click.echo(f"  fires in: {', '.join(c.fires_in) or 'no example'}")
+
+
+def _fires_in(rb: RuleBase, rule_id: str) -> list[str]:
+    from ..engine.plan import plan_file
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    out = []
+    for path in sorted(root.glob("*.yaml")):
+        result = plan_file(str(path), rb)
+        if result.memory.fired.get(rule_id):
+            out.append(path.stem)
+    return out
+
+
+@rules_group.command("graph")
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid")
+@click.option("--stage", help="Only edges touching rules of this stage.")
+@click.option("--component", help="Only edges touching rules that read or write components.<C>.*")
+@click.pass_obj
+def rules_graph(settings, fmt: str, stage: str | None, component: str | None) -> None:
+    """The rule → fact → rule dependency graph (Mermaid or Graphviz dot)."""
+    from ..engine.ruledocs import graph_text
+
+    click.echo(graph_text(_loaded(settings), fmt, stage, component), nl=False)
+
+
+@rules_group.command("docs")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="docs/rules",
+              show_default=True, help="Folder to write the pages to.")
+@click.option("--check", is_flag=True, help="Exit 1 if the pages differ from the rules (for CI).")
+@click.pass_obj
+def rules_docs(settings, out_dir: str, check: bool) -> None:
+    """Generate the rule reference (one Markdown page per stage, grouped by concern)."""
+    from ..engine.ruledocs import docs_pages
+
+    pages = docs_pages(_loaded(settings))
+    target = Path(out_dir)
+    stale = [name for name, text in pages.items()
+             if not (target / name).exists() or (target / name).read_text(encoding="utf-8") != text]
+    if check:
+        for name in stale:
+            click.echo(f"{target / name}: out of date (run `servewise rules docs`)")
+        sys.exit(1 if stale else 0)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, text in pages.items():
+        (target / name).write_text(text, encoding="utf-8")
+    click.echo(f"{len(pages)} page(s) in {target} ({len(stale)} changed)")
