@@ -82,7 +82,8 @@ def _action_text(spec: RuleSpec) -> list[str]:
         elif a.kind == "propose":
             out.append(f"propose {a.spec['kind']} over {', '.join(a.spec.get('over') or {}) or '-'}")
         elif a.kind == "select":
-            out.append(f"select {a.spec['kind']} as {a.spec['as']} minimizing {', '.join(map(str, a.spec['minimize']))}")
+            keys = ", ".join(map(str, a.spec["minimize"]))
+            out.append(f"select {a.spec['kind']} as {a.spec['as']} minimizing {keys}")
         else:
             args = ", ".join(f"{k}: {v}" for k, v in a.spec.items() if not k.startswith("_"))
             out.append(f"{a.kind} {args}".strip())
@@ -192,7 +193,8 @@ def rule_markdown(c: RuleCard) -> list[str]:
     out += [f"- Then: `{a}`" for a in c.actions]
     out.append("- Reads: " + (", ".join(f"`{r}`" for r in c.reads) or "—"))
     out.append("- Writes: " + (", ".join(f"`{w}`" for w in c.writes) or "—"))
-    out.append(f"- Tests: {len(c.tests)} (" + "; ".join(t["name"] for t in c.tests) + ")" if c.tests else "- Tests: none")
+    tests = "; ".join(t["name"] for t in c.tests)
+    out.append(f"- Tests: {len(c.tests)} ({tests})" if c.tests else "- Tests: none")
     out += ["", f"> {c.because['en']}", ">", f"> {c.because['zh']}", ""]
     return out
 
