@@ -18,6 +18,7 @@ from typing import Any
 from .experta_compat import MATCH, TEST, Fact, KnowledgeEngine, Rule, StableStrategy
 from .expr import EvalError, Expr
 from .functions import RunContext, current, reset_context, use_context
+from .messages import both, message
 from .rulebase import STAGES, RuleBase, RuleSpec, Template
 
 MAX_FIRINGS_PER_STAGE = 50_000
@@ -71,9 +72,7 @@ def _fmt(value: Any, spec: str | None, lang: str = "en") -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value))
     if isinstance(value, bool):
-        if lang == "zh":
-            return "是" if value else "否"
-        return "yes" if value else "no"
+        return message("yes" if value else "no", lang)
     return str(value)
 
 
@@ -505,8 +504,7 @@ class Runner:
             except _NotReady as exc:
                 self.mem.rejections.append({
                     "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
-                    "because": {"en": f"not evaluated: {exc.args[0]} is unknown",
-                                "zh": f"未评估：{exc.args[0]} 未知"}, "values": {}})
+                    "because": both("select.not-evaluated", name=exc.args[0]), "values": {}})
                 continue
             scored.append((score, self.mem.item_order.index(item), item))
         scored.sort(key=lambda s: (s[0], s[1]))
@@ -538,9 +536,8 @@ class Runner:
         for score, _, item in scored[1:]:
             self.mem.rejections.append({
                 "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
-                "because": {
-                    "en": f"ranked below {best[1]}: {_score(score, labels)} vs {best_text}",
-                    "zh": f"排在 {best[1]} 之后：{_score(score, labels)} 对 {best_text}"},
+                "because": both("select.ranked-below", best=best[1], score=_score(score, labels),
+                                best_score=best_text),
                 "values": {"score": _jsonable(list(score)), "selected_score": _jsonable(list(best_score))},
                 "step": step_no, "ranked": True})
 
