@@ -60,6 +60,13 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
         warned = any(w["rule"] == spec.id for w in mem.warnings)
         if warned != expect["warns"]:
             problems.append(f"expected warns={expect['warns']}, got {warned}")
+    if expect.get("says"):
+        texts = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id]
+        texts += [w["message"].get("en", "") for w in mem.warnings if w["rule"] == spec.id]
+        for want in expect["says"]:
+            if not any(want in t for t in texts):
+                shown = texts[0] if texts else "no explanation (the rule did not fire)"
+                problems.append(f"expected the explanation to say {want!r}; it says: {shown}")
     if "feasible" in expect and feasible is not None and expect["feasible"] != feasible:
         problems.append(f"expected feasible={expect['feasible']}, got {feasible}")
     return problems
@@ -174,14 +181,14 @@ def run_all(rulebase: RuleBase, only: str | None = None,
 
 
 def _checks_result(expect: dict[str, Any]) -> bool:
-    return bool(expect.get("values") or expect.get("rejected") or expect.get("warns") is True
+    return bool(expect.get("values") or expect.get("rejected") or expect.get("says")
                 or "feasible" in expect)
 
 
 def case_coverage(specs: list[RuleSpec]) -> list[tuple[RuleSpec, list[str]]]:
     """Rules lacking a case where they fire with a concrete result checked (values, rejections,
-    a warning, feasibility) or a case where they must not fire (``fires: false`` or
-    ``warns: false``)."""
+    explanation text, feasibility; a bare ``warns: true`` is not enough) or a case where they must
+    not fire (``fires: false`` or ``warns: false``)."""
     out = []
     for spec in specs:
         cases = [c.get("expect") or {} for c in spec.tests]

@@ -161,3 +161,20 @@ def test_let_bindings_and_records(tmp_path, cli):
     result = cli("rules", "test", str(d), "-v")
     assert result.exit_code == 0, result.output
     assert "2 passed" in result.output
+
+
+def test_says_checks_the_explanation(cli, tmp_path):
+    d = _rule(tmp_path, because="{model.total_params_b:.0f} B is big")
+    text = (d / "my.yaml").read_text().replace("expect: {fires: true}", "expect: {fires: true, says: [405 B]}")
+    (d / "my.yaml").write_text(text)
+    assert cli("rules", "test", str(d)).exit_code == 0
+    (d / "my.yaml").write_text(text.replace("[405 B]", "[406 B]"))
+    result = cli("rules", "test", str(d))
+    assert result.exit_code == 1
+    assert "expected the explanation to say '406 B'; it says: 405 B is big" in result.output
+
+
+def test_coverage_lists_rules_without_biting_cases(cli, tmp_path):
+    d = _rule(tmp_path)
+    out = cli("rules", "test", str(d), "--coverage").output
+    assert "my.rule: no case where it fires with a checked result and no case where it must not fire" in out
