@@ -121,6 +121,11 @@ class Linter:
                      f"{spec.stage}", code="stage-order")
 
     def names(self, spec: RuleSpec) -> None:
+        roots = {n.split(".")[0] for n in self.facts.entries} | set(self.facts.kinds)
+        for name, _ in spec.lets:
+            if name in roots or name == spec.for_each:
+                self.add(spec, ("let", name), f"let '{name}' hides the facts '{name}.*'; choose another name",
+                         code="let-shadow")
         local = _locals(spec)
         seen: set[tuple[tuple, str]] = set()
         for path, name, _ in _reads(spec):
