@@ -98,6 +98,10 @@ class Linter:
             self.tests(spec)
             self.layout(spec)
             if not spec.builtin:
+                if spec.id in shipped and shipped[spec.id] is not spec:
+                    other = shipped[spec.id]
+                    self.add(spec, (), f"id '{spec.id}' shadows an alias of the shipped rule {other.id} "
+                             f"({other.file}:{other.line})", code="shadow")
                 for alias in spec.aliases:
                     if alias in shipped:
                         self.add(spec, ("aliases",), f"alias '{alias}' shadows the shipped rule "
@@ -155,13 +159,19 @@ class Linter:
                 continue
             comp = a.spec["component"]
             fields = schema.get(comp, {}).get("properties", {})
-            for key, value in (a.spec.get("set") or {}).items():
+            values = dict(a.spec.get("set") or {})
+            for key in a.spec.get("compute") or {}:
+                e = a.exprs[f"compute.{key}"]
+                if not e.names and not e.functions:  # a constant formula is checked like a literal
+                    values[key] = e.evaluate(lambda name: None)
+            for key, value in values.items():
                 sub = fields.get(key)
                 if sub is None:
                     continue
                 err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(sub).iter_errors(value))
                 if err is not None:
-                    self.add(spec, ("then", k, "choose", "set", key),
+                    where = "set" if key in (a.spec.get("set") or {}) else "compute"
+                    self.add(spec, ("then", k, "choose", where, key),
                              f"components.{comp}.{key} = {value!r}: {err.message}", code="component-value")
 
     def calls(self, spec: RuleSpec) -> None:

@@ -178,3 +178,10 @@ def test_coverage_lists_rules_without_biting_cases(cli, tmp_path):
     d = _rule(tmp_path)
     out = cli("rules", "test", str(d), "--coverage").output
     assert "my.rule: no case where it fires with a checked result and no case where it must not fire" in out
+
+
+def test_constant_compute_is_checked_like_a_literal(cli, tmp_path):
+    d = _rule(tmp_path, action="choose: {component: gpu, compute: {count: '1 - 1'}}")
+    result = cli("rules", "lint", str(d))
+    assert result.exit_code == 2 and "components.gpu.count = 0: 0 is less than the minimum of 1" in result.output
+
