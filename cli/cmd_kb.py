@@ -35,6 +35,7 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
     if fmt == "json":
         data = asdict(report)
         data["coverage"] |= {"percent": round(cov.percent, 1), "undocumented": cov.undocumented}
+        data["summary"] |= {"detected_count": report.summary.detected_count}
         click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True, default=str))
     else:
         lang = settings.lang
@@ -46,9 +47,17 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
         click.echo(f"\nNumeric claims recomputed ({len(report.claims)}; {len(bad)} do not hold)")
         for r in report.claims:
             nums = ", ".join(f"{k}={_num(v)}" for k, v in r.values.items())
-            click.echo(f"  [{r.verdict}] {r.id} ({', '.join(r.guidelines)}): {pick(r.says, lang)}")
+            refs = f" §2 #{', #'.join(map(str, r.summary_refs))}" if r.summary_refs else ""
+            click.echo(f"  [{r.verdict}] {r.id} ({', '.join(r.guidelines)}){refs}: {pick(r.says, lang)}")
             click.echo(f"      {nums}")
             click.echo(f"      → {pick(r.conclusion, lang)}")
+        sm = report.summary
+        click.echo(f"\nSource errors of guidelines-summary.md §2: {sm.detected_count} of {sm.items} detected, "
+                   f"{len(sm.not_detectable)} not detectable, {len(sm.missing)} unexplained")
+        for n, why in sm.not_detectable.items():
+            click.echo(f"  #{n}: not detectable: {why}")
+        for n in sm.missing:
+            click.echo(f"  #{n}: NOT DETECTED and not explained")
         click.echo(f"\nGuideline coverage: {len(cov.cited)}/{cov.total} ids cited by rules "
                    f"({cov.percent:.1f}%)")
         click.echo("Completeness (facts/coverage.yaml; details: servewise kb coverage --format text): "

@@ -95,46 +95,7 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
 
 @cli.group()
 def rules() -> None:
-    """Work with rule files (lint, test)."""
-
-
-@rules.command("lint")
-@click.argument("paths", nargs=-1, type=click.Path())
-@click.pass_obj
-def rules_lint(settings: Settings, paths: tuple[str, ...]) -> None:
-    """Validate rule files; errors are printed as file:line: rule-id: message."""
-    dirs = [Path(p) for p in paths] or settings.rules_dirs
-    try:
-        rb = load_rules(dirs, builtin=not paths)
-    except RuleLoadError as exc:
-        for problem in exc.problems:
-            click.echo(str(problem))
-        click.echo(f"{len(exc.problems)} problem(s)", err=True)
-        sys.exit(2)
-    click.echo(f"ok: {len(rb.rules)} rules in {len(rb.files)} files, knowledge {rb.knowledge_hash}")
-
-
-@rules.command("test")
-@click.option("-k", "only", help="Only rules whose id contains this text.")
-@click.option("-v", "--verbose", is_flag=True, help="List passing cases too.")
-@click.pass_obj
-def rules_test(settings: Settings, only: str | None, verbose: bool) -> None:
-    """Run the test cases written next to every rule."""
-    from ..engine.ruletest import run_all
-
-    rb = settings.rulebase()
-    results = run_all(rb, only)
-    failed = [r for r in results if not r.ok]
-    for r in results:
-        if not r.ok:
-            click.echo(f"FAIL {r.file}:{r.line}: {r.rule}: {r.name}: {r.message}")
-        elif verbose:
-            click.echo(f"ok   {r.rule}: {r.name}")
-    rules_with_cases = len({r.rule for r in results})
-    click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed "
-               f"({len(results)} cases, {rules_with_cases} rules)")
-    if failed:
-        sys.exit(1)
+    """Work with rule files (lint, test, facts, show, graph, docs; cli/cmd_rules.py)."""
 
 
 @rules.command("functions")

@@ -25,6 +25,7 @@ MAX_EXPONENT = 64
 MAX_LITERAL_ITEMS = 64
 MAX_STRING = 200
 MAX_NUMBER = 1e18
+MAX_ROUND_DIGITS = 15
 
 
 class ExprError(ValueError):
@@ -36,6 +37,9 @@ class EvalError(ValueError):
 
 
 def _round(x: float, ndigits: int = 0) -> float:
+    if not -MAX_ROUND_DIGITS <= int(ndigits) <= MAX_ROUND_DIGITS:
+        raise EvalError(f"round(): digits must be between -{MAX_ROUND_DIGITS} and {MAX_ROUND_DIGITS}, "
+                        f"got {ndigits}")
     return round(x, int(ndigits))
 
 
@@ -111,7 +115,11 @@ def _check_name(path: str, src: str) -> None:
 
 
 def _num_guard(value: Any) -> Any:
+    if isinstance(value, complex):
+        raise EvalError(f"complex result ({value})")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value != value:
+            raise EvalError("result is not a number (NaN)")
         if abs(value) > MAX_NUMBER:
             raise EvalError(f"number out of range ({value:.3g})")
     return value
@@ -220,13 +228,7 @@ class _Compiler:
                 self.names.append(path)
             return lambda r: r(path)
         if isinstance(node, ast.BinOp):
-            fn = self._binop(node, d)
-            if not any(isinstance(n, (ast.Name, ast.Attribute, ast.Call)) for n in ast.walk(node)):
-                try:  # constant sub-expression: evaluate now so bad arithmetic fails at load
-                    fn(lambda name: None)
-                except (EvalError, ArithmeticError, TypeError, ValueError) as exc:
-                    raise ExprError(f"invalid constant arithmetic ({exc}): {self.src[:80]}") from None
-            return fn
+            return self._fold(node, self._binop(node, d))
         if isinstance(node, ast.UnaryOp):
             return self._unary(node, d)
         if isinstance(node, ast.BoolOp):
@@ -260,8 +262,24 @@ class _Compiler:
             items = [self.compile(e, d) for e in node.elts]
             return lambda r: [i(r) for i in items]
         if isinstance(node, ast.Call):
-            return self._call(node, d)
+            return self._fold(node, self._call(node, d))
         raise self.fail(type(node).__name__)
+
+    def _fold(self, node: ast.AST, fn: Callable[[Resolver], Any]) -> Callable[[Resolver], Any]:
+        """A constant sub-expression (no fact names, only built-in functions) is evaluated now, so
+        bad arithmetic (NaN, complex, overflow, division by zero) fails at load, not in a plan."""
+        for n in ast.walk(node):
+            if isinstance(n, (ast.Name, ast.Attribute)) and not (
+                    isinstance(n, ast.Name) and n.id in ("True", "False", "None")):
+                if not any(isinstance(c, ast.Call) and c.func is n for c in ast.walk(node)):
+                    return fn
+            if isinstance(n, ast.Call) and _path(n.func) not in BUILTIN_FUNCTIONS:
+                return fn
+        try:
+            value = _num_guard(fn(lambda name: None))
+        except (EvalError, ArithmeticError, TypeError, ValueError) as exc:
+            raise ExprError(f"invalid constant expression ({exc}): {self.src[:80]}") from None
+        return fn if isinstance(value, list) else (lambda r: value)
 
     def _constant(self, node: ast.Constant) -> Callable[[Resolver], Any]:
         value = node.value

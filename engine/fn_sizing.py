@@ -59,6 +59,22 @@ def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int
     return value
 
 
+@domain_function
+def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
+         concurrency: int) -> dict[str, Any]:
+    """The whole performance estimate of a tp x pp replica as a record, so a rule computes it once:
+    ``let: {p: "perf(model.id, chosen.gpu, ...)"}`` then ``p.ttft_ms``, ``p.weights_gib``,
+    ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``)."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency)
+    note_detail({"function": "perf", "steps": data.get("steps", []), "calibration": data.get("calibration")})
+    out = {k: v for k, v in data.items() if not isinstance(v, (dict, list))}
+    out.update(data.get("memory", {}))
+    for name, band in (data.get("band") or {}).items():
+        if band:
+            out[f"{name}_lo"], out[f"{name}_hi"] = band[0], band[1]
+    return out
+
+
 def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float | None,
            e2e_ms: float | None) -> bool:
     if not data.get("fits") or data.get("ttft_ms") is None:

@@ -66,15 +66,23 @@ def domain_function(fn: Callable[..., Any]) -> Callable[..., Any]:
 def catalog(kind: str, entry: str, field_name: str) -> Any:
     """A field of a catalog entry, e.g. ``catalog('gpus', candidate.gpu, 'tdp_w')``."""
     try:
-        return current().catalog.table(kind).get(entry).get(field_name)
+        return _table(kind).get(entry).get(field_name)
     except UnknownEntry:
         return None
+
+
+def _table(kind: str):
+    """A catalog table by name; a path or an unknown name is an error (never a file lookup)."""
+    tables = current().catalog.tables
+    if not isinstance(kind, str) or kind not in tables:
+        raise ValueError(f"unknown catalog table {kind!r} (known: {', '.join(sorted(tables))})")
+    return tables[kind]
 
 
 @domain_function
 def catalog_ids(kind: str) -> list[str]:
     """All entry ids of a catalog table, in file order."""
-    return [e["id"] for e in current().catalog.table(kind)]
+    return [e["id"] for e in _table(kind)]
 
 
 @domain_function

@@ -27,6 +27,7 @@ class CatalogConflict:
     values: list[dict[str, Any]]
     chosen: Any
     reason: str
+    summary_refs: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -38,6 +39,7 @@ class ClaimResult:
     holds: bool
     verdict: str
     conclusion: dict[str, str]
+    summary_refs: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -58,21 +60,60 @@ class Coverage:
 
 
 @dataclass
+class SummaryCoverage:
+    """Which of the source errors of guidelines-summary.md §2 the checks detect."""
+
+    items: int
+    detected: dict[int, list[str]]          # item → the findings (claim ids, table/entry/field)
+    not_detectable: dict[int, str]          # item → why no check can detect it
+    missing: list[int]                      # neither detected nor explained
+
+    @property
+    def detected_count(self) -> int:
+        return len(self.detected)
+
+
+@dataclass
 class Report:
     conflicts: list[CatalogConflict]
     claims: list[ClaimResult]
     coverage: Coverage
     errors: list[str]
+    summary: SummaryCoverage | None = None
+
+
+def summary_map() -> dict[str, Any]:
+    """facts/kb-summary.yaml: §2 items per catalog conflict, and the items no check can detect."""
+    return safe_load((FACTS_DIR / "kb-summary.yaml").read_text(encoding="utf-8")) or {}
 
 
 def catalog_conflicts() -> list[CatalogConflict]:
+    refs = summary_map().get("conflicts") or {}
     out = []
     for name, table in sorted(load_catalog().tables.items()):
         for entry in table:
             for c in entry.get("conflicts") or []:
+                key = f"{name}/{entry['id']}/{c.get('field')}"
                 out.append(CatalogConflict(name, entry["id"], str(c.get("field")), c.get("values") or [],
-                                           c.get("chosen"), str(c.get("reason", ""))))
+                                           c.get("chosen"), str(c.get("reason", "")), list(refs.get(key, []))))
     return out
+
+
+def summary_coverage(conflicts: list[CatalogConflict], claims: list[ClaimResult]) -> SummaryCoverage:
+    """An item is detected by a claim that does not hold or a catalog conflict that names it."""
+    data = summary_map()
+    detected: dict[int, list[str]] = {}
+    for c in conflicts:
+        for n in c.summary_refs:
+            detected.setdefault(n, []).append(f"{c.table}/{c.entry}.{c.field}")
+    for r in claims:
+        if not r.holds:
+            for n in r.summary_refs:
+                detected.setdefault(n, []).append(r.id)
+    items = int(data.get("items", 64))
+    explained = {int(k): str(v) for k, v in (data.get("not_detectable") or {}).items()}
+    missing = [n for n in range(1, items + 1) if n not in detected and n not in explained]
+    return SummaryCoverage(items, dict(sorted(detected.items())), explained, missing)
 
 
 def check_claims() -> tuple[list[ClaimResult], list[str]]:
@@ -95,7 +136,7 @@ def check_claims() -> tuple[list[ClaimResult], list[str]]:
                 errors.append(f"facts/claims.yaml: {claim['id']}: unknown guideline ids {unknown}")
             results.append(ClaimResult(claim["id"], ids, claim["says"], values, holds,
                                        "OK" if holds else claim.get("verdict_if_not", "INCONSISTENT"),
-                                       claim["conclusion"]))
+                                       claim["conclusion"], list(claim.get("summary_refs") or [])))
     finally:
         reset_context(token)
     return results, errors
@@ -125,4 +166,11 @@ def check(rulebase: RuleBase) -> Report:
         errors += verdicts.check(rulebase).problems
     except verdicts.CoverageError as exc:
         errors.append(str(exc))
-    return Report(catalog_conflicts(), claims, coverage(rulebase), errors)
+    conflicts = catalog_conflicts()
+    known = {f"{c.table}/{c.entry}/{c.field}" for c in conflicts}
+    errors += [f"facts/kb-summary.yaml: conflicts: '{k}' is not a catalog conflict"
+               for k in (summary_map().get("conflicts") or {}) if k not in known]
+    items = int(summary_map().get("items", 64))
+    errors += [f"facts/claims.yaml: {r.id}: summary_refs {n} is not an item of §2 (1-{items})"
+               for r in claims for n in r.summary_refs if not 1 <= n <= items]
+    return Report(conflicts, claims, coverage(rulebase), errors, summary_coverage(conflicts, claims))

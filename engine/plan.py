@@ -10,6 +10,7 @@ from typing import Any
 from .catalog import UnknownEntry, load_catalog
 from .functions import RunContext
 from .inputs import WorkloadError, flatten, get_path, input_defs, load_workload
+from .messages import both, message
 from .rulebase import RuleBase, guidelines, load_rules
 from .runner import Memory, Origin, Runner
 
@@ -173,14 +174,13 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
         roots.append(mem.value_step["plan.feasible"])
     if not feasible:  # say so explicitly instead of leaving empty components unexplained
         for comp in undecided:
-            components[comp]["status"] = "not planned: no feasible configuration"
+            components[comp]["status"] = message("plan.not-planned", "en")
     warnings = [{"rule": w["rule"], "severity": w["severity"], "message": w["message"]["en"],
                  "message_i18n": w["message"]} for w in mem.warnings]
     for comp in undecided if feasible else []:
+        texts = both("plan.undecided-component", component=comp)
         warnings.append({"rule": "engine.undecided-component", "severity": "warning",
-                         "message": f"no rule decided the component '{comp}'",
-                         "message_i18n": {"en": f"no rule decided the component '{comp}'",
-                                          "zh": f"没有规则决定组件 '{comp}'"}})
+                         "message": texts["en"], "message_i18n": texts})
     rejected = [{"option": r["option"], "kind": r["kind"], "rule": r["rule"],
                  "because": r["because"]["en"], "because_i18n": r["because"],
                  "values": r.get("values", {})} | ({"ranked": True} if r.get("ranked") else {})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from .messages import both
 from .plan import COMPONENT_FIELDS, PlanResult, cite
 
 SUMMED = {("gpu", "count"), ("gpu", "replicas"), ("servers", "count"), ("storage", "capacity_tb")}
@@ -81,16 +82,12 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
                                      "value": plan["components"].get(comp), "step": s["step"] + (i + 1) * STEP_OFFSET})
         if not premises:
             continue
-        text_en = (f"{len(plans)} models are hosted as separate pools of GPUs (one pool per model, as the sources "
-                   f"advise for isolation); {comp}: counts add up, equal choices are kept, different ones are "
-                   f"listed per model.")
-        text_zh = (f"{len(plans)} 个模型分别部署在独立的 GPU 资源池中（按原文建议一模型一池以便隔离）；{comp}："
-                   f"数量相加，相同的选择保留，不同的按模型列出。")
+        texts = both("pools.combine", count=len(plans), component=comp)
         trace.append({
             "step": next_step, "rule": "pools.combine", "stage": "bom", "source": cite(COMBINE_SOURCE),
             "item": None, "premises": premises,
             "conclusions": [{"fact": f"components.{comp}.{f}", "value": v} for f, v in section.items()],
-            "because": text_en, "because_i18n": {"en": text_en, "zh": text_zh},
+            "because": texts["en"], "because_i18n": texts,
         })
         next_step += 1
     perf = [p["performance"] for p in plans]
@@ -112,10 +109,9 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
     warnings = [dict(w, message=f"[{labels[i]}] {w['message']}", pool=labels[i])
                 for i, p in enumerate(plans) for w in p["warnings"]]
     if len(decisions) > 1:
+        texts = both("pools.buy-or-rent-differ")
         warnings.append({"rule": "pools.combine", "severity": "warning", "pool": None,
-                         "message": "the pools differ on buy vs rent; the plan reports buy, see each pool",
-                         "message_i18n": {"en": "the pools differ on buy vs rent; the plan reports buy, see each pool",
-                                          "zh": "各资源池的购买/租用结论不同；方案按购买汇总，详见各池"}})
+                         "message": texts["en"], "message_i18n": texts})
     return {
         "servewise_version": first["servewise_version"],
         "knowledge_hash": first["knowledge_hash"],

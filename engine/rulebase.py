@@ -83,6 +83,30 @@ class RuleSpec:
     tests: list[dict[str, Any]]
     corrects: str | None = None
     aliases: tuple[str, ...] = ()
+    lets: tuple[tuple[str, Expr], ...] = ()   # rule-local bindings, in order (``let:``)
+    lines: dict[tuple, int] = field(default_factory=dict, repr=False)  # key path in the rule → line
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)      # the rule as written
+    builtin: bool = False                                              # shipped in rules/
+
+    def line_at(self, *path: Any) -> int:
+        """The line of the deepest known prefix of ``path`` inside this rule."""
+        for cut in range(len(path), -1, -1):
+            if path[:cut] in self.lines:
+                return self.lines[path[:cut]]
+        return self.line
+
+    @cached_property
+    def let_map(self) -> dict[str, Expr]:
+        return dict(self.lets)
+
+    def expand(self, names: tuple[str, ...] | list[str]) -> list[str]:
+        """Replace each rule-local binding (``let:``) by the fact paths its expression reads."""
+        out: list[str] = []
+        for n in names:
+            root = n.split(".")[0]
+            inner = self.expand(self.let_map[root].names) if root in self.let_map else [n]
+            out.extend(x for x in inner if x not in out)
+        return out
 
     @cached_property
     def produces(self) -> frozenset[str]:
@@ -106,7 +130,7 @@ class RuleSpec:
             local.update(a.locals)
         exprs = list(self.when) + [e for a in self.actions for e in a.exprs.values()]
         for e in exprs:
-            for n in e.names:
+            for n in self.expand(e.names):
                 if n.split(".")[0] not in local and n not in seen and n not in self.produces:
                     seen.append(n)
         return tuple(seen)
@@ -116,7 +140,7 @@ class RuleSpec:
         """Fact paths the explanation shows (they may be results of this rule)."""
         out: list[str] = []
         for t in self.because.values():
-            out.extend(n for n in t.names if n not in out)
+            out.extend(n for n in self.expand(t.names) if n not in out)
         return tuple(out)
 
     @cached_property
@@ -148,12 +172,37 @@ def rule_schema() -> dict[str, Any]:
     return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 
 
+MAX_FORMAT_WIDTH = 64
+MAX_FORMAT_PRECISION = 15
+_FORMAT_NUMBERS = re.compile(r"(\d*)(?:\.(\d+))?")
+
+
+def _check_format(spec: str | None, field: str) -> None:
+    if not spec:
+        return
+    m = _FORMAT_NUMBERS.search(spec.lstrip("<>^+-,"))
+    width, prec = (m.group(1), m.group(2)) if m else ("", None)
+    if width and int(width) > MAX_FORMAT_WIDTH:
+        raise ExprError(f"because: format width {int(width)} in '{{{field}:{spec}}}' is larger than "
+                        f"{MAX_FORMAT_WIDTH}")
+    if prec and int(prec) > MAX_FORMAT_PRECISION:
+        raise ExprError(f"because: format precision {int(prec)} in '{{{field}:{spec}}}' is larger "
+                        f"than {MAX_FORMAT_PRECISION}")
+
+
 def make_template(text: str) -> Template:
-    """Parse a template; ``{=expr}`` fields are compiled like any other expression."""
+    """Parse a template; ``{=expr}`` fields are compiled like any other expression. A brace that
+    is not part of a field (``{name}``, ``{name:.1f}``) is an error."""
     names: list[str] = []
     exprs: list[tuple[str, Expr]] = []
+    rest = TEMPLATE_FIELD.sub("", text)
+    if "{" in rest or "}" in rest:
+        bad = re.search(r"\{[^{}]*\}?|\}", rest)
+        raise ExprError(f"because: malformed placeholder '{bad.group(0) if bad else '{'}' (write "
+                        "{name}, {name:.1f} or {name:,.0f})")
     for m in TEMPLATE_FIELD.finditer(text):
         field = m.group(1)
+        _check_format(m.group(2), field)
         if field.startswith("="):
             e = _compile(field[1:], "because")
             exprs.append((field, e))
@@ -168,6 +217,18 @@ def _compile(src: Any, where: str) -> Expr:
         return compile_expr(src, FUNCTIONS)
     except ExprError as exc:
         raise ExprError(f"{where}: {exc}") from None
+
+
+def _compile_lets(raw: dict[str, Any]) -> tuple[tuple[str, Expr], ...]:
+    """Compile ``let:`` bindings in order; a binding may read only bindings defined before it."""
+    out: list[tuple[str, Expr]] = []
+    for name, src in raw.items():
+        e = _compile(src, f"let {name}")
+        later = [n for n in e.names if n.split(".")[0] in raw and n.split(".")[0] not in dict(out)]
+        if later:
+            raise ExprError(f"let {name}: reads '{later[0]}', which is not bound before it")
+        out.append((name, e))
+    return tuple(out)
 
 
 def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
@@ -244,6 +305,7 @@ def load_rule_file(path: Path, start_order: int = 0,
     for i, raw in enumerate(data):
         rid = raw["id"]
         try:
+            lets = _compile_lets(raw.get("let") or {})
             when = [_compile(c, f"when[{j}]") for j, c in enumerate(raw.get("when") or [])]
             actions = [_compile_action(a, raw.get("for_each")) for a in raw["then"]]
             because = {lang: make_template(text) for lang, text in raw["because"].items()}
@@ -266,9 +328,19 @@ def load_rule_file(path: Path, start_order: int = 0,
             salience=int(raw.get("salience", 0)), for_each=raw.get("for_each"), when=when,
             actions=actions, because=because, file=file, line=line_of(lines, (i,)),
             load_order=start_order + len(specs), tests=raw.get("tests") or [],
-            corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()),
+            corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()), lets=lets,
+            lines={p[1:]: n for p, n in lines.items() if p and p[0] == i}, raw=raw,
+            builtin=_is_builtin(path),
         ))
     return specs, problems
+
+
+def _is_builtin(path: Path) -> bool:
+    try:
+        Path(path).resolve().relative_to(RULES_DIR)
+        return True
+    except ValueError:
+        return False
 
 
 def rule_files(dirs: list[Path]) -> list[Path]:
@@ -317,8 +389,13 @@ def compute_hash(paths: list[Path]) -> str:
     return "sha256:" + h.hexdigest()[:16]
 
 
-def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True) -> RuleBase:
-    """Load the built-in rules and any extra folders; raise :class:`RuleLoadError` on problems."""
+def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
+               semantic: bool | None = None) -> RuleBase:
+    """Load the built-in rules and any extra folders; raise :class:`RuleLoadError` on problems.
+
+    ``semantic`` runs the semantic lint (engine/rulelint.py) too; by default it runs whenever
+    extra folders are loaded with the built-in rules (the built-in rules alone are linted by the
+    tests; a rule set without them has no fact dictionary to check against)."""
     dirs = ([RULES_DIR] if builtin else []) + [Path(d) for d in (extra_dirs or [])]
     for d in dirs:
         if not Path(d).exists():
@@ -342,4 +419,11 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True) -> Ru
         raise RuleLoadError(problems)
     for i, r in enumerate(rules):
         r.load_order = i
-    return RuleBase(rules, files, compute_hash(knowledge_files(files)))
+    rb = RuleBase(rules, files, compute_hash(knowledge_files(files)))
+    if semantic if semantic is not None else (builtin and bool(extra_dirs)):
+        from .rulelint import lint
+
+        errors = [f.problem() for f in lint(rb) if f.severity == "error"]
+        if errors:
+            raise RuleLoadError(errors)
+    return rb

@@ -17,7 +17,9 @@ from .functions import RunContext
 from .inputs import WorkloadError, fill_defaults, validate_workload
 from .plan import plan_workload
 from .rulebase import RuleBase, RuleSpec
-from .runner import Memory, Origin, Runner
+from .runner import Memory, Origin, Runner, _fmt, with_lets
+
+MAX_ITEMS_SHOWN = 3
 
 
 @dataclass
@@ -58,6 +60,13 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
         warned = any(w["rule"] == spec.id for w in mem.warnings)
         if warned != expect["warns"]:
             problems.append(f"expected warns={expect['warns']}, got {warned}")
+    if expect.get("says"):
+        texts = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id]
+        texts += [w["message"].get("en", "") for w in mem.warnings if w["rule"] == spec.id]
+        for want in expect["says"]:
+            if not any(want in t for t in texts):
+                shown = texts[0] if texts else "no explanation (the rule did not fire)"
+                problems.append(f"expected the explanation to say {want!r}; it says: {shown}")
     if "feasible" in expect and feasible is not None and expect["feasible"] != feasible:
         problems.append(f"expected feasible={expect['feasible']}, got {feasible}")
     return problems
@@ -93,13 +102,75 @@ def run_case(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> CaseRe
     except Exception as exc:  # a failing case must report, not crash the runner
         return CaseResult(spec.id, name, False, f"{type(exc).__name__}: {exc}", spec.file, spec.line)
     problems = _check(spec, case["expect"], mem, feasible)
+    if problems and mem.fired.get(spec.id, 0) == 0 and case["expect"].get("fires", True) is not False:
+        problems.append("why it did not fire:\n" + "\n".join(
+            "      " + line for line in why_not_fired(spec, mem)))
     return CaseResult(spec.id, name, not problems, "; ".join(problems) or "ok", spec.file, spec.line)
 
 
-def run_all(rulebase: RuleBase, only: str | None = None) -> list[CaseResult]:
+def why_not_fired(spec: RuleSpec, mem: Memory) -> list[str]:
+    """Each condition of ``spec`` evaluated over the facts at the end of the run, with its values;
+    the first false one is marked. A fact the rule needs that is not known is named first."""
+    items = [None]
+    if spec.for_each:
+        items = [iid for kind, iid in mem.item_order if kind == spec.for_each][:MAX_ITEMS_SHOWN] or [None]
+    lines: list[str] = []
+    for iid in items:
+        attrs = mem.items.get((spec.for_each, iid), {}) if iid is not None else {}
+        values = dict(mem.values)
+        if spec.for_each:
+            values.update({f"{spec.for_each}.{k}": v for k, v in attrs.items()})
+            if iid is not None:
+                values[f"{spec.for_each}.id"] = iid
+
+        def base(name: str, values: dict = values):
+            if name not in values:
+                raise KeyError(name)
+            return values[name]
+
+        resolve = with_lets(spec, base)
+        prefix = f"  {spec.for_each}[{iid}]: " if iid is not None else "  "
+        if iid is None and spec.for_each:
+            lines.append(f"  no live {spec.for_each} item to fire for")
+        missing = [n for n in spec.names if n not in values and n.split(".")[0] != spec.for_each]
+        if spec.for_each and iid is not None:
+            missing += [n for n in spec.names if n.startswith(spec.for_each + ".") and n not in values]
+        for n in missing:
+            lines.append(f"{prefix}needs '{n}', which is not known")
+        marked = False
+        for j, cond in enumerate(spec.when):
+            try:
+                ok: object = bool(cond.evaluate(resolve))
+            except KeyError as exc:
+                ok = f"unknown ({exc.args[0]} not known)"
+            except Exception as exc:  # noqa: BLE001 - report, never crash the test runner
+                ok = f"error: {exc}"
+            shown = {n: values[n] for n in cond.names if n in values}
+            for n in cond.names:
+                if n.split(".")[0] in spec.let_map:
+                    try:
+                        shown[n] = resolve(n)
+                    except Exception:  # noqa: BLE001
+                        pass
+            rendered = cond.render(shown)
+            mark = ""
+            if ok is not True and not marked:
+                mark, marked = "  ← first false", True
+            lines.append(f"{prefix}when[{j}] {cond.source}  →  {rendered}  =  "
+                         f"{_fmt(ok, None) if isinstance(ok, bool) else ok}{mark}")
+        if not spec.when and not missing:
+            lines.append(f"{prefix}no conditions; every needed fact is known")
+    return lines
+
+
+def run_all(rulebase: RuleBase, only: str | None = None,
+            files: set[str] | None = None) -> list[CaseResult]:
+    """Run the cases of every rule (or those whose id contains ``only``, in ``files``)."""
     results = []
     for spec in rulebase.rules:
         if only and only not in spec.id:
+            continue
+        if files is not None and spec.file not in files:
             continue
         if not spec.tests:
             results.append(CaseResult(spec.id, "-", False, "the rule has no test case", spec.file, spec.line))
@@ -107,3 +178,25 @@ def run_all(rulebase: RuleBase, only: str | None = None) -> list[CaseResult]:
         for case in spec.tests:
             results.append(run_case(rulebase, spec, case))
     return results
+
+
+def _checks_result(expect: dict[str, Any]) -> bool:
+    return bool(expect.get("values") or expect.get("rejected") or expect.get("says")
+                or "feasible" in expect)
+
+
+def case_coverage(specs: list[RuleSpec]) -> list[tuple[RuleSpec, list[str]]]:
+    """Rules lacking a case where they fire with a concrete result checked (values, rejections,
+    explanation text, feasibility; a bare ``warns: true`` is not enough) or a case where they must
+    not fire (``fires: false`` or ``warns: false``)."""
+    out = []
+    for spec in specs:
+        cases = [c.get("expect") or {} for c in spec.tests]
+        missing = []
+        if not any(_checks_result(e) and e.get("fires", True) is not False for e in cases):
+            missing.append("where it fires with a checked result")
+        if not any(e.get("fires") is False or e.get("warns") is False for e in cases):
+            missing.append("where it must not fire")
+        if missing:
+            out.append((spec, missing))
+    return out

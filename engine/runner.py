@@ -18,6 +18,7 @@ from typing import Any
 from .experta_compat import MATCH, TEST, Fact, KnowledgeEngine, Rule, StableStrategy
 from .expr import EvalError, Expr
 from .functions import RunContext, current, reset_context, use_context
+from .messages import both, message
 from .rulebase import STAGES, RuleBase, RuleSpec, Template
 
 MAX_FIRINGS_PER_STAGE = 50_000
@@ -71,9 +72,7 @@ def _fmt(value: Any, spec: str | None, lang: str = "en") -> str:
     if isinstance(value, list):
         return ", ".join(map(str, value))
     if isinstance(value, bool):
-        if lang == "zh":
-            return "是" if value else "否"
-        return "yes" if value else "no"
+        return message("yes" if value else "no", lang)
     return str(value)
 
 
@@ -99,6 +98,31 @@ def render(template: Template, resolve, lang: str = "en") -> str:
             return "?"
 
     return TEMPLATE_FIELD.sub(sub, template.text)
+
+
+def with_lets(spec: RuleSpec, resolve):
+    """A resolver that also knows the rule's ``let:`` bindings, each evaluated once at first use.
+
+    ``name.field`` reads a field of a binding whose value is a record (a mapping)."""
+    if not spec.lets:
+        return resolve
+    lets = spec.let_map
+    memo: dict[str, Any] = {}
+
+    def resolve_let(name: str) -> Any:
+        root, _, rest = name.partition(".")
+        if root not in lets:
+            return resolve(name)
+        if root not in memo:
+            memo[root] = lets[root].evaluate(resolve_let)
+        value = memo[root]
+        for part in rest.split(".") if rest else ():
+            if not isinstance(value, dict) or part not in value:
+                raise EvalError(f"'{name}': the value of '{root}' has no field '{part}'")
+            value = value[part]
+        return value
+
+    return resolve_let
 
 
 @dataclass
@@ -210,7 +234,7 @@ class Runner:
                 return mem.value_revs[(name, bound[revs[name]])]
             raise _NotReady(name)
 
-        return resolve
+        return with_lets(spec, resolve)
 
     # ---------------------------------------------------------------- reading
     def _resolver(self, spec: RuleSpec | None, iid: str | None, log: dict[str, Any] | None = None,
@@ -242,7 +266,7 @@ class Runner:
                 log[name] = value
             return value
 
-        return resolve
+        return with_lets(spec, resolve) if spec is not None else resolve
 
     def _conditions_hold(self, spec: RuleSpec, bound: dict[str, Any], revs: dict[str, str]) -> bool:
         resolve = self._snapshot_resolver(spec, bound, revs)
@@ -480,8 +504,7 @@ class Runner:
             except _NotReady as exc:
                 self.mem.rejections.append({
                     "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
-                    "because": {"en": f"not evaluated: {exc.args[0]} is unknown",
-                                "zh": f"未评估：{exc.args[0]} 未知"}, "values": {}})
+                    "because": both("select.not-evaluated", name=exc.args[0]), "values": {}})
                 continue
             scored.append((score, self.mem.item_order.index(item), item))
         scored.sort(key=lambda s: (s[0], s[1]))
@@ -513,9 +536,8 @@ class Runner:
         for score, _, item in scored[1:]:
             self.mem.rejections.append({
                 "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
-                "because": {
-                    "en": f"ranked below {best[1]}: {_score(score, labels)} vs {best_text}",
-                    "zh": f"排在 {best[1]} 之后：{_score(score, labels)} 对 {best_text}"},
+                "because": both("select.ranked-below", best=best[1], score=_score(score, labels),
+                                best_score=best_text),
                 "values": {"score": _jsonable(list(score)), "selected_score": _jsonable(list(best_score))},
                 "step": step_no, "ranked": True})
 

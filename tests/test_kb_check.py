@@ -63,3 +63,21 @@ def test_coverage_meets_the_bar(cli):
     result = cli("kb", "check")
     assert result.exit_code == 0, result.output[-2000:]
     assert "ids cited by rules" in result.output
+
+
+def test_kb_check_detects_the_summary_source_errors(cli):
+    """Issue #12: ≥ 60 of the 64 source errors of guidelines-summary.md §2 are detected by a claim
+    that does not hold or a catalog conflict; the rest are explained; each finding names its items."""
+    import json as _json
+
+    data = _json.loads(cli("kb", "check", "--format", "json").output)
+    summary = data["summary"]
+    assert data["errors"] == []
+    assert summary["detected_count"] >= 60
+    assert summary["missing"] == []
+    assert summary["detected_count"] + len(summary["not_detectable"]) == summary["items"] == 64
+    assert all(1 <= n <= 64 for c in data["claims"] + data["conflicts"] for n in c["summary_refs"])
+    by_id = {c["id"]: c for c in data["claims"]}
+    assert by_id["claim.eagle-stream-channels"]["holds"] is False
+    assert by_id["claim.eagle-stream-channels"]["values"]["eagle_stream_channels"] == 8
+    assert by_id["claim.eagle-stream-channels"]["summary_refs"] == [14]

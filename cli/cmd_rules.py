@@ -1,0 +1,252 @@
+"""`servewise rules lint|test|facts|show|graph|docs`: tools for rule authors (attached to the
+`rules` group of cli/main.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import click
+
+from ..engine.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
+from ..engine.rulelint import Finding, lint, to_sarif
+from .main import rules as rules_group
+
+COMMANDS: list[click.Command] = []   # all of these join the `rules` group, not the top level
+
+
+def _split(paths: tuple[str, ...]) -> tuple[list[Path], set[str] | None]:
+    """Extra folders to load (paths outside the built-in rules) and the rule files to report on."""
+    if not paths:
+        return [], None
+    for p in paths:
+        if not Path(p).exists():
+            click.echo(f"{p}: rules folder or file not found", err=True)
+            sys.exit(2)
+    extra = []
+    for p in paths:
+        try:
+            Path(p).resolve().relative_to(RULES_DIR)
+        except ValueError:
+            extra.append(Path(p))
+    files = {_display(f) for f in rule_files([Path(p) for p in paths])}
+    return extra, files
+
+
+def _load(settings, extra: list[Path], semantic: bool = False) -> RuleBase:
+    return load_rules(list(settings.rules_dirs) + extra, semantic=semantic)
+
+
+@rules_group.command("lint")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text")
+@click.option("--style", is_flag=True, help="Also report layout warnings (folder vs stage, id prefix vs file).")
+@click.pass_obj
+def rules_lint(settings, paths: tuple[str, ...], fmt: str, style: bool) -> None:
+    """Check rule files: schema, expressions, names against the fact dictionary, stages, protected
+    outputs, shadowed ids, component values. Problems print as file:line: rule-id: message (exit 2).
+    PATHS default to the built-in rules plus --rules-dir folders."""
+    extra, files = _split(paths)
+    try:
+        rb = _load(settings, extra)
+        findings = lint(rb)
+    except RuleLoadError as exc:
+        rb, findings = None, [Finding(p.file, p.line, p.rule, p.message, code="load") for p in exc.problems]
+    if files is not None:
+        findings = [f for f in findings if f.file in files]
+    if not style:
+        findings = [f for f in findings if f.code != "layout"]
+    errors = [f for f in findings if f.severity == "error"]
+    if fmt == "json":
+        click.echo(json.dumps([asdict(f) for f in findings], ensure_ascii=False, indent=2))
+    elif fmt == "sarif":
+        click.echo(json.dumps(to_sarif(findings), ensure_ascii=False, indent=2))
+    else:
+        for f in findings:
+            click.echo(str(f))
+        if errors:
+            click.echo(f"{len(errors)} problem(s)", err=True)
+        elif rb is not None:
+            warn = f", {len(findings)} warning(s)" if findings else ""
+            click.echo(f"ok: {len(rb.rules)} rules in {len(rb.files)} files{warn}, knowledge {rb.knowledge_hash}")
+    if errors:
+        sys.exit(2)
+
+
+@rules_group.command("test")
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("-k", "only", help="Only rules whose id contains this text (nothing matching: exit 2).")
+@click.option("-v", "--verbose", is_flag=True, help="List passing cases too.")
+@click.option("--coverage", is_flag=True, help="Also list rules without a case where they fire with a "
+              "checked result, or without a case where they must not fire.")
+@click.pass_obj
+def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool, coverage: bool) -> None:
+    """Run the test cases written next to the rules (of PATHS, default all). A failing case shows
+    why the rule did not fire: each condition with its values, the first false one marked."""
+    from ..engine.ruletest import case_coverage, run_all
+
+    extra, files = _split(paths)
+    try:
+        rb = _load(settings, extra, semantic=bool(extra))
+    except RuleLoadError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(2)
+    results = run_all(rb, only, files)
+    if not results:
+        click.echo(f"no rule matches{' -k ' + only if only else ''}{' in ' + ', '.join(paths) if paths else ''}",
+                   err=True)
+        sys.exit(2)
+    failed = [r for r in results if not r.ok]
+    for r in results:
+        if not r.ok:
+            click.echo(f"FAIL {r.file}:{r.line}: {r.rule}: {r.name}: {r.message}")
+        elif verbose:
+            click.echo(f"ok   {r.rule}: {r.name}")
+    rules_with_cases = len({r.rule for r in results})
+    if coverage:
+        ids = {r.rule for r in results}
+        gaps = case_coverage([s for s in rb.rules if s.id in ids])
+        for spec, missing in gaps:
+            click.echo(f"{spec.file}:{spec.line}: {spec.id}: no case {' and no case '.join(missing)}")
+        click.echo(f"{len(ids) - len(gaps)} of {len(ids)} rules have both a firing case with a checked "
+                   "result and a must-not-fire case")
+    click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed "
+               f"({len(results)} cases, {rules_with_cases} rules)")
+    if failed:
+        sys.exit(1)
+
+
+@rules_group.command("facts")
+@click.option("--stage", type=click.Choice(["input", "inputs", "derivations", "candidates", "filters",
+                                            "selection", "bom", "facilities", "cost", "checks"]),
+              help="Only the facts a rule in this stage may read.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.pass_obj
+def rules_facts(settings, stage: str | None, fmt: str) -> None:
+    """The fact dictionary: every name a rule may read, its type and unit, the stage that first
+    provides it and who writes it (workload, catalog or rule ids)."""
+    from ..engine.factdict import FactDictionary
+
+    fd = FactDictionary(_loaded(settings))
+    entries = fd.listing(stage)
+    if fmt == "json":
+        click.echo(json.dumps([e.to_dict() for e in entries], ensure_ascii=False, indent=2))
+        return
+    width = max(len(e.name) for e in entries)
+    for e in entries:
+        unit = f" [{e.unit}]" if e.unit else ""
+        writers = ", ".join(e.writers[:4]) + (f" +{len(e.writers) - 4}" if len(e.writers) > 4 else "")
+        click.echo(f"{e.name:<{width}}  {e.type}{unit}  from {e.stage}  by {writers}")
+    click.echo(f"{len(entries)} facts")
+
+
+def _loaded(settings) -> RuleBase:
+    try:
+        return load_rules(settings.rules_dirs)
+    except RuleLoadError as exc:
+        for problem in exc.problems:
+            click.echo(str(problem), err=True)
+        sys.exit(2)
+
+
+@rules_group.command("show")
+@click.argument("rule_id")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
+@click.option("--examples", is_flag=True, help="Also plan every example and list those the rule fires in (slow).")
+@click.pass_obj
+def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
+    """One rule: title, stage, sources with quotes, conditions, bindings, reads, writes, tests."""
+    from ..engine.ruledocs import card
+
+    rb = _loaded(settings)
+    try:
+        spec = rb.by_id(rule_id)
+    except KeyError:
+        import difflib
+
+        close = difflib.get_close_matches(rule_id, [r.id for r in rb.rules], n=3, cutoff=0.5)
+        click.echo(f"unknown rule id '{rule_id}'" + (f"; did you mean {', '.join(close)}?" if close else ""),
+                   err=True)
+        sys.exit(2)
+    c = card(spec)
+    if examples:
+        c.fires_in = _fires_in(rb, spec.id)
+    if fmt == "json":
+        click.echo(json.dumps(asdict(c), ensure_ascii=False, indent=2))
+        return
+    lang = settings.lang
+    click.echo(f"{c.id}: {c.title.get(lang, c.title['en'])}")
+    click.echo(f"  stage {c.stage}" + (f", for each {c.for_each}" if c.for_each else "")
+               + f", salience {c.salience}  ({c.file}:{c.line})")
+    if c.aliases:
+        click.echo(f"  aliases: {', '.join(c.aliases)}")
+    for s in c.sources:
+        if "guideline" in s:
+            click.echo(f"  source {s['guideline']} ({s['doc']}, {s['section']}): “{s['quote']}”")
+        else:
+            click.echo(f"  source {s['url']}")
+    if c.corrects:
+        click.echo(f"  corrects: {c.corrects}")
+    for w in c.when:
+        click.echo(f"  when  {w}")
+    for n, e in c.lets.items():
+        click.echo(f"  let   {n} = {e}")
+    for a in c.actions:
+        click.echo(f"  then  {a}")
+    click.echo(f"  reads: {', '.join(c.reads) or '-'}")
+    click.echo(f"  writes: {', '.join(c.writes) or '-'}")
+    click.echo(f"  because: {c.because.get(lang, c.because.get('en', ''))}")
+    for t in c.tests:
+        click.echo(f"  test ({t['kind']}) {t['name']}: expect {json.dumps(t['expect'], ensure_ascii=False)}")
+    if examples:
+        click.echo(f"  fires in: {', '.join(c.fires_in) or 'no example'}")
+
+
+def _fires_in(rb: RuleBase, rule_id: str) -> list[str]:
+    from ..engine.plan import plan_file
+
+    root = Path(__file__).resolve().parent.parent / "examples"
+    out = []
+    for path in sorted(root.glob("*.yaml")):
+        result = plan_file(str(path), rb)
+        if result.memory.fired.get(rule_id):
+            out.append(path.stem)
+    return out
+
+
+@rules_group.command("graph")
+@click.option("--format", "fmt", type=click.Choice(["mermaid", "dot"]), default="mermaid")
+@click.option("--stage", help="Only edges touching rules of this stage.")
+@click.option("--component", help="Only edges touching rules that read or write components.<C>.*")
+@click.pass_obj
+def rules_graph(settings, fmt: str, stage: str | None, component: str | None) -> None:
+    """The rule → fact → rule dependency graph (Mermaid or Graphviz dot)."""
+    from ..engine.ruledocs import graph_text
+
+    click.echo(graph_text(_loaded(settings), fmt, stage, component), nl=False)
+
+
+@rules_group.command("docs")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="docs/rules",
+              show_default=True, help="Folder to write the pages to.")
+@click.option("--check", is_flag=True, help="Exit 1 if the pages differ from the rules (for CI).")
+@click.pass_obj
+def rules_docs(settings, out_dir: str, check: bool) -> None:
+    """Generate the rule reference (one Markdown page per stage, grouped by concern)."""
+    from ..engine.ruledocs import docs_pages
+
+    pages = docs_pages(_loaded(settings))
+    target = Path(out_dir)
+    stale = [name for name, text in pages.items()
+             if not (target / name).exists() or (target / name).read_text(encoding="utf-8") != text]
+    if check:
+        for name in stale:
+            click.echo(f"{target / name}: out of date (run `servewise rules docs`)")
+        sys.exit(1 if stale else 0)
+    target.mkdir(parents=True, exist_ok=True)
+    for name, text in pages.items():
+        (target / name).write_text(text, encoding="utf-8")
+    click.echo(f"{len(pages)} page(s) in {target} ({len(stale)} changed)")
