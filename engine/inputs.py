@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -172,11 +173,28 @@ def _describe(error: jsonschema.ValidationError, d: InputDef | None) -> str:
     return error.message
 
 
+def _check_plain(node: Any, path: tuple, file: str, lines: Lines) -> None:
+    """Keys are text and numbers finite everywhere (NaN passes every JSON Schema range check)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                dotted = ".".join(map(str, path))
+                raise WorkloadError(file, line_of(lines, path), dotted, f"key {key!r} is not text; quote it")
+            _check_plain(value, (*path, key), file, lines)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_plain(value, (*path, i), file, lines)
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise WorkloadError(file, line_of(lines, path), ".".join(map(str, path)),
+                            f"expected a finite number, got {node!r}")
+
+
 def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None = None) -> None:
     """Raise :class:`WorkloadError` for the first problem (unknown key, wrong type, range)."""
     lines = lines or {}
     if not isinstance(data, dict):
         raise WorkloadError(file, 1, "", "a workload must be a mapping of fields (model: ..., traffic: ...)")
+    _check_plain(data, (), file, lines)
     schema = workload_schema()
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
