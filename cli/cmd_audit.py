@@ -18,7 +18,6 @@ from .errors import InputError
 from .i18n import pick
 from .render import component_line, to_json
 
-PLAN_KEYS = ("knowledge_hash", "workload", "components", "rejected", "trace")
 L: dict[str, dict[str, str]] = {
     "chain": {"en": "Chain ({n} steps, from the result back to the inputs)",
               "zh": "推理链（{n} 步，从结果回溯到输入）"},
@@ -47,8 +46,14 @@ L: dict[str, dict[str, str]] = {
                      "zh": "结果与解释相同；只有知识库文件变了"},
     "trace_only": {"en": "the results are the same; the explanation chain changed",
                    "zh": "结果相同；解释链变了"},
-    "changed": {"en": "CHANGED: the current knowledge gives a different plan",
-                "zh": "已变化：当前知识库给出不同的方案"},
+    "changed": {"en": "CHANGED: the knowledge changed (hash {old} → {new}) and gives a different plan; "
+                      "these values differ:",
+                "zh": "已变化：知识库变了（哈希 {old} → {new}），给出不同的方案；以下取值不同："},
+    "edited": {"en": "MISMATCH: the recorded inputs and result do not match (the file was edited, or "
+                     "servewise changed): the same knowledge ({old}) gives a different plan; these values differ:",
+               "zh": "不一致：记录的输入与结果不匹配（文件被修改过，或 servewise 本身变了）：同一知识库（{old}）"
+                     "给出不同的方案；以下取值不同："},
+    "rules_dirs": {"en": "rule folders (--rules-dir)", "zh": "规则文件夹（--rules-dir）"},
 }
 
 
@@ -57,21 +62,17 @@ def tr(key: str, lang: str, **kw: Any) -> str:
 
 
 def load_plan(path: str) -> dict[str, Any]:
-    """Read a plan.json written by `servewise plan --format json`; InputError when unusable."""
+    """Read and validate a plan.json written by `servewise plan --format json` (``-``: stdin);
+    InputError (one line naming the file and JSON path) when unusable."""
+    from ..engine.planfile import PlanFileError, load_plan_file
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such plan file (make one: servewise plan W.yaml --format json -o "
-                         f"{path})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the plan file: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: not a plan JSON file: {exc.msg}") from None
-    missing = [k for k in PLAN_KEYS if not isinstance(data, dict) or k not in data]
-    if missing:
-        raise InputError(f"{path}: not a servewise plan (missing {', '.join(missing)}); "
-                         f"make one with servewise plan W.yaml --format json")
-    return data
+        return load_plan_file(path)
+    except PlanFileError as exc:
+        if exc.message == "file not found":
+            raise InputError(f"{path}: no such plan file (make one: servewise plan W.yaml --format json -o "
+                             f"{path})") from None
+        raise InputError(str(exc)) from None
 
 
 def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
@@ -240,8 +241,13 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
 def render_audit(report: dict[str, Any], lang: str) -> str:
     if report["identical"]:
         return f"audit: {tr('identical', lang)} (knowledge {report['new_knowledge_hash']})\n"
-    out = [f"audit: {tr('changed', lang)}",
-           f"  knowledge {report['old_knowledge_hash']} → {report['new_knowledge_hash']}"]
+    key = "edited" if report.get("status") == "edited" else "changed"
+    out = [f"audit: {tr(key, lang, old=report['old_knowledge_hash'], new=report['new_knowledge_hash'])}"]
+    old_dirs, new_dirs = report.get("old_rules_dirs") or [], report.get("new_rules_dirs") or []
+    if old_dirs != new_dirs:
+        show = ", ".join(f"{d['path']} ({d['hash']})" for d in old_dirs) or "—"
+        now = ", ".join(f"{d['path']} ({d['hash']})" for d in new_dirs) or "—"
+        out.append(f"  {tr('rules_dirs', lang)}: {show} → {now}")
     for c in report["changes"]:
         if c["path"] != "knowledge_hash":
             out.append(f"  {c['path']}: {fmt(c['old'])} → {fmt(c['new'])}")
@@ -318,8 +324,16 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
     from ..engine.runner import LoopError, RuleRuntimeError
 
     plan = load_plan(plan_file)
+    dirs = settings.rules_dirs
+    if not dirs and plan.get("rules_dirs"):  # re-run with the rule folders the plan was made with
+        dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
+        missing = [str(d) for d in dirs if not d.exists()]
+        if missing:
+            raise InputError(f"{plan_file}: rules_dirs: the plan was made with --rules-dir {', '.join(missing)}, "
+                             f"which no longer exists; give the folder with --rules-dir")
+        settings.rules_dirs = dirs
     try:
-        report = ex.audit(plan, settings.rulebase())
+        report = ex.audit(plan, settings.rulebase(), dirs)
     except (WorkloadError, UnknownEntry) as exc:
         raise InputError(f"{plan_file}: recorded workload: {exc}") from None
     except (RuleRuntimeError, LoopError) as exc:

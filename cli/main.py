@@ -18,7 +18,7 @@ from ..engine.plan import plan_file
 from ..engine.rulebase import RuleLoadError, load_rules
 from ..engine.runner import LoopError, RuleRuntimeError
 from . import render
-from .errors import InputError
+from .errors import InputError, InternalError
 from .i18n import default_lang
 
 
@@ -34,6 +34,13 @@ class Settings:
             for problem in exc.problems:
                 click.echo(str(problem), err=True)
             raise SystemExit(2) from None
+
+
+def is_builtin_rule(file: str) -> bool:
+    """Whether a rule's file is one of the built-in rules (not from --rules-dir)."""
+    from ..engine.rulebase import RULES_DIR
+
+    return Path(file).resolve().is_relative_to(RULES_DIR.resolve())
 
 
 def _umask() -> int:
@@ -138,12 +145,16 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
     """Plan the servers for WORKLOAD (a YAML workload file)."""
     rulebase = settings.rulebase()
     try:
-        result = plan_file(workload, rulebase)
+        result = plan_file(workload, rulebase, settings.rules_dirs)
     except WorkloadError as exc:
         raise InputError(str(exc)) from None
     except UnknownEntry as exc:
         raise InputError(f"{workload}: {exc}") from None
-    except (RuleRuntimeError, LoopError) as exc:
+    except RuleRuntimeError as exc:
+        if is_builtin_rule(exc.rule.file):  # valid input, built-in rule: a knowledge bug
+            raise InternalError(str(exc), settings.lang) from None
+        raise InputError(f"rule base: {exc}") from None
+    except LoopError as exc:
         raise InputError(f"rule base: {exc}") from None
     if fmt == "json":
         text = render.to_json(result.plan)
