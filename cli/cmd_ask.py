@@ -181,7 +181,13 @@ class Interview:
         self._plan: dict[str, Any] | None = None
 
     def persist(self) -> None:
-        iv.save_answers(self.save, self.session)
+        from ..engine.messages import message
+        from ..engine.yamlio import OutputError
+
+        try:
+            iv.save_answers(self.save, self.session)
+        except OutputError as exc:
+            raise InputError(message(exc.code, self.term.lang, **exc.fields)) from None
 
     def plan(self) -> dict[str, Any] | None:
         if not self.session.answered("model"):

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
-import tempfile
 from pathlib import Path
 
 import click
@@ -17,6 +15,7 @@ from ..engine.messages import message
 from ..engine.plan import plan_file
 from ..engine.rulebase import RuleLoadError, load_rules
 from ..engine.runner import LoopError, RuleRuntimeError
+from ..engine.yamlio import OutputError, write_text_atomic
 from . import render
 from .errors import InputError, InternalError
 from .i18n import default_lang
@@ -43,51 +42,16 @@ def is_builtin_rule(file: str) -> bool:
     return Path(file).resolve().is_relative_to(RULES_DIR.resolve())
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def write_output(text: str, output: str | None, lang: str = "en") -> None:
-    """Write to stdout (no file or ``-``) or atomically to a regular file.
-
-    Only a new path or an existing regular file is written (through a symlink to its target); a
-    device, FIFO, folder or unwritable place is a one-line error (exit 2), never replaced. A new file
-    gets the umask's permissions, a replaced file keeps its own."""
+    """Write to stdout (no file or ``-``) or atomically to a regular file (a device, FIFO, folder or
+    unwritable place is a one-line error, exit 2)."""
     if not output or output == "-":
         click.echo(text, nl=False)
         return
-    target = Path(os.path.realpath(output))
-    folder = target.parent
     try:
-        st = os.stat(target)
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise InputError(message("output.cannot_write", lang, path=output, reason=exc.strerror)) from None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        raise InputError(message("output.is_dir", lang, path=output))
-    if st is not None and not stat.S_ISREG(st.st_mode):
-        raise InputError(message("output.not_regular", lang, path=output))
-    if not folder.is_dir():
-        raise InputError(message("output.no_dir", lang, path=output, folder=str(Path(output).parent)))
-    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".servewise-")
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except OSError as exc:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
-        raise InputError(message("output.cannot_write", lang, path=output, reason=exc.strerror or exc)) from None
-    except BaseException:
-        if tmp:
-            Path(tmp).unlink(missing_ok=True)
-        raise
+        write_text_atomic(output, text)
+    except OutputError as exc:
+        raise InputError(message(exc.code, lang, **exc.fields)) from None
 
 
 GLOBAL_FLAGS = ("--debug",)

@@ -18,8 +18,6 @@ The operator may stop at any time: unanswered inputs keep their defaults.
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -43,7 +41,7 @@ from .inputs import (
 )
 from .plan import PlanResult, plan_workload
 from .rulebase import RuleBase
-from .yamlio import YamlError, load_text
+from .yamlio import YamlError, display_name, load_text, read_text, write_text_atomic
 
 # Most decisive first: the model and the service mode shape everything, then load and latency
 # (they size the GPUs), then request shape, precision, constraints, facilities, cost, edge.
@@ -376,19 +374,9 @@ def askable_keys() -> list[str]:
 
 
 def save_answers(path: str | Path, session: Session) -> None:
-    """Atomic write (temporary file in the same folder, then rename): never a half-written file."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".servewise-ask-", suffix=".yaml")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dump_answers(session))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Atomic write (temporary file in the same folder, then rename): never a half-written file;
+    raises :class:`~.yamlio.OutputError` for a device, FIFO, folder or unwritable place."""
+    write_text_atomic(path, dump_answers(session), fsync=True)
 
 
 def _comment(text: str, name: str) -> list[str] | None:
@@ -405,21 +393,17 @@ def load_answers(path: str | Path) -> Session:
     """Read an answers file (or any workload file): answers, and the interview state if recorded.
 
     Raises :class:`WorkloadError` (file, field, message) when it is not a valid partial workload."""
+    name = display_name(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError(str(path), 0, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(str(path), 0, "", f"cannot read: {exc}") from None
-    try:
-        data, lines = load_text(text, str(path))
+        text = read_text(path)
+        data, lines = load_text(text, name)
     except YamlError as exc:
         raise WorkloadError(exc.path, exc.line, "", exc.message) from None
     data = data or {}
     if isinstance(data, dict) and "model" not in data and "models" not in data:
-        validate_workload({**data, "model": "?"}, str(path), lines)
+        validate_workload({**data, "model": "?"}, name, lines)
     else:
-        validate_workload(data, str(path), lines)
+        validate_workload(data, name, lines)
     keys = set(askable_keys())
     asked = [k for k in (_comment(text, "asked") or []) if k in keys]
     skipped = {k for k in (_comment(text, "skipped") or []) if k in keys}

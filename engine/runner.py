@@ -155,11 +155,11 @@ class Runner:
     """Compile a rule base to an experta engine and run it over input facts."""
 
     def __init__(self, rulebase: RuleBase, max_firings: int = MAX_FIRINGS_PER_STAGE,
-                 time_budget_s: float = TIME_BUDGET_S):
+                 time_budget_s: float | None = None):
         self.rulebase = rulebase
         self.max_firings = max_firings
-        self.time_budget_s = time_budget_s
-        self.deadline = time.monotonic() + time_budget_s
+        self.time_budget_s = TIME_BUDGET_S if time_budget_s is None else time_budget_s
+        self.deadline = time.monotonic() + self.time_budget_s
         self.mem = Memory()
         self._seen: set[tuple] = set()
         self.engine = self._build_engine()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,62 @@ def read_text(path: Path | str, limit: int = MAX_FILE_BYTES) -> str:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise YamlError(name, 0, f"not UTF-8 text (byte {exc.start})") from None
+
+
+class OutputError(OSError):
+    """An output target that must not or cannot be written; ``code`` is a message code of
+    ``facts/messages/cli.yaml`` (``output.*``) and ``fields`` its placeholders."""
+
+    def __init__(self, code: str, **fields: str):
+        self.code, self.fields = code, fields
+        super().__init__(f"{code}: {fields}")
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text_atomic(output: Path | str, text: str, fsync: bool = False) -> None:
+    """Write ``text`` to a new path or over an existing regular file, atomically (temporary file in
+    the same folder, then rename; a symlink is followed to its target).
+
+    A device, FIFO, folder or unwritable place raises :class:`OutputError` and is never replaced.
+    A new file gets the umask's permissions, a replaced file keeps its own."""
+    target = Path(os.path.realpath(output))
+    folder = target.parent
+    try:
+        st = os.stat(target)
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise OutputError("output.cannot_write", path=str(output), reason=str(exc.strerror)) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputError("output.is_dir", path=str(output))
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OutputError("output.not_regular", path=str(output))
+    if not folder.is_dir():
+        raise OutputError("output.no_dir", path=str(output), folder=str(Path(output).parent))
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".servewise-")
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            if fsync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except OSError as exc:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        raise OutputError("output.cannot_write", path=str(output), reason=str(exc.strerror or exc)) from None
+    except BaseException:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def display_name(path: Path | str) -> str:
