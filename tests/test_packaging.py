@@ -4,14 +4,15 @@ no dropped data files), and the message catalog is complete in both languages.""
 from __future__ import annotations
 
 import string
-import tomllib
 
+import pytest
 from conftest import ROOT
 
 TOP = {"engine": "servewise.engine", "cli": "servewise.cli", "facts": "servewise.facts", "rules": "servewise.rules"}
 
 
 def test_every_folder_is_a_declared_package():
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
     declared = set(config["packages"])
     assert config["package-dir"] == {v: k for k, v in TOP.items()}
