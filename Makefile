@@ -3,7 +3,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-PIP    := $(BIN)/python -m pip --quiet --disable-pip-version-check
+PIP    := $(BIN)/python -m pip -qq --disable-pip-version-check
 
 .PHONY: run test lint rules-test bench smoke clean
 
