@@ -17,6 +17,7 @@ from ..engine import explain as ex
 from .errors import InputError
 from .i18n import pick
 from .render import component_line, to_json
+from .wrap import output_width, wrap
 
 L: dict[str, dict[str, str]] = {
     "chain": {"en": "Chain ({n} steps, from the result back to the inputs)",
@@ -40,6 +41,10 @@ L: dict[str, dict[str, str]] = {
                           "`servewise audit PLAN.json`)",
                     "zh": "现在在目录中，但该方案未考虑它（知识库变了？可运行 `servewise audit PLAN.json`）"},
     "more_how": {"en": "more", "zh": "更多"},
+    "path": {"en": "Decision path ({n} steps, latest first):", "zh": "决策路径（{n} 步，从最后一步倒序）："},
+    "earlier": {"en": "… {n} earlier steps (--full shows them)", "zh": "……另有 {n} 个更早的步骤（--full 显示）"},
+    "full_hint": {"en": "sources, formulas and premises: servewise explain PLAN.json {target} --full",
+                  "zh": "来源、公式与前提：servewise explain PLAN.json {target} --full"},
     "identical": {"en": "identical: re-running the recorded workload under the current knowledge gives the "
                         "same plan", "zh": "一致：用当前知识库重新运行记录的工作负载，得到相同的方案"},
     "same_results": {"en": "the results and their explanations are the same; only the knowledge files changed",
@@ -148,6 +153,55 @@ def detail_lines(detail: dict[str, Any], lang: str, indent: str) -> list[str]:
     return out
 
 
+BRIEF_LINES = 25
+
+
+def is_tautology(formula: str | None, value: Any) -> bool:
+    """A formula that only restates its value (``'fp8'`` for fp8, ``3`` for 3): not worth a line."""
+    if not formula:
+        return True
+    text = formula.strip().strip("'\"")
+    return text in (str(value), fmt(value)) or (isinstance(value, bool) and text.lower() == str(value).lower())
+
+
+def _brief_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + f"{len(value)} fields" + "}"
+    text = fmt(value)
+    return text if len(text) <= 60 else f"[{len(value)} items]" if isinstance(value, list) else text
+
+
+def render_explain_brief(result: dict[str, Any], plan: dict[str, Any], lang: str, width: int = 80) -> str:
+    """The decision path in at most BRIEF_LINES lines (after wrapping to ``width``): what was decided,
+    by which rules (latest first), from which inputs and catalog entries; --full shows sources,
+    formulas and premises."""
+    target = result["target"]
+    comp = target.split(".")[0]
+    head = f"explain {target}"
+    if "." not in target and comp in plan["components"]:
+        head += f" — {component_line(comp, plan['components'][comp])}"
+    top = [head] + ([f"  ! {tr('undecided', lang)}"] if result["undecided"] else [])
+    given = [i for i in result["inputs"] if i["given"]]
+    inputs = ", ".join(f"{i['fact']}={fmt(i['value'])}" for i in given) or "—"
+    tail = [f"{tr('inputs', lang)} ({tr('given', lang)}): {inputs}",
+            f"{tr('catalog', lang)}: {', '.join(result['catalog']) or '—'}",
+            tr("full_hint", lang, target=target)]
+    steps = result["steps"]
+    lines: list[str] = []
+    for s in steps:
+        title = pick(s.get("title"), lang)
+        facts = [c for c in s["conclusions"] if c["fact"] in result["facts"] or len(s["conclusions"]) == 1]
+        shown = ", ".join(f"{c['fact'].removeprefix('components.')} = {_brief_value(c.get('value'))}"
+                          for c in facts[:2])
+        lines.append(f"  [{s['step']}] {s['rule']}" + (f" ⇒ {shown}" if shown else f" — {title}" if title else ""))
+    for room in range(len(steps), -1, -1):
+        more = ["  " + tr("earlier", lang, n=len(steps) - room)] if room < len(steps) else []
+        text = wrap("\n".join(top + [tr("path", lang, n=len(steps))] + lines[:room] + more + tail) + "\n", width)
+        if text.count("\n") <= BRIEF_LINES:
+            return text
+    return text
+
+
 def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> str:
     target = result["target"]
     comp = target.split(".")[0]
@@ -170,7 +224,7 @@ def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> s
         out.append(f"    {tr('why', lang)}: {pick(s['because_i18n'], lang)}")
         for c in s["conclusions"]:
             out.append(f"    ⇒ {c['fact']} = {fmt(c.get('value'))}")
-            if c.get("formula"):
+            if not is_tautology(c.get("formula"), c.get("value")):
                 out.append(f"        {tr('formula', lang)}: {c['formula']}")
             for d in c.get("details") or []:
                 key = json.dumps(d.get("steps") or d, sort_keys=True)
@@ -281,8 +335,11 @@ FORMAT = click.option("--format", "fmt_", type=click.Choice(["text", "json"]), d
 @click.argument("plan_file", metavar="PLAN.json", type=click.Path(dir_okay=False))
 @click.argument("component")
 @FORMAT
+@click.option("--brief/--full", "brief", default=None,
+              help=f"brief: the decision path in at most {BRIEF_LINES} lines (default in a terminal); "
+                   "full: every step with sources, formulas and premises (default otherwise).")
 @click.pass_obj
-def explain(settings, plan_file: str, component: str, fmt_: str) -> None:
+def explain(settings, plan_file: str, component: str, fmt_: str, brief: bool | None) -> None:
     """How COMPONENT (e.g. gpu, cooling, network.inter_node, cost) was chosen: the chain of rules
     back to the inputs and catalog entries, with sources and formulas."""
     plan = load_plan(plan_file)
@@ -290,7 +347,15 @@ def explain(settings, plan_file: str, component: str, fmt_: str) -> None:
         result = ex.explain(plan, component, rule_titles(settings))
     except ex.ExplainError as exc:
         raise InputError(f"{plan_file}: {exc}") from None
-    click.echo(dump(result) if fmt_ == "json" else render_explain(result, plan, settings.lang), nl=False)
+    if brief is None:
+        brief = sys.stdout.isatty()
+    if fmt_ == "json":
+        text = dump(result)
+    elif brief:
+        text = render_explain_brief(result, plan, settings.lang, output_width())
+    else:
+        text = wrap(render_explain(result, plan, settings.lang), output_width())
+    click.echo(text, nl=False)
 
 
 @click.command("why-not")
@@ -309,7 +374,8 @@ def why_not(settings, plan_file: str, option: str, fmt_: str) -> None:
         result = ex.why_not(plan, option, rule_titles(settings), gpus)
     except ex.ExplainError as exc:
         raise InputError(f"{plan_file}: {exc}") from None
-    click.echo(dump(result) if fmt_ == "json" else render_why_not(result, settings.lang), nl=False)
+    click.echo(dump(result) if fmt_ == "json" else wrap(render_why_not(result, settings.lang), output_width()),
+               nl=False)
 
 
 @click.command("audit")
@@ -338,7 +404,8 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
         raise InputError(f"{plan_file}: recorded workload: {exc}") from None
     except (RuleRuntimeError, LoopError) as exc:
         raise InputError(f"rule base: {exc}") from None
-    click.echo(dump(report) if fmt_ == "json" else render_audit(report, settings.lang), nl=False)
+    click.echo(dump(report) if fmt_ == "json" else wrap(render_audit(report, settings.lang), output_width()),
+               nl=False)
     if not report["identical"]:
         sys.exit(1)
 

@@ -19,6 +19,7 @@ from ..engine.yamlio import OutputError, write_text_atomic
 from . import render
 from .errors import InputError, InternalError
 from .i18n import default_lang
+from .wrap import NOT_A_TTY_WIDTH, output_width, wrap
 
 
 class Settings:
@@ -129,7 +130,7 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
 
         text = to_html(result.plan, settings.lang)
     else:
-        text = render.to_text(result.plan, settings.lang)
+        text = wrap(render.to_text(result.plan, settings.lang), output_width() if not output else NOT_A_TTY_WIDTH)
     write_output(text, output, settings.lang)
     if not result.feasible:
         sys.exit(1)

@@ -34,7 +34,9 @@ def _v(value: Any) -> str:
 
 
 def _short(text: str, limit: int = 110) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    """Component lines are never cut (text output is wrapped to the terminal instead; reports
+    show everything); ``limit`` is kept for callers."""
+    return text
 
 
 SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {

@@ -92,13 +92,16 @@ def _target_facts(plan: dict[str, Any], target: str) -> tuple[str, dict[str, Any
     head, _, field = name.partition(".")
     lookup = {k.lower(): k for k in list(plan["components"]) + list(TOP_SECTIONS)}
     if head.lower() not in lookup:
-        raise ExplainError(f"unknown component '{target}'", _close(target, targets(plan)))
+        raise ExplainError(f"unknown component '{target}' (components: "
+                           f"{', '.join(list(plan['components']) + list(TOP_SECTIONS))})",
+                           _close(target, targets(plan)))
     head = lookup[head.lower()]
     section = plan["components"][head] if head in plan["components"] else plan.get(head, {})
     prefix = f"components.{head}" if head in plan["components"] else head
     if field:
         if field not in section:
-            raise ExplainError(f"unknown field '{target}'", _close(target, targets(plan)))
+            raise ExplainError(f"unknown field '{target}' (fields of {head}: {', '.join(section) or '—'})",
+                               _close(target, targets(plan)))
         return f"{head}.{field}", {f"{prefix}.{field}": section[field]}
     return head, {f"{prefix}.{f}": v for f, v in section.items()}
 

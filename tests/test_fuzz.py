@@ -21,7 +21,6 @@ from servewise.engine.planfile import PlanFileError, parse_plan, validate_plan
 from servewise.engine.rulebase import load_rule_file
 from servewise.engine.yamlio import YamlError, load_text
 
-
 SCALE = float(os.environ.get("SERVEWISE_FUZZ_SCALE", "1"))
 
 

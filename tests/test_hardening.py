@@ -372,3 +372,68 @@ def test_lang_accepted_after_the_subcommand():
     assert hoist_global_options(["plan", "--", "--lang"]) == ["plan", "--", "--lang"]
     res = invoke("schema", "plan", "--lang", "zh")
     assert res.exit_code == 0
+
+
+# --------------------------------------------------------------- 7. explanations and text output
+
+def test_text_output_wraps_to_80_columns_and_never_truncates(tmp_path):
+    from servewise.cli.i18n import display_width
+
+    for lang in ("en", "zh"):
+        res = invoke("--lang", lang, "plan", SMALL)
+        assert res.exit_code == 0
+        lines = res.output.splitlines()
+        assert max(display_width(line) for line in lines) <= 82, lang  # CJK punctuation may hang over
+        assert "…" not in "".join(line for line in lines if not line.startswith(("more", "更多")))
+
+
+def test_wrap_keeps_every_character_and_aligns_continuations():
+    from servewise.cli.i18n import display_width
+    from servewise.cli.wrap import wrap
+
+    text = ("  Storage       5.44 TB usable: 4 × 3.84 TB Samsung PM1743 (PCIe NVMe), RAID 10; system 2 × 480 GB\n"
+            "  - 内存: 显存一半 = 4 × 80 GB ÷ 2 = 160 GB；加载 + KV = 255 GB；取较大者 255 GB，12 个通道每通道一条同容量内存\n"
+            "  x " + "y" * 200 + "\n")
+    out = wrap(text, 60)
+    assert "".join(text.split()) == "".join(out.split())
+    assert all(display_width(line) <= 62 for line in out.splitlines())
+    assert out.splitlines()[1].startswith(" " * 16) and not out.splitlines()[1].startswith(" " * 17)
+
+
+def test_labels_aligned_by_display_width():
+    from servewise.cli.i18n import display_width, pad
+
+    assert display_width("卡间互联") == 8 and pad("卡间互联", 13) == "卡间互联     "
+    lines = invoke("--lang", "zh", "plan", SMALL).output.splitlines()
+    config = lines[lines.index("配置") + 1:]
+    config = config[: config.index("")]
+    for line in config:
+        if not line.startswith("   "):  # a label line, not a wrapped continuation
+            label_end = len(line) - len(line[2:].lstrip().split("  ", 1)[1].lstrip())
+            assert display_width(line[:label_end]) == 16, line
+
+
+def test_explain_brief_and_full(saved):
+    path, plan = saved
+    brief = invoke("explain", str(path), "gpu", "--brief")
+    assert brief.exit_code == 0 and len(brief.output.splitlines()) <= 25
+    assert "--full" in brief.output and "None" not in brief.output
+    full = invoke("explain", str(path), "gpu", "--full")
+    assert len(full.output.splitlines()) > 25
+    assert invoke("explain", str(path), "gpu").output == full.output  # not a terminal: full
+    assert "'fp8' = fp8" not in full.output and "formula: 'fp8'" not in full.output
+
+
+def test_unknown_component_lists_the_valid_ones(saved):
+    path, _ = saved
+    res = invoke("explain", str(path), "zzzz")
+    assert res.exit_code == 2 and "components: " in res.output and "cooling" in res.output
+
+
+def test_open_questions_only_list_unanswered_inputs():
+    from servewise.cli.render import open_asks
+
+    plan = {"defaults_used": ["deployment.horizon_months"],
+            "asks": [{"input": "deployment.horizon_months", "rule": "r", "because": {"en": "h"}},
+                     {"input": "traffic.peak_qps", "rule": "r2", "because": {"en": "q"}}]}
+    assert [a["input"] for a in open_asks(plan)] == ["deployment.horizon_months"]
