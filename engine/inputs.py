@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import difflib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,7 @@ class InputDef:
     question: dict[str, str]
     help: dict[str, str]
     ask_if: str | None
+    labels: dict[str, dict[str, str]] = field(default_factory=dict, hash=False, compare=False)
 
 
 @lru_cache(maxsize=1)
@@ -73,7 +74,7 @@ def input_defs() -> tuple[InputDef, ...]:
             nullable=bool(d.get("nullable", False)), required=bool(d.get("required", False)),
             unit=d.get("unit"), choices=tuple(d["choices"]) if "choices" in d else None,
             minimum=d.get("min"), maximum=d.get("max"), question=d["question"],
-            help=d.get("help", {}), ask_if=d.get("ask_if"),
+            help=d.get("help", {}), ask_if=d.get("ask_if"), labels=d.get("labels") or {},
         )
         for d in raw
     )

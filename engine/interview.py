@@ -234,7 +234,7 @@ def _number(text: str) -> Any:
 def _pick_choice(d: InputDef, text: str) -> Any:
     choices = list(d.choices or ())
     for c in choices:
-        if str(c).lower() == text.lower():
+        if str(c).lower() == text.lower() or any(names.get(str(c)) == text for names in d.labels.values()):
             return c
     if text.isdigit() and 1 <= int(text) <= len(choices):
         return choices[int(text) - 1]
@@ -298,59 +298,8 @@ def plan_answers(session: Session, rulebase: RuleBase) -> PlanResult:
     return plan_workload(workload, defaults, rulebase, "<answers>")
 
 
-# ----- HOW and WHY-NOT -------------------------------------------------------------------------
-
-def how(plan: dict[str, Any], component: str) -> list[dict[str, Any]]:
-    """Trace steps that set ``components.<component>.*``, then the steps they rely on (one level).
-
-    Each entry: step, rule, stage, because (i18n), source, conclusions (fact, value, formula),
-    ``direct`` (True for the steps that set the component)."""
-    prefix = f"components.{component}."
-    by_no = {s["step"]: s for s in plan.get("trace", [])}
-    direct = [s for s in plan.get("trace", []) if any(c["fact"].startswith(prefix) for c in s["conclusions"])]
-    support: list[int] = []
-    for s in direct:
-        for p in s.get("premises", []):
-            n = p.get("step")
-            if n in by_no and n not in support and all(n != d["step"] for d in direct):
-                support.append(n)
-    out = []
-    for s, is_direct in [(s, True) for s in direct] + [(by_no[n], False) for n in sorted(support)]:
-        concl = [c for c in s["conclusions"] if not is_direct or c["fact"].startswith(prefix)]
-        out.append({"step": s["step"], "rule": s["rule"], "stage": s.get("stage"),
-                    "because": s.get("because_i18n") or {"en": s.get("because", "")},
-                    "source": s.get("source"), "conclusions": concl, "direct": is_direct})
-    return out
-
-
-def _norm(text: str) -> str:
-    return "".join(ch for ch in str(text).lower() if ch.isalnum())
-
-
-def same_option(a: str, b: str) -> bool:
-    """Names equal up to case, spaces and punctuation (``h100-sxm`` is ``H100 SXM``)."""
-    return _norm(a) == _norm(b)
-
-
-def why_not(plan: dict[str, Any], option: str) -> list[dict[str, Any]]:
-    """Rejections of ``option``: an exact option id, or a GPU model matching the first part of
-    candidate ids such as ``L40S | bf16 | tp2`` (ranked-out candidates first: they were feasible
-    and lost on cost, the closest alternatives)."""
-    exact = [r for r in plan.get("rejected", []) if same_option(r["option"], option)]
-    if exact:
-        return exact
-    found = [r for r in plan.get("rejected", []) if same_option(r["option"].split(" | ")[0], option)]
-    return sorted(found, key=lambda r: not r.get("ranked"))
-
-
-def chosen_options(plan: dict[str, Any]) -> list[str]:
-    """Values of the plan's components (to say 'this is the chosen one' for why-not)."""
-    out = []
-    for comp in plan.get("components", {}).values():
-        for value in comp.values():
-            if isinstance(value, str):
-                out.append(value)
-    return out
+# HOW and WHY-NOT over the plan are engine/explain.py's `explain` and `why_not`, shared with the
+# auditor's commands (one implementation).
 
 
 # ----- the answers file ------------------------------------------------------------------------

@@ -437,3 +437,38 @@ def test_open_questions_only_list_unanswered_inputs():
             "asks": [{"input": "deployment.horizon_months", "rule": "r", "because": {"en": "h"}},
                      {"input": "traffic.peak_qps", "rule": "r2", "because": {"en": "q"}}]}
     assert [a["input"] for a in open_asks(plan)] == ["deployment.horizon_months"]
+
+
+# ------------------------------------------------------------------------------ 6. the interview
+
+def test_interview_after_the_plan_shares_how_and_why_not_and_can_change_an_answer(tmp_path):
+    from servewise.engine import explain as ex
+    from servewise.engine.inputs import load_workload
+    from servewise.engine.plan import plan_workload
+
+    answers = tmp_path / "a.yaml"
+    answers.write_text(SMALL_TEXT)
+    script = "done\n？\nhelp\nhow cooling\nwhy-not liquid\nwhy-not rent\nhow cost\nchange traffic.peak_qps\n６\nquit\n"
+    res = CliRunner().invoke(group, ["ask", "--lang", "en", "--answers", str(answers), "-o", str(tmp_path / "s.yaml")],
+                             input=script)
+    out = res.output
+    assert res.exit_code == 0, out
+    assert out.count("change <input>") >= 3  # banner, then ？ (full width) and help print the commands
+    assert "unknown command" not in out
+    workload, defaults = load_workload(answers)
+    plan = plan_workload(workload, defaults).plan
+    for target in ("cooling", "cost"):
+        assert f"explain {target}" in out and ex.explain(plan, target)["steps"]
+    assert "why-not liquid:" in out and "why-not rent:" in out and "no rule" not in out
+    assert "servewise plan — Llama-3.1-8B, online, 6 QPS" in out  # re-planned after the change
+    assert "peak_qps: 6" in (tmp_path / "s.yaml").read_text()
+
+
+def test_interview_accepts_full_width_and_chinese_choice_names():
+    from servewise.cli.cmd_ask import normalise_input
+    from servewise.engine import interview as iv
+    from servewise.engine.inputs import input_def
+
+    assert normalise_input("？") == "?" and normalise_input("ｈｏｗ　ｇｐｕ") == "how gpu"
+    assert iv.parse_answer(input_def("mode"), "在线") == "online"
+    assert iv.parse_answer(input_def("constraints.cooling_available"), "液冷") == "liquid"
