@@ -189,8 +189,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append("")
         out.append(t("warnings", lang))
         for warn in serious:
-            message = pick(warn.get("message_i18n") or warn["message"], lang)
-            out.append(f"  ! [{warn['severity']}] {message} ({warn['rule']})")
+            out.append(f"  ! [{warn['severity']}] {warning_text(warn, lang)} ({warn['rule']})")
     if notes:
         out.append("")
         out.append(f"{t('notes', lang)} ({len(notes)}): " + ", ".join(w["rule"] for w in notes))
@@ -217,6 +216,15 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     out.append("")
     out.append(t("more", lang))
     return "\n".join(out) + "\n"
+
+
+def warning_text(warn: dict[str, Any], lang: str) -> str:
+    """A warning in ``lang``, prefixed with its pool's label when several models share the plan
+    (the label is data, ``warn["pool"]``; the English ``message`` already carries it)."""
+    if not warn.get("message_i18n"):
+        return warn["message"]
+    prefix = f"[{warn['pool']}] " if warn.get("pool") else ""
+    return prefix + pick(warn["message_i18n"], lang)
 
 
 def question_text(key: str) -> dict[str, str]:
@@ -338,7 +346,7 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"## {t('warnings', lang)}")
     o.append("")
     for warn in plan["warnings"]:
-        message = _md_escape(pick(warn.get("message_i18n") or warn["message"], lang))
+        message = _md_escape(warning_text(warn, lang))
         o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
     if not plan["warnings"]:
         o.append("none")

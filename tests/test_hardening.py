@@ -472,3 +472,13 @@ def test_interview_accepts_full_width_and_chinese_choice_names():
     assert normalise_input("？") == "?" and normalise_input("ｈｏｗ　ｇｐｕ") == "how gpu"
     assert iv.parse_answer(input_def("mode"), "在线") == "online"
     assert iv.parse_answer(input_def("constraints.cooling_available"), "液冷") == "liquid"
+
+
+def test_pool_label_kept_in_every_language_and_renderer():
+    from servewise.cli.render import warning_text
+
+    warn = {"rule": "r", "severity": "warning", "pool": "Qwen2.5-7B (cs)", "message": "[Qwen2.5-7B (cs)] hot",
+            "message_i18n": {"en": "hot", "zh": "过热"}}
+    assert warning_text(warn, "zh") == "[Qwen2.5-7B (cs)] 过热"
+    assert warning_text(warn, "en") == warn["message"]
+    assert warning_text({"rule": "r", "message": "plain"}, "zh") == "plain"
