@@ -30,6 +30,8 @@ S: dict[str, dict[str, str]] = {
     "resumed": {"en": "Resuming {file}: {n} answer(s) so far.", "zh": "继续 {file}：已有 {n} 个回答。"},
     "planning": {"en": "planning…", "zh": "规划中…"},
     "unit": {"en": "unit", "zh": "单位"},
+    "integer": {"en": "integer", "zh": "整数"},
+    "number": {"en": "number", "zh": "数字"},
     "allowed": {"en": "allowed", "zh": "允许值"},
     "default": {"en": "default", "zh": "默认"},
     "current": {"en": "current answer", "zh": "当前回答"},
@@ -148,7 +150,7 @@ def describe(term: Terminal, q: iv.Question, session: iv.Session) -> list[str]:
         parts.append(term.s("model_hint"))
     elif d.type in ("number", "integer"):
         unit = f" {d.unit}" if d.unit else ""
-        kind = "integer" if d.type == "integer" else "number"
+        kind = term.s("integer" if d.type == "integer" else "number")
         rng = f", {_num(d.minimum)} … {_num(d.maximum)}" if d.minimum is not None and d.maximum is not None else ""
         parts.append(f"{kind}{rng}{unit}")
     elif d.type == "choice":
