@@ -3,29 +3,38 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+PIP    := $(BIN)/python -m pip -qq --disable-pip-version-check
 
-.PHONY: run test lint rules-test bench clean
+.PHONY: run test lint rules-test bench smoke clean
 
 $(BIN)/python:
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install --upgrade pip
 
 $(VENV)/.installed: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e .
-	touch $@
+	@$(PIP) install -e .
+	@touch $@
 
 $(VENV)/.installed-test: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[test]'
-	touch $@ $(VENV)/.installed
+	@$(PIP) install -e '.[test]'
+	@touch $@ $(VENV)/.installed
 
 run: $(VENV)/.installed
-	$(BIN)/servewise plan examples/chat-70b-online.yaml
+	@$(BIN)/servewise plan examples/chat-70b-online.yaml
+	@echo "next: $(BIN)/servewise --help   (or: source $(BIN)/activate, then servewise plan YOUR.yaml)"
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/servewise rules lint
 	$(BIN)/python -m pytest -n 2 --ignore=tests/test_ask_pty.py
 	$(BIN)/python -m pytest tests/test_ask_pty.py   # pseudo-terminal tests: forkpty outside xdist's threads
+	@$(MAKE) --no-print-directory smoke
+
+# Build the wheel, install it (no dependencies: they come from .venv) into a throw-away venv and
+# run its console script: catches packaging mistakes (a missing data file) that the editable
+# install hides.
+smoke: $(VENV)/.installed-test
+	@$(BIN)/python tests/smoke_wheel.py
 
 rules-test: $(VENV)/.installed
 	$(BIN)/servewise rules test

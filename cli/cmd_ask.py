@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,8 @@ from ..engine.inputs import WorkloadError
 from ..engine.runner import LoopError, RuleRuntimeError
 from . import render
 from .errors import InputError
-from .i18n import COMPONENT_NAMES, pick
+from .i18n import pick
+from .wrap import output_width, wrap
 
 DEFAULT_SAVE = "servewise-answers.yaml"
 S: dict[str, dict[str, str]] = {
@@ -28,6 +30,8 @@ S: dict[str, dict[str, str]] = {
     "resumed": {"en": "Resuming {file}: {n} answer(s) so far.", "zh": "继续 {file}：已有 {n} 个回答。"},
     "planning": {"en": "planning…", "zh": "规划中…"},
     "unit": {"en": "unit", "zh": "单位"},
+    "integer": {"en": "integer", "zh": "整数"},
+    "number": {"en": "number", "zh": "数字"},
     "allowed": {"en": "allowed", "zh": "允许值"},
     "default": {"en": "default", "zh": "默认"},
     "current": {"en": "current answer", "zh": "当前回答"},
@@ -55,8 +59,11 @@ S: dict[str, dict[str, str]] = {
                     "zh": "已中断。{n} 个回答已保存到 {file}；继续：servewise ask --resume {file}"},
     "finished": {"en": "All questions answered ({file}); `servewise plan {file}` gives this plan.",
                  "zh": "问题已全部回答（{file}）；`servewise plan {file}` 会得到同样的方案。"},
-    "after": {"en": "Ask: how <component> ({components}) · why-not <option> (e.g. {example}) · quit",
-              "zh": "可输入：how <组件>（{components}）· why-not <选项>（如 {example}）· quit"},
+    "after": {"en": "Ask: how <component> ({components}) · why-not <option> (e.g. {example}) · "
+                    "change <input> (answer again, re-plan) · help · quit",
+              "zh": "可输入：how <组件>（{components}）· why-not <选项>（如 {example}）· "
+                    "change <输入项>（重新回答并重新规划）· help · quit"},
+    "change_unknown": {"en": "no input '{key}'; inputs: {keys}", "zh": "没有输入项 '{key}'；可选：{keys}"},
     "how_head": {"en": "How {comp} was chosen:", "zh": "{comp} 是如何选出的："},
     "how_none": {"en": "no rule set the component '{comp}'; components: {components}",
                  "zh": "没有规则设定组件 '{comp}'；可选组件：{components}"},
@@ -65,8 +72,8 @@ S: dict[str, dict[str, str]] = {
                     "zh": "本方案中没有规则排除 '{option}'（被排除的选项：{examples}）"},
     "whynot_chosen": {"en": "'{option}' is part of the chosen configuration.",
                       "zh": "'{option}' 就是所选配置的一部分。"},
-    "unknown_cmd": {"en": "unknown command; use how <component>, why-not <option> or quit",
-                    "zh": "未知命令；请使用 how <组件>、why-not <选项> 或 quit"},
+    "unknown_cmd": {"en": "unknown command; use how <component>, why-not <option>, change <input>, help or quit",
+                    "zh": "未知命令；请使用 how <组件>、why-not <选项>、change <输入项>、help 或 quit"},
     "exists": {"en": "{file} already exists: continue it with --resume {file}, or save elsewhere with -o FILE",
                "zh": "{file} 已存在：用 --resume {file} 继续，或用 -o FILE 另存"},
 }
@@ -75,6 +82,10 @@ COMMANDS_SKIP = {"skip", "s", "跳过"}
 COMMANDS_QUIT = {"quit", "q", "exit", "退出"}
 COMMANDS_WHY = {"?", "why", "为什么"}
 COMMANDS_DONE = {"done", "plan", "完成"}
+COMMANDS_HOW = {"how", "explain", "如何", "怎么"}
+COMMANDS_WHY_NOT = {"why-not", "whynot", "why_not", "为什么不"}
+COMMANDS_CHANGE = {"change", "set", "修改", "改"}
+COMMANDS_HELP = {"help", "h", "帮助"}
 
 
 class Stop(Exception):
@@ -106,7 +117,13 @@ class Terminal:
         line = sys.stdin.readline()
         if not line:
             raise Stop
-        return line.strip()
+        return normalise_input(line)
+
+
+def normalise_input(text: str) -> str:
+    """Full-width forms typed with a Chinese input method (？, ｈｏｗ, １０, ，) as their ASCII
+    equivalents (NFKC), trimmed."""
+    return unicodedata.normalize("NFKC", text).strip()
 
 
 def _fmt(value: Any) -> str:
@@ -133,11 +150,13 @@ def describe(term: Terminal, q: iv.Question, session: iv.Session) -> list[str]:
         parts.append(term.s("model_hint"))
     elif d.type in ("number", "integer"):
         unit = f" {d.unit}" if d.unit else ""
-        kind = "integer" if d.type == "integer" else "number"
+        kind = term.s("integer" if d.type == "integer" else "number")
         rng = f", {_num(d.minimum)} … {_num(d.maximum)}" if d.minimum is not None and d.maximum is not None else ""
         parts.append(f"{kind}{rng}{unit}")
     elif d.type == "choice":
-        parts.append(f"{term.s('allowed')}: " + " | ".join(f"{i}) {c}" for i, c in enumerate(d.choices or (), 1)))
+        names = d.labels.get(term.lang, {})
+        parts.append(f"{term.s('allowed')}: " + " | ".join(
+            f"{i}) {c}" + (f" {names[c]}" if c in names else "") for i, c in enumerate(d.choices or (), 1)))
     elif d.type == "choices":
         parts.append(f"{term.s('list')} {', '.join(d.choices or ())}")
     elif d.type == "strings":
@@ -181,7 +200,13 @@ class Interview:
         self._plan: dict[str, Any] | None = None
 
     def persist(self) -> None:
-        iv.save_answers(self.save, self.session)
+        from ..engine.messages import message
+        from ..engine.yamlio import OutputError
+
+        try:
+            iv.save_answers(self.save, self.session)
+        except OutputError as exc:
+            raise InputError(message(exc.code, self.term.lang, **exc.fields)) from None
 
     def plan(self) -> dict[str, Any] | None:
         if not self.session.answered("model"):
@@ -255,68 +280,72 @@ class Interview:
             return
 
 
-def show_how(term: Terminal, plan: dict[str, Any], comp: str) -> None:
-    steps = iv.how(plan, comp)
-    names = ", ".join(plan["components"])
-    if not steps:
-        term.say(term.s("how_none", comp=comp, components=names))
+def show_how(term: Terminal, plan: dict[str, Any], target: str, rules: dict[str, Any] | None = None) -> None:
+    """HOW: the same explanation as `servewise explain PLAN.json TARGET --brief`."""
+    from ..engine import explain as ex
+    from .cmd_audit import render_explain_brief
+
+    try:
+        result = ex.explain(plan, target, rules)
+    except ex.ExplainError as exc:
+        term.say(str(exc), {"fg": "yellow"})
         return
-    label = pick(COMPONENT_NAMES.get(comp, {"en": comp}), term.lang)
-    term.say(term.s("how_head", comp=label), {"bold": True})
-    term.say("  " + render.component_line(comp, plan["components"].get(comp, {})))
-    shown_support = False
-    for s in steps:
-        if not s["direct"] and not shown_support:
-            term.say("  " + term.s("based_on"))
-            shown_support = True
-        indent = "  " if s["direct"] else "    "
-        term.say(f"{indent}[{s['step']}] {s['rule']} ({s['stage']}): {pick(s['because'], term.lang)}")
-        if s["direct"]:
-            for c in s["conclusions"]:
-                formula = f"  ({c['formula']})" if c.get("formula") else ""
-                term.say(f"{indent}    {c['fact']} = {_fmt(c['value'])}{formula}")
-            src = s["source"] if isinstance(s["source"], list) else [s["source"] or {}]
-            for x in src:
-                ref = x.get("guideline") or x.get("url")
-                if ref:
-                    ref = ", ".join(ref) if isinstance(ref, list) else ref
-                    quote = f": 「{x['quote']}」" if x.get("quote") else ""
-                    term.say(f"{indent}    source {ref} ({x.get('doc', '')} {x.get('section', '')}){quote}")
+    term.say(render_explain_brief(result, plan, term.lang, output_width()).rstrip("\n"))
 
 
-def show_why_not(term: Terminal, plan: dict[str, Any], option: str) -> None:
-    if any(iv.same_option(option, v) for v in iv.chosen_options(plan)):
-        term.say(term.s("whynot_chosen", option=option))
-    found = iv.why_not(plan, option)
-    if not found:
-        if not any(iv.same_option(option, v) for v in iv.chosen_options(plan)):
-            examples = list(dict.fromkeys(r["option"].split(" | ")[0] for r in plan["rejected"]))
-            more = f", … (+{len(examples) - 12})" if len(examples) > 12 else ""
-            term.say(term.s("whynot_none", option=option, examples=", ".join(examples[:12]) + more or "—"))
+def show_why_not(term: Terminal, plan: dict[str, Any], option: str, rules: dict[str, Any] | None = None) -> None:
+    """WHY-NOT: the same answer as `servewise why-not PLAN.json OPTION`."""
+    from ..engine import explain as ex
+    from ..engine.catalog import load_catalog
+    from .cmd_audit import render_why_not
+
+    gpus = dict(load_catalog().table("gpus").index)
+    try:
+        result = ex.why_not(plan, option, rules, gpus)
+    except ex.ExplainError as exc:
+        term.say(str(exc), {"fg": "yellow"})
         return
-    for r in found[:8]:
-        term.say(f"  - {r['option']} [{r['rule']}]: {pick(r.get('because_i18n') or r['because'], term.lang)}")
-    if len(found) > 8:
-        term.say("  " + term.s("more", n=len(found) - 8))
+    term.say(wrap(render_why_not(result, term.lang), output_width()).rstrip("\n"))
 
 
-def after_plan(term: Terminal, plan: dict[str, Any]) -> None:
-    """HOW and WHY-NOT over the finished plan until quit (or end of input)."""
+def after_plan(term: Terminal, runner: Interview, plan: dict[str, Any]) -> dict[str, Any]:
+    """HOW, WHY-NOT and changing an answer over the finished plan until quit (or end of input);
+    returns the latest plan."""
+    from ..engine import explain as ex
+
+    rules = ex.rule_index(runner.rulebase)
     first = next((r["option"].split(" | ")[0] for r in plan["rejected"]), "air")
-    term.say(term.s("after", components=", ".join(plan["components"]), example=first))
+    help_line = term.s("after", components=", ".join(plan["components"]), example=first)
+    term.say(help_line)
     while True:
         try:
             text = term.read("servewise> ")
         except Stop:
-            return
+            return plan
         verb, _, arg = text.partition(" ")
         verb, arg = verb.lower(), arg.strip()
         if verb in COMMANDS_QUIT:
-            return
-        if verb == "how" and arg:
-            show_how(term, plan, arg.lower())
-        elif verb in ("why-not", "whynot", "why_not") and arg:
-            show_why_not(term, plan, arg)
+            return plan
+        if verb in COMMANDS_HOW and arg:
+            show_how(term, plan, arg, rules)
+        elif verb in COMMANDS_WHY_NOT and arg:
+            show_why_not(term, plan, arg, rules)
+        elif verb in COMMANDS_CHANGE and arg:
+            key = next((d.key for d in iv.askable() if d.key == arg or d.key.endswith("." + arg)), None)
+            if key is None:
+                term.say(term.s("change_unknown", key=arg, keys=", ".join(d.key for d in iv.askable())))
+                continue
+            try:
+                runner.ask(iv.Question(key, iv.input_def(key), iv.readers(key, runner.rulebase)))
+            except Finish:
+                pass
+            new = runner.plan()
+            if new is not None and new is not plan:
+                plan = new
+                term.say("")
+                click.echo(wrap(render.to_text(plan, term.lang), output_width()), nl=False)
+        elif text.lower() in COMMANDS_HELP or text in COMMANDS_WHY:
+            term.say(help_line)
         elif text:
             term.say(term.s("unknown_cmd"))
 
@@ -368,12 +397,15 @@ def ask(settings, answers: str | None, resume: str | None, save: str | None) -> 
     session.done = True
     runner.persist()
     term.say("")
-    click.echo(render.to_text(plan, term.lang), nl=False)
+    click.echo(wrap(render.to_text(plan, term.lang), output_width()), nl=False)
     term.say(term.s("finished", file=target))
     try:
-        after_plan(term, plan)
+        plan = after_plan(term, runner, plan)
     except KeyboardInterrupt:
         term.say("")
+    except Stop:
+        pass
+    runner.persist()
     if not plan["feasible"]:
         sys.exit(1)
 

@@ -17,8 +17,8 @@ from ..engine import explain as ex
 from .errors import InputError
 from .i18n import pick
 from .render import component_line, to_json
+from .wrap import output_width, wrap
 
-PLAN_KEYS = ("knowledge_hash", "workload", "components", "rejected", "trace")
 L: dict[str, dict[str, str]] = {
     "chain": {"en": "Chain ({n} steps, from the result back to the inputs)",
               "zh": "推理链（{n} 步，从结果回溯到输入）"},
@@ -41,14 +41,24 @@ L: dict[str, dict[str, str]] = {
                           "`servewise audit PLAN.json`)",
                     "zh": "现在在目录中，但该方案未考虑它（知识库变了？可运行 `servewise audit PLAN.json`）"},
     "more_how": {"en": "more", "zh": "更多"},
+    "path": {"en": "Decision path ({n} steps, latest first):", "zh": "决策路径（{n} 步，从最后一步倒序）："},
+    "earlier": {"en": "… {n} earlier steps (--full shows them)", "zh": "……另有 {n} 个更早的步骤（--full 显示）"},
+    "full_hint": {"en": "sources, formulas and premises: servewise explain PLAN.json {target} --full",
+                  "zh": "来源、公式与前提：servewise explain PLAN.json {target} --full"},
     "identical": {"en": "identical: re-running the recorded workload under the current knowledge gives the "
                         "same plan", "zh": "一致：用当前知识库重新运行记录的工作负载，得到相同的方案"},
     "same_results": {"en": "the results and their explanations are the same; only the knowledge files changed",
                      "zh": "结果与解释相同；只有知识库文件变了"},
     "trace_only": {"en": "the results are the same; the explanation chain changed",
                    "zh": "结果相同；解释链变了"},
-    "changed": {"en": "CHANGED: the current knowledge gives a different plan",
-                "zh": "已变化：当前知识库给出不同的方案"},
+    "changed": {"en": "CHANGED: the knowledge changed (hash {old} → {new}) and gives a different plan; "
+                      "these values differ:",
+                "zh": "已变化：知识库变了（哈希 {old} → {new}），给出不同的方案；以下取值不同："},
+    "edited": {"en": "MISMATCH: the recorded inputs and result do not match (the file was edited, or "
+                     "servewise changed): the same knowledge ({old}) gives a different plan; these values differ:",
+               "zh": "不一致：记录的输入与结果不匹配（文件被修改过，或 servewise 本身变了）：同一知识库（{old}）"
+                     "给出不同的方案；以下取值不同："},
+    "rules_dirs": {"en": "rule folders (--rules-dir)", "zh": "规则文件夹（--rules-dir）"},
 }
 
 
@@ -57,21 +67,17 @@ def tr(key: str, lang: str, **kw: Any) -> str:
 
 
 def load_plan(path: str) -> dict[str, Any]:
-    """Read a plan.json written by `servewise plan --format json`; InputError when unusable."""
+    """Read and validate a plan.json written by `servewise plan --format json` (``-``: stdin);
+    InputError (one line naming the file and JSON path) when unusable."""
+    from ..engine.planfile import PlanFileError, load_plan_file
+
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such plan file (make one: servewise plan W.yaml --format json -o "
-                         f"{path})") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read the plan file: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}: not a plan JSON file: {exc.msg}") from None
-    missing = [k for k in PLAN_KEYS if not isinstance(data, dict) or k not in data]
-    if missing:
-        raise InputError(f"{path}: not a servewise plan (missing {', '.join(missing)}); "
-                         f"make one with servewise plan W.yaml --format json")
-    return data
+        return load_plan_file(path)
+    except PlanFileError as exc:
+        if exc.message == "file not found":
+            raise InputError(f"{path}: no such plan file (make one: servewise plan W.yaml --format json -o "
+                             f"{path})") from None
+        raise InputError(str(exc)) from None
 
 
 def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
@@ -147,6 +153,55 @@ def detail_lines(detail: dict[str, Any], lang: str, indent: str) -> list[str]:
     return out
 
 
+BRIEF_LINES = 25
+
+
+def is_tautology(formula: str | None, value: Any) -> bool:
+    """A formula that only restates its value (``'fp8'`` for fp8, ``3`` for 3): not worth a line."""
+    if not formula:
+        return True
+    text = formula.strip().strip("'\"")
+    return text in (str(value), fmt(value)) or (isinstance(value, bool) and text.lower() == str(value).lower())
+
+
+def _brief_value(value: Any) -> str:
+    if isinstance(value, dict):
+        return "{" + f"{len(value)} fields" + "}"
+    text = fmt(value)
+    return text if len(text) <= 60 else f"[{len(value)} items]" if isinstance(value, list) else text
+
+
+def render_explain_brief(result: dict[str, Any], plan: dict[str, Any], lang: str, width: int = 80) -> str:
+    """The decision path in at most BRIEF_LINES lines (after wrapping to ``width``): what was decided,
+    by which rules (latest first), from which inputs and catalog entries; --full shows sources,
+    formulas and premises."""
+    target = result["target"]
+    comp = target.split(".")[0]
+    head = f"explain {target}"
+    if "." not in target and comp in plan["components"]:
+        head += f" — {component_line(comp, plan['components'][comp])}"
+    top = [head] + ([f"  ! {tr('undecided', lang)}"] if result["undecided"] else [])
+    given = [i for i in result["inputs"] if i["given"]]
+    inputs = ", ".join(f"{i['fact']}={fmt(i['value'])}" for i in given) or "—"
+    tail = [f"{tr('inputs', lang)} ({tr('given', lang)}): {inputs}",
+            f"{tr('catalog', lang)}: {', '.join(result['catalog']) or '—'}",
+            tr("full_hint", lang, target=target)]
+    steps = result["steps"]
+    lines: list[str] = []
+    for s in steps:
+        title = pick(s.get("title"), lang)
+        facts = [c for c in s["conclusions"] if c["fact"] in result["facts"] or len(s["conclusions"]) == 1]
+        shown = ", ".join(f"{c['fact'].removeprefix('components.')} = {_brief_value(c.get('value'))}"
+                          for c in facts[:2])
+        lines.append(f"  [{s['step']}] {s['rule']}" + (f" ⇒ {shown}" if shown else f" — {title}" if title else ""))
+    for room in range(len(steps), -1, -1):
+        more = ["  " + tr("earlier", lang, n=len(steps) - room)] if room < len(steps) else []
+        text = wrap("\n".join(top + [tr("path", lang, n=len(steps))] + lines[:room] + more + tail) + "\n", width)
+        if text.count("\n") <= BRIEF_LINES:
+            return text
+    return text
+
+
 def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> str:
     target = result["target"]
     comp = target.split(".")[0]
@@ -169,7 +224,7 @@ def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> s
         out.append(f"    {tr('why', lang)}: {pick(s['because_i18n'], lang)}")
         for c in s["conclusions"]:
             out.append(f"    ⇒ {c['fact']} = {fmt(c.get('value'))}")
-            if c.get("formula"):
+            if not is_tautology(c.get("formula"), c.get("value")):
                 out.append(f"        {tr('formula', lang)}: {c['formula']}")
             for d in c.get("details") or []:
                 key = json.dumps(d.get("steps") or d, sort_keys=True)
@@ -240,8 +295,13 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
 def render_audit(report: dict[str, Any], lang: str) -> str:
     if report["identical"]:
         return f"audit: {tr('identical', lang)} (knowledge {report['new_knowledge_hash']})\n"
-    out = [f"audit: {tr('changed', lang)}",
-           f"  knowledge {report['old_knowledge_hash']} → {report['new_knowledge_hash']}"]
+    key = "edited" if report.get("status") == "edited" else "changed"
+    out = [f"audit: {tr(key, lang, old=report['old_knowledge_hash'], new=report['new_knowledge_hash'])}"]
+    old_dirs, new_dirs = report.get("old_rules_dirs") or [], report.get("new_rules_dirs") or []
+    if old_dirs != new_dirs:
+        show = ", ".join(f"{d['path']} ({d['hash']})" for d in old_dirs) or "—"
+        now = ", ".join(f"{d['path']} ({d['hash']})" for d in new_dirs) or "—"
+        out.append(f"  {tr('rules_dirs', lang)}: {show} → {now}")
     for c in report["changes"]:
         if c["path"] != "knowledge_hash":
             out.append(f"  {c['path']}: {fmt(c['old'])} → {fmt(c['new'])}")
@@ -275,8 +335,11 @@ FORMAT = click.option("--format", "fmt_", type=click.Choice(["text", "json"]), d
 @click.argument("plan_file", metavar="PLAN.json", type=click.Path(dir_okay=False))
 @click.argument("component")
 @FORMAT
+@click.option("--brief/--full", "brief", default=None,
+              help=f"brief: the decision path in at most {BRIEF_LINES} lines (default in a terminal); "
+                   "full: every step with sources, formulas and premises (default otherwise).")
 @click.pass_obj
-def explain(settings, plan_file: str, component: str, fmt_: str) -> None:
+def explain(settings, plan_file: str, component: str, fmt_: str, brief: bool | None) -> None:
     """How COMPONENT (e.g. gpu, cooling, network.inter_node, cost) was chosen: the chain of rules
     back to the inputs and catalog entries, with sources and formulas."""
     plan = load_plan(plan_file)
@@ -284,7 +347,15 @@ def explain(settings, plan_file: str, component: str, fmt_: str) -> None:
         result = ex.explain(plan, component, rule_titles(settings))
     except ex.ExplainError as exc:
         raise InputError(f"{plan_file}: {exc}") from None
-    click.echo(dump(result) if fmt_ == "json" else render_explain(result, plan, settings.lang), nl=False)
+    if brief is None:
+        brief = sys.stdout.isatty()
+    if fmt_ == "json":
+        text = dump(result)
+    elif brief:
+        text = render_explain_brief(result, plan, settings.lang, output_width())
+    else:
+        text = wrap(render_explain(result, plan, settings.lang), output_width())
+    click.echo(text, nl=False)
 
 
 @click.command("why-not")
@@ -303,7 +374,8 @@ def why_not(settings, plan_file: str, option: str, fmt_: str) -> None:
         result = ex.why_not(plan, option, rule_titles(settings), gpus)
     except ex.ExplainError as exc:
         raise InputError(f"{plan_file}: {exc}") from None
-    click.echo(dump(result) if fmt_ == "json" else render_why_not(result, settings.lang), nl=False)
+    click.echo(dump(result) if fmt_ == "json" else wrap(render_why_not(result, settings.lang), output_width()),
+               nl=False)
 
 
 @click.command("audit")
@@ -318,13 +390,22 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
     from ..engine.runner import LoopError, RuleRuntimeError
 
     plan = load_plan(plan_file)
+    dirs = settings.rules_dirs
+    if not dirs and plan.get("rules_dirs"):  # re-run with the rule folders the plan was made with
+        dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
+        missing = [str(d) for d in dirs if not d.exists()]
+        if missing:
+            raise InputError(f"{plan_file}: rules_dirs: the plan was made with --rules-dir {', '.join(missing)}, "
+                             f"which no longer exists; give the folder with --rules-dir")
+        settings.rules_dirs = dirs
     try:
-        report = ex.audit(plan, settings.rulebase())
+        report = ex.audit(plan, settings.rulebase(), dirs)
     except (WorkloadError, UnknownEntry) as exc:
         raise InputError(f"{plan_file}: recorded workload: {exc}") from None
     except (RuleRuntimeError, LoopError) as exc:
         raise InputError(f"rule base: {exc}") from None
-    click.echo(dump(report) if fmt_ == "json" else render_audit(report, settings.lang), nl=False)
+    click.echo(dump(report) if fmt_ == "json" else wrap(render_audit(report, settings.lang), output_width()),
+               nl=False)
     if not report["identical"]:
         sys.exit(1)
 

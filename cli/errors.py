@@ -16,3 +16,19 @@ class InputError(click.ClickException):
 
 class Infeasible(click.ClickException):
     exit_code = 1
+
+
+class InternalError(click.ClickException):
+    """A bug in servewise or its built-in knowledge (exit code 3): a short message and where to report."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, lang: str = "en"):
+        super().__init__(message)
+        self.lang = lang
+
+    def show(self, file=None) -> None:
+        from ..engine.messages import message
+
+        click.echo(message("internal.error", self.lang, kind="knowledge", text=self.message), err=True, file=file)
+        click.echo(message("internal.hint", self.lang), err=True, file=file)

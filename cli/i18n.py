@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import locale
 import os
+import unicodedata
 
 STRINGS: dict[str, dict[str, str]] = {
     "configuration": {"en": "Configuration", "zh": "配置"},
@@ -61,3 +62,14 @@ def pick(texts: dict[str, str] | str | None, lang: str) -> str:
     if isinstance(texts, str):
         return texts
     return texts.get(lang) or texts.get("en") or ""
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal: wide and full-width characters (CJK) count two."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+               for c in text)
+
+
+def pad(text: str, width: int) -> str:
+    """``text`` left-aligned in ``width`` display columns (``f"{text:<13}"`` counts characters)."""
+    return text + " " * max(0, width - display_width(text))

@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
 from ..engine.catalog import UnknownEntry
 from ..engine.inputs import WorkloadError, workload_schema
+from ..engine.messages import message
 from ..engine.plan import plan_file
 from ..engine.rulebase import RuleLoadError, load_rules
 from ..engine.runner import LoopError, RuleRuntimeError
+from ..engine.yamlio import OutputError, write_text_atomic
 from . import render
-from .errors import InputError
+from .errors import InputError, InternalError
 from .i18n import default_lang
+from .wrap import NOT_A_TTY_WIDTH, output_width, wrap
 
 
 class Settings:
@@ -34,30 +36,67 @@ class Settings:
             raise SystemExit(2) from None
 
 
-def write_output(text: str, output: str | None) -> None:
-    """Write to a file atomically (or to stdout)."""
-    if not output:
+def is_builtin_rule(file: str) -> bool:
+    """Whether a rule's file is one of the built-in rules (not from --rules-dir)."""
+    from ..engine.rulebase import RULES_DIR
+
+    return Path(file).resolve().is_relative_to(RULES_DIR.resolve())
+
+
+def write_output(text: str, output: str | None, lang: str = "en") -> None:
+    """Write to stdout (no file or ``-``) or atomically to a regular file (a device, FIFO, folder or
+    unwritable place is a one-line error, exit 2)."""
+    if not output or output == "-":
         click.echo(text, nl=False)
         return
-    target = Path(output)
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=".servewise-")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_text_atomic(output, text)
+    except OutputError as exc:
+        raise InputError(message(exc.code, lang, **exc.fields)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+GLOBAL_FLAGS = ("--debug",)
+GLOBAL_OPTIONS = ("--lang",)
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move ``--lang X`` / ``--lang=X`` / ``--debug`` given after the sub-command to the front, so
+    ``servewise ask --lang zh`` works like ``servewise --lang zh ask`` (not after ``--``)."""
+    front: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--":
+            rest += args[i:]
+            break
+        if a in GLOBAL_FLAGS or any(a.startswith(o + "=") for o in GLOBAL_OPTIONS):
+            front.append(a)
+        elif a in GLOBAL_OPTIONS and i + 1 < len(args):
+            front += [a, args[i + 1]]
+            i += 1
+        else:
+            rest.append(a)
+        i += 1
+    return front + rest
+
+
+class ServewiseGroup(click.Group):
+    """The top-level group: global options are accepted before or after the sub-command."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_global_options(list(args)))
+
+
+@click.group(cls=ServewiseGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--lang", type=click.Choice(["zh", "en"]), default=None,
-              help="Language of the output (default: from the locale).")
+              help="Language of the output (default: from the locale); before or after the sub-command.")
+@click.option("--debug", is_flag=True, help="On an internal error, print the Python traceback.")
 @click.option("--rules-dir", "rules_dirs", multiple=True, type=click.Path(),
               help="Extra rule folder, loaded after the built-in rules (repeatable).")
 @click.version_option(package_name="servewise")
 @click.pass_context
-def cli(ctx: click.Context, lang: str | None, rules_dirs: tuple[str, ...]) -> None:
+def cli(ctx: click.Context, lang: str | None, debug: bool, rules_dirs: tuple[str, ...]) -> None:
     """servewise: configure AI inference servers from workload facts, with the reasons."""
     ctx.obj = Settings(lang or default_lang(), rules_dirs)
 
@@ -71,12 +110,16 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
     """Plan the servers for WORKLOAD (a YAML workload file)."""
     rulebase = settings.rulebase()
     try:
-        result = plan_file(workload, rulebase)
+        result = plan_file(workload, rulebase, settings.rules_dirs)
     except WorkloadError as exc:
         raise InputError(str(exc)) from None
     except UnknownEntry as exc:
         raise InputError(f"{workload}: {exc}") from None
-    except (RuleRuntimeError, LoopError) as exc:
+    except RuleRuntimeError as exc:
+        if is_builtin_rule(exc.rule.file):  # valid input, built-in rule: a knowledge bug
+            raise InternalError(str(exc), settings.lang) from None
+        raise InputError(f"rule base: {exc}") from None
+    except LoopError as exc:
         raise InputError(f"rule base: {exc}") from None
     if fmt == "json":
         text = render.to_json(result.plan)
@@ -87,8 +130,8 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
 
         text = to_html(result.plan, settings.lang)
     else:
-        text = render.to_text(result.plan, settings.lang)
-    write_output(text, output)
+        text = wrap(render.to_text(result.plan, settings.lang), output_width() if not output else NOT_A_TTY_WIDTH)
+    write_output(text, output, settings.lang)
     if not result.feasible:
         sys.exit(1)
 
@@ -152,5 +195,67 @@ def _register_optional() -> None:
 _register_optional()
 
 
+def _lang_of(args: list[str]) -> str:
+    for i, a in enumerate(args):
+        if a.startswith("--lang="):
+            return a.split("=", 1)[1] if a.split("=", 1)[1] in ("zh", "en") else "en"
+        if a == "--lang" and i + 1 < len(args) and args[i + 1] in ("zh", "en"):
+            return args[i + 1]
+    return default_lang()
+
+
+def run(args: list[str] | None = None) -> int:
+    """Run the CLI and return the exit code of CONTRACTS §4: 0 ok, 1 infeasible / differs, 2 bad
+    input, 3 internal error (traceback only with --debug), 130 interrupted."""
+    args = list(sys.argv[1:] if args is None else args)
+    lang = _lang_of(args)
+    debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
+    try:
+        try:
+            cli.main(args=args, prog_name="servewise", standalone_mode=False)
+            code = 0
+        except click.exceptions.Exit as exc:
+            code = exc.exit_code
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 2)
+        except click.ClickException as exc:
+            exc.show()
+            code = exc.exit_code
+        except click.exceptions.Abort:
+            click.echo(message("interrupted", lang), err=True)
+            code = 130
+        sys.stdout.flush()
+        return code
+    except KeyboardInterrupt:
+        click.echo(message("interrupted", lang), err=True)
+        return 130
+    except BrokenPipeError:  # the reader went away (`servewise plan W | head`): nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 2
+    except OSError as exc:
+        if exc.filename is None and sys.stdout.closed is False:  # writing stdout failed (disk full)
+            try:
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            except OSError:
+                pass
+            click.echo(message("error.prefix", lang, text=message("output.stdout", lang, reason=exc.strerror)),
+                       err=True)
+            return 2
+        return _internal(exc, lang, debug)
+    except Exception as exc:  # noqa: BLE001 - the last resort: short message, exit 3
+        return _internal(exc, lang, debug)
+
+
+def _internal(exc: BaseException, lang: str, debug: bool) -> int:
+    if debug:
+        import traceback
+
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+    text = str(exc).splitlines()[0][:300] if str(exc) else ""
+    click.echo(message("internal.error", lang, kind=type(exc).__name__, text=text), err=True)
+    click.echo(message("internal.hint", lang), err=True)
+    return 3
+
+
 def main() -> None:
-    cli(prog_name="servewise")
+    sys.exit(run())

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from ..engine.plan import COMPONENT_FIELDS
-from .i18n import COMPONENT_NAMES, pick, t
+from .i18n import COMPONENT_NAMES, pad, pick, t
 
 CONTRACT_COMPONENTS = tuple(COMPONENT_FIELDS)
 
@@ -33,7 +34,9 @@ def _v(value: Any) -> str:
 
 
 def _short(text: str, limit: int = 110) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+    """Component lines are never cut (text output is wrapped to the terminal instead; reports
+    show everything); ``limit`` is kept for callers."""
+    return text
 
 
 SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
@@ -143,20 +146,20 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append(f"  [{pool['model']}, {pool['peak_qps']} QPS]")
         for name in CONTRACT_COMPONENTS:
             label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-            out.append(f"    {label:<13} {component_line(name, pool['components'].get(name, {}))}")
+            out.append(f"    {pad(label, 13)} {component_line(name, pool['components'].get(name, {}))}")
     if pools:
         gpu, servers = plan["components"]["gpu"], plan["components"]["servers"]
         out.append(f"  total: {gpu.get('count')} GPUs in {servers.get('count')} servers")
     for name in CONTRACT_COMPONENTS if not pools else ():
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-        out.append(f"  {label:<13} {component_line(name, comp)}")
+        out.append(f"  {pad(label, 13)} {component_line(name, comp)}")
     if extras:
         out.append("")
         out.append(t("operations", lang))
         for name in extras:
             label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-            out.append(f"  {label:<13} {component_line(name, plan['components'][name])}")
+            out.append(f"  {pad(label, 13)} {component_line(name, plan['components'][name])}")
     perf = plan["performance"]
     if perf.get("ttft_ms") is not None:
         out.append("")
@@ -187,8 +190,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append("")
         out.append(t("warnings", lang))
         for warn in serious:
-            message = pick(warn.get("message_i18n") or warn["message"], lang)
-            out.append(f"  ! [{warn['severity']}] {message} ({warn['rule']})")
+            out.append(f"  ! [{warn['severity']}] {warning_text(warn, lang)} ({warn['rule']})")
     if notes:
         out.append("")
         out.append(f"{t('notes', lang)} ({len(notes)}): " + ", ".join(w["rule"] for w in notes))
@@ -205,14 +207,41 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
             first = items[0]  # the configuration that came closest to being chosen
             out.append(f"  - {option}: {pick(first.get('because_i18n') or first['because'], lang)}")
             shown += 1
-    if plan.get("asks"):
+    if open_asks(plan):
         out.append("")
         out.append(t("questions", lang))
-        for ask in plan["asks"]:
-            out.append(f"  ? {ask['input']}: {pick(ask['because'], lang)}")
+        per_rule = Counter(a["rule"] for a in plan["asks"])
+        for ask in open_asks(plan):  # a rule asking for several inputs explains them together: ask each
+            text = ask["because"] if per_rule[ask["rule"]] == 1 else question_text(ask["input"])
+            out.append(f"  ? {ask['input']}: {pick(text, lang)}")
     out.append("")
     out.append(t("more", lang))
     return "\n".join(out) + "\n"
+
+
+def warning_text(warn: dict[str, Any], lang: str) -> str:
+    """A warning in ``lang``, prefixed with its pool's label when several models share the plan
+    (the label is data, ``warn["pool"]``; the English ``message`` already carries it)."""
+    if not warn.get("message_i18n"):
+        return warn["message"]
+    prefix = f"[{warn['pool']}] " if warn.get("pool") else ""
+    return prefix + pick(warn["message_i18n"], lang)
+
+
+def question_text(key: str) -> dict[str, str]:
+    """The interview question of an input (facts/inputs.yaml), or the key itself."""
+    from ..engine.inputs import input_def
+
+    try:
+        return input_def(key).question
+    except KeyError:
+        return {"en": key}
+
+
+def open_asks(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The inputs rules asked for that the workload left at their default (answered ones are not open)."""
+    defaulted = set(plan.get("defaults_used") or [])
+    return [a for a in plan.get("asks") or [] if a["input"] in defaulted]
 
 
 def _md_escape(text: str) -> str:
@@ -318,7 +347,7 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"## {t('warnings', lang)}")
     o.append("")
     for warn in plan["warnings"]:
-        message = _md_escape(pick(warn.get("message_i18n") or warn["message"], lang))
+        message = _md_escape(warning_text(warn, lang))
         o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
     if not plan["warnings"]:
         o.append("none")

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..engine.explain import rejections_by_gpu
 from .i18n import COMPONENT_NAMES, pick, t
-from .render import _reason_for, _v, component_line, input_rows
+from .render import _reason_for, _v, component_line, input_rows, warning_text
 
 STAGE_COLOURS = {
     "inputs": "#e8eaf6", "derivations": "#e3f2fd", "candidates": "#e0f7fa", "filters": "#e8f5e9",
@@ -212,7 +212,7 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     if plan["warnings"]:
         o.append("<ul>" + "".join(
             f"<li class='warn-{escape(x.get('severity', 'info'))}'><b>{escape(x.get('severity', ''))}</b> "
-            f"{escape(pick(x.get('message_i18n') or x['message'], lang))} <code>{escape(x['rule'])}</code></li>"
+            f"{escape(warning_text(x, lang))} <code>{escape(x['rule'])}</code></li>"
             for x in plan["warnings"]) + "</ul>")
     else:
         o.append("<p>—</p>")

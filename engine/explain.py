@@ -92,13 +92,16 @@ def _target_facts(plan: dict[str, Any], target: str) -> tuple[str, dict[str, Any
     head, _, field = name.partition(".")
     lookup = {k.lower(): k for k in list(plan["components"]) + list(TOP_SECTIONS)}
     if head.lower() not in lookup:
-        raise ExplainError(f"unknown component '{target}'", _close(target, targets(plan)))
+        raise ExplainError(f"unknown component '{target}' (components: "
+                           f"{', '.join(list(plan['components']) + list(TOP_SECTIONS))})",
+                           _close(target, targets(plan)))
     head = lookup[head.lower()]
     section = plan["components"][head] if head in plan["components"] else plan.get(head, {})
     prefix = f"components.{head}" if head in plan["components"] else head
     if field:
         if field not in section:
-            raise ExplainError(f"unknown field '{target}'", _close(target, targets(plan)))
+            raise ExplainError(f"unknown field '{target}' (fields of {head}: {', '.join(section) or '—'})",
+                               _close(target, targets(plan)))
         return f"{head}.{field}", {f"{prefix}.{field}": section[field]}
     return head, {f"{prefix}.{f}": v for f, v in section.items()}
 
@@ -389,14 +392,28 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def audit(plan: dict[str, Any], rulebase: RuleBase) -> dict[str, Any]:
-    """Re-run the plan's recorded workload with ``rulebase`` and compare with the plan."""
-    from .plan import plan_workload
+def audit(plan: dict[str, Any], rulebase: RuleBase, rules_dirs: list[Any] | None = None) -> dict[str, Any]:
+    """Re-run the plan's recorded workload with ``rulebase`` (loaded with the extra ``rules_dirs``)
+    and compare with the plan.
+
+    ``status`` is ``identical``; ``edited`` when the knowledge hash is the same but the result is not
+    (the recorded inputs and result do not match: the file was edited, or servewise changed); or
+    ``knowledge-changed`` when the hash differs."""
+    from .plan import plan_workload, rules_dirs_record
 
     result = plan_workload(plan["workload"], list(plan.get("defaults_used", [])), rulebase, "<plan workload>")
+    if rules_dirs:
+        result.plan["rules_dirs"] = rules_dirs_record(rules_dirs)
     new = json.loads(json.dumps(result.plan, ensure_ascii=False, sort_keys=True))
     report = compare(plan, new)
     report["old_knowledge_hash"] = plan.get("knowledge_hash")
     report["new_knowledge_hash"] = new.get("knowledge_hash")
-    report["status"] = "identical" if report["identical"] else "changed"
+    report["old_rules_dirs"] = plan.get("rules_dirs") or []
+    report["new_rules_dirs"] = new.get("rules_dirs") or []
+    if report["identical"]:
+        report["status"] = "identical"
+    elif report["old_knowledge_hash"] == report["new_knowledge_hash"]:
+        report["status"] = "edited"
+    else:
+        report["status"] = "knowledge-changed"
     return report

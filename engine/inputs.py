@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import copy
 import difflib
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ class WorkloadError(ValueError):
     """A workload file is invalid. ``path`` is the dotted field path."""
 
     def __init__(self, file: str, line: int, path: str, message: str):
+        path, message = shown(path, 120), shown(message, 400)  # always one readable line
         self.file, self.line, self.path, self.message = file, line, path, message
         where = f"{file}:{line}" if line else file
         field = f" {path}:" if path else ""
@@ -60,6 +62,7 @@ class InputDef:
     question: dict[str, str]
     help: dict[str, str]
     ask_if: str | None
+    labels: dict[str, dict[str, str]] = field(default_factory=dict, hash=False, compare=False)
 
 
 @lru_cache(maxsize=1)
@@ -71,7 +74,7 @@ def input_defs() -> tuple[InputDef, ...]:
             nullable=bool(d.get("nullable", False)), required=bool(d.get("required", False)),
             unit=d.get("unit"), choices=tuple(d["choices"]) if "choices" in d else None,
             minimum=d.get("min"), maximum=d.get("max"), question=d["question"],
-            help=d.get("help", {}), ask_if=d.get("ask_if"),
+            help=d.get("help", {}), ask_if=d.get("ask_if"), labels=d.get("labels") or {},
         )
         for d in raw
     )
@@ -144,6 +147,11 @@ def workload_schema() -> dict[str, Any]:
     return root
 
 
+@lru_cache(maxsize=1)
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(workload_schema())
+
+
 def _known_keys(schema: dict[str, Any], path: list) -> list[str]:
     node = schema
     for part in path:
@@ -172,13 +180,36 @@ def _describe(error: jsonschema.ValidationError, d: InputDef | None) -> str:
     return error.message
 
 
+def shown(text: str, limit: int = 40) -> str:
+    """A user's key as printed in a one-line message: control characters escaped, long text cut."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _check_plain(node: Any, path: tuple, file: str, lines: Lines) -> None:
+    """Keys are text and numbers finite everywhere (NaN passes every JSON Schema range check)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str):
+                dotted = ".".join(map(str, path))
+                raise WorkloadError(file, line_of(lines, path), dotted, f"key {key!r} is not text; quote it")
+            _check_plain(value, (*path, key), file, lines)
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            _check_plain(value, (*path, i), file, lines)
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise WorkloadError(file, line_of(lines, path), ".".join(map(str, path)),
+                            f"expected a finite number, got {node!r}")
+
+
 def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None = None) -> None:
     """Raise :class:`WorkloadError` for the first problem (unknown key, wrong type, range)."""
     lines = lines or {}
     if not isinstance(data, dict):
         raise WorkloadError(file, 1, "", "a workload must be a mapping of fields (model: ..., traffic: ...)")
+    _check_plain(data, (), file, lines)
     schema = workload_schema()
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = _validator()
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.validator))
     # unknown keys first: a typo explains every other error
     for err in errors:
@@ -186,11 +217,11 @@ def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None =
             known = _known_keys(schema, [p for p in err.absolute_path if isinstance(p, str)])
             extra = sorted(set(err.instance) - set(known))
             bad = extra[0]
-            path = ".".join(map(str, [*err.absolute_path, bad]))
+            path = ".".join(map(shown, map(str, [*err.absolute_path, bad])))
             close = difflib.get_close_matches(bad, known, n=1, cutoff=0.5)
             hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys here: {', '.join(known)}"
             raise WorkloadError(file, line_of(lines, (*err.absolute_path, bad)), path,
-                                f"unknown key '{bad}'{hint}")
+                                f"unknown key '{shown(bad)}'{hint}")
     if errors:
         err = errors[0]
         if err.validator == "anyOf" and not err.absolute_path:

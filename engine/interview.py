@@ -18,8 +18,6 @@ The operator may stop at any time: unanswered inputs keep their defaults.
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -43,7 +41,7 @@ from .inputs import (
 )
 from .plan import PlanResult, plan_workload
 from .rulebase import RuleBase
-from .yamlio import YamlError, load_text
+from .yamlio import YamlError, display_name, load_text, read_text, write_text_atomic
 
 # Most decisive first: the model and the service mode shape everything, then load and latency
 # (they size the GPUs), then request shape, precision, constraints, facilities, cost, edge.
@@ -238,7 +236,7 @@ def _number(text: str) -> Any:
 def _pick_choice(d: InputDef, text: str) -> Any:
     choices = list(d.choices or ())
     for c in choices:
-        if str(c).lower() == text.lower():
+        if str(c).lower() == text.lower() or any(names.get(str(c)) == text for names in d.labels.values()):
             return c
     if text.isdigit() and 1 <= int(text) <= len(choices):
         return choices[int(text) - 1]
@@ -302,59 +300,8 @@ def plan_answers(session: Session, rulebase: RuleBase) -> PlanResult:
     return plan_workload(workload, defaults, rulebase, "<answers>")
 
 
-# ----- HOW and WHY-NOT -------------------------------------------------------------------------
-
-def how(plan: dict[str, Any], component: str) -> list[dict[str, Any]]:
-    """Trace steps that set ``components.<component>.*``, then the steps they rely on (one level).
-
-    Each entry: step, rule, stage, because (i18n), source, conclusions (fact, value, formula),
-    ``direct`` (True for the steps that set the component)."""
-    prefix = f"components.{component}."
-    by_no = {s["step"]: s for s in plan.get("trace", [])}
-    direct = [s for s in plan.get("trace", []) if any(c["fact"].startswith(prefix) for c in s["conclusions"])]
-    support: list[int] = []
-    for s in direct:
-        for p in s.get("premises", []):
-            n = p.get("step")
-            if n in by_no and n not in support and all(n != d["step"] for d in direct):
-                support.append(n)
-    out = []
-    for s, is_direct in [(s, True) for s in direct] + [(by_no[n], False) for n in sorted(support)]:
-        concl = [c for c in s["conclusions"] if not is_direct or c["fact"].startswith(prefix)]
-        out.append({"step": s["step"], "rule": s["rule"], "stage": s.get("stage"),
-                    "because": s.get("because_i18n") or {"en": s.get("because", "")},
-                    "source": s.get("source"), "conclusions": concl, "direct": is_direct})
-    return out
-
-
-def _norm(text: str) -> str:
-    return "".join(ch for ch in str(text).lower() if ch.isalnum())
-
-
-def same_option(a: str, b: str) -> bool:
-    """Names equal up to case, spaces and punctuation (``h100-sxm`` is ``H100 SXM``)."""
-    return _norm(a) == _norm(b)
-
-
-def why_not(plan: dict[str, Any], option: str) -> list[dict[str, Any]]:
-    """Rejections of ``option``: an exact option id, or a GPU model matching the first part of
-    candidate ids such as ``L40S | bf16 | tp2`` (ranked-out candidates first: they were feasible
-    and lost on cost, the closest alternatives)."""
-    exact = [r for r in plan.get("rejected", []) if same_option(r["option"], option)]
-    if exact:
-        return exact
-    found = [r for r in plan.get("rejected", []) if same_option(r["option"].split(" | ")[0], option)]
-    return sorted(found, key=lambda r: not r.get("ranked"))
-
-
-def chosen_options(plan: dict[str, Any]) -> list[str]:
-    """Values of the plan's components (to say 'this is the chosen one' for why-not)."""
-    out = []
-    for comp in plan.get("components", {}).values():
-        for value in comp.values():
-            if isinstance(value, str):
-                out.append(value)
-    return out
+# HOW and WHY-NOT over the plan are engine/explain.py's `explain` and `why_not`, shared with the
+# auditor's commands (one implementation).
 
 
 # ----- the answers file ------------------------------------------------------------------------
@@ -378,19 +325,9 @@ def askable_keys() -> list[str]:
 
 
 def save_answers(path: str | Path, session: Session) -> None:
-    """Atomic write (temporary file in the same folder, then rename): never a half-written file."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".servewise-ask-", suffix=".yaml")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(dump_answers(session))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Atomic write (temporary file in the same folder, then rename): never a half-written file;
+    raises :class:`~.yamlio.OutputError` for a device, FIFO, folder or unwritable place."""
+    write_text_atomic(path, dump_answers(session), fsync=True)
 
 
 def _comment(text: str, name: str) -> list[str] | None:
@@ -407,21 +344,17 @@ def load_answers(path: str | Path) -> Session:
     """Read an answers file (or any workload file): answers, and the interview state if recorded.
 
     Raises :class:`WorkloadError` (file, field, message) when it is not a valid partial workload."""
+    name = display_name(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise WorkloadError(str(path), 0, "", "file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise WorkloadError(str(path), 0, "", f"cannot read: {exc}") from None
-    try:
-        data, lines = load_text(text, str(path))
+        text = read_text(path)
+        data, lines = load_text(text, name)
     except YamlError as exc:
         raise WorkloadError(exc.path, exc.line, "", exc.message) from None
     data = data or {}
     if isinstance(data, dict) and "model" not in data and "models" not in data:
-        validate_workload({**data, "model": "?"}, str(path), lines)
+        validate_workload({**data, "model": "?"}, name, lines)
     else:
-        validate_workload(data, str(path), lines)
+        validate_workload(data, name, lines)
     keys = set(askable_keys())
     asked = [k for k in (_comment(text, "asked") or []) if k in keys]
     skipped = {k for k in (_comment(text, "skipped") or []) if k in keys}

@@ -235,6 +235,19 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
     return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
 
 
-def plan_file(path: str | Path, rulebase: RuleBase | None = None) -> PlanResult:
+def rules_dirs_record(dirs: list[Path] | list[str]) -> list[dict[str, str]]:
+    """The extra rule folders (``--rules-dir``) as recorded in a plan: path and hash of their rule
+    files, so that `audit` re-runs with the same folders and notices when they changed."""
+    from .rulebase import compute_hash, rule_files
+
+    return [{"path": str(d), "hash": compute_hash(rule_files([Path(d)]))} for d in dirs]
+
+
+def plan_file(path: str | Path, rulebase: RuleBase | None = None,
+              rules_dirs: list[Path] | None = None) -> PlanResult:
+    """Plan a workload file (``-`` is stdin); ``rules_dirs`` are recorded in the plan when given."""
     workload, defaults_used = load_workload(path)
-    return plan_workload(workload, defaults_used, rulebase, str(path))
+    result = plan_workload(workload, defaults_used, rulebase, "<stdin>" if str(path) == "-" else str(path))
+    if rules_dirs:
+        result.plan["rules_dirs"] = rules_dirs_record(rules_dirs)
+    return result

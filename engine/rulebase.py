@@ -375,7 +375,8 @@ class RuleBase:
 
 
 def knowledge_files(rule_paths: list[Path]) -> list[Path]:
-    facts = sorted(p for p in FACTS_DIR.rglob("*") if p.suffix in (".yaml", ".json") and p.is_file())
+    facts = sorted(p for p in FACTS_DIR.rglob("*") if p.suffix in (".yaml", ".json") and p.is_file()
+                   and p.relative_to(FACTS_DIR).as_posix() != "messages/cli.yaml")  # display texts only
     return list(rule_paths) + facts
 
 

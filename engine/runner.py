@@ -11,6 +11,7 @@ from __future__ import annotations
 import inspect
 import itertools
 import json
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ from .messages import both, message
 from .rulebase import STAGES, RuleBase, RuleSpec, Template
 
 MAX_FIRINGS_PER_STAGE = 50_000
+TIME_BUDGET_S = 60.0  # per plan (one model); the built-in rules need well under a second
 MAX_PROPOSALS = 20_000
 
 
@@ -43,6 +45,15 @@ class LoopError(RuntimeError):
         top = ", ".join(f"{r} ({n}×)" for r, n in counts.most_common(5))
         super().__init__(f"rules keep re-firing in stage '{stage}' (more than "
                          f"{limit} firings): {top}")
+
+
+class PlanTimeout(LoopError):
+    """Building or running the rule engine for one plan took longer than the time budget."""
+
+    def __init__(self, budget_s: float, phase: str):  # noqa: B042 - no super().__init__ of LoopError
+        self.budget_s, self.stage, self.counts = budget_s, phase, Counter()
+        RuntimeError.__init__(self, f"the plan took longer than its time budget of {budget_s:g} s ({phase}); "
+                         f"a rule folder with too many or too costly rules?")
 
 
 class RuleRuntimeError(RuntimeError):
@@ -167,9 +178,12 @@ def item_fact_name(kind: str, item_id: str, attr: str) -> str:
 class Runner:
     """Compile a rule base to an experta engine and run it over input facts."""
 
-    def __init__(self, rulebase: RuleBase, max_firings: int = MAX_FIRINGS_PER_STAGE):
+    def __init__(self, rulebase: RuleBase, max_firings: int = MAX_FIRINGS_PER_STAGE,
+                 time_budget_s: float | None = None):
         self.rulebase = rulebase
         self.max_firings = max_firings
+        self.time_budget_s = TIME_BUDGET_S if time_budget_s is None else time_budget_s
+        self.deadline = time.monotonic() + self.time_budget_s
         self.mem = Memory()
         self._seen: set[tuple] = set()
         self.engine = self._build_engine()
@@ -178,6 +192,7 @@ class Runner:
     def _build_engine(self) -> KnowledgeEngine:
         attrs: dict[str, Any] = {"__strategy__": StableStrategy}
         for spec in self.rulebase.rules:
+            self._check_time("compiling the rules")
             attrs[f"r{spec.load_order:05d}"] = self._compile_rule(spec)
         cls = type("ServewiseEngine", (KnowledgeEngine,), attrs)
         engine = cls()
@@ -302,7 +317,12 @@ class Runner:
             out.append(entry)
         return out
 
+    def _check_time(self, phase: str) -> None:
+        if time.monotonic() > self.deadline:
+            raise PlanTimeout(self.time_budget_s, phase)
+
     def _fire(self, spec: RuleSpec, iid: str | None) -> None:
+        self._check_time(f"stage {spec.stage}")
         mem = self.mem
         read: dict[str, Any] = {}
         pending_item: dict[str, Any] = {}

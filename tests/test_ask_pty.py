@@ -101,13 +101,13 @@ def test_full_interview_ends_in_the_plan_of_the_example(tmp_path):
     assert "Configuration" in text and "\x1b[" not in text, "NO_COLOR: plain text"
 
     child.sendline("how gpu")
-    child.expect("How GPU was chosen")
-    child.expect("components.gpu.model = ")
+    child.expect("explain gpu — ")
+    child.expect("gpu.model = ")
     assert prompt(child) == "servewise"
     plan = plan_file(tmp_path / "servewise-answers.yaml").plan
     rejected_gpu = next(r["option"].split(" | ")[0] for r in plan["rejected"] if " | " in r["option"])
     child.sendline(f"why-not {rejected_gpu}")
-    child.expect(re.escape(f"- {rejected_gpu} | "))
+    child.expect(re.escape(f"why-not {rejected_gpu}: "))
     assert prompt(child) == "servewise"
     child.sendline("quit")
     child.expect(pexpect.EOF)

@@ -201,28 +201,3 @@ def test_saved_answers_plan_like_the_example(tmp_path, rulebase):
     target = tmp_path / "a.yaml"
     iv.save_answers(target, session)
     assert plan_file(target, rulebase).plan == plan_file(EXAMPLE, rulebase).plan
-
-
-def test_how_walks_the_steps_that_set_the_component(rulebase):
-    workload, defaults = load_workload(EXAMPLE)
-    plan = plan_workload(workload, defaults, rulebase).plan
-    steps = iv.how(plan, "gpu")
-    direct = [s for s in steps if s["direct"]]
-    assert direct and all(any(c["fact"].startswith("components.gpu.") for c in s["conclusions"]) for s in direct)
-    assert all(c["fact"].startswith("components.gpu.") for s in direct for c in s["conclusions"])
-    assert any(not s["direct"] for s in steps), "the steps it relied on follow"
-    assert all(s["because"]["en"] for s in steps)
-    assert iv.how(plan, "no-such-component") == []
-
-
-def test_why_not_matches_gpu_models_and_options(rulebase):
-    workload, defaults = load_workload(EXAMPLE)
-    plan = plan_workload(workload, defaults, rulebase).plan
-    gpu = next(r["option"].split(" | ")[0] for r in plan["rejected"] if " | " in r["option"])
-    found = iv.why_not(plan, gpu.lower().replace(" ", "-"))
-    assert found and all(r["option"].split(" | ")[0] == gpu for r in found)
-    other = next((r["option"] for r in plan["rejected"] if " | " not in r["option"]), None)
-    if other:
-        assert [r["option"] for r in iv.why_not(plan, other)] == [other] * len(iv.why_not(plan, other))
-    assert iv.why_not(plan, "no-such-option") == []
-    assert plan["components"]["gpu"]["model"] in iv.chosen_options(plan)

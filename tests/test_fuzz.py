@@ -1,0 +1,193 @@
+"""Fuzz tests (hypothesis, issue #15): malformed workloads, rule files and plan files never raise
+anything but the tool's own one-line errors, and never hang. All checks run in-process (no plans
+are made): about 10,000 generated cases per run across the three kinds of input."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import EXAMPLES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from servewise.engine import explain as ex
+from servewise.engine.inputs import WorkloadError, fill_defaults, input_defs, validate_workload
+from servewise.engine.planfile import PlanFileError, parse_plan, validate_plan
+from servewise.engine.rulebase import load_rule_file
+from servewise.engine.yamlio import YamlError, load_text
+
+SCALE = float(os.environ.get("SERVEWISE_FUZZ_SCALE", "1"))
+
+
+def fuzz(n: int) -> settings:
+    return settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+KEYS = [d.key for d in input_defs()]
+GROUPS = sorted({k.split(".")[0] for k in KEYS})
+
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.integers(-5, 5),
+    st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=12),
+    st.sampled_from(["Llama-3.1-8B", "online", "offline", "edge", "fp8", "bf16", "H100", "air", "liquid", ""]),
+    st.dates(min_value=datetime.date(1, 1, 1)),
+)
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=8), st.integers(), st.none()),
+                                                 inner, max_size=4)), max_leaves=8)
+field_names = st.one_of(st.sampled_from(KEYS), st.sampled_from(GROUPS), st.text(max_size=10))
+
+
+def _check_workload(data) -> None:
+    try:
+        validate_workload(data, "w.yaml")
+    except WorkloadError as exc:
+        assert str(exc).startswith("w.yaml") and "\n" not in exc.message
+        return
+    filled, _ = fill_defaults(data)
+    assert json.dumps(filled, allow_nan=False, default=str)  # nothing non-finite passed validation
+
+
+@fuzz(int(3000 * SCALE))
+@given(st.dictionaries(field_names, values, max_size=6), st.booleans())
+def test_fuzz_workload_structures(fields, with_model):
+    data: dict = {"model": "Llama-3.1-8B"} if with_model else {}
+    for key, value in fields.items():
+        node = data
+        parts = key.split(".") if isinstance(key, str) else [key]
+        for part in parts[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node[parts[-1]] = value
+    _check_workload(data)
+
+
+YAML_BITS = ["model: Llama-3.1-8B\n", "traffic:\n", "  peak_qps: ", "sla: {ttft_ms: ", "}", "[", "]", "{", ": ",
+             "&a ", "*a", "<<: *a\n", "- ", "? ", "\n", "  ", ".nan", ".inf", "1e400", "0x1F", "0o17", "~",
+             "!!str ", "!!binary aGk=", "!!python/object:os.system x", "\t", "'", '"', "#", "%YAML 1.1\n",
+             "---\n", "...\n", "2024-01-01", "yes", "1_000", "model: Qwen2.5-7B\n", "\ufeff", "\x00", "é"]
+
+
+@fuzz(int(3500 * SCALE))
+@given(st.lists(st.one_of(st.sampled_from(YAML_BITS), st.text(max_size=6)), max_size=25))
+def test_fuzz_workload_yaml_text(bits):
+    text = "".join(bits)
+    try:
+        data, lines = load_text(text, "w.yaml")
+    except YamlError as exc:
+        assert str(exc).startswith("w.yaml")
+        return
+    if isinstance(data, dict):
+        _check_workload(data)
+
+
+RULE = {"id": "fuzz.rule", "title": {"en": "t", "zh": "t"}, "source": {"guideline": "G-COOL-001"},
+        "stage": "facilities", "when": ["facility.server_draw_w > 0"],
+        "then": [{"warn": {"severity": "info"}}], "because": {"en": "b {facility.server_draw_w:.0f}", "zh": "b"}}
+EXPRS = ["", "1 +", "round(1, 2)", "x.y > 0", "__import__('os')", "().__class__", "'a' * 10", "[1][5]",
+         "1 / 0", "max()", "catalog('gpus', 'H100')", "lambda: 1", "{=1/0}", "{x:.999f}", "{", "}", "a if b else c",
+         "not", "10 ** 10 ** 10", "f'{1}'", "a.b.c.d", "len('x')"]
+rule_values = st.one_of(values, st.sampled_from(EXPRS), st.lists(st.sampled_from(EXPRS), max_size=3))
+
+
+@pytest.fixture(scope="module")
+def rule_path(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("rules") / "fuzz.yaml"
+
+
+@fuzz(int(1800 * SCALE))
+@given(st.dictionaries(st.sampled_from([*RULE, "for_each", "salience", "tests", "aliases", "x"]), rule_values,
+                       max_size=4), st.sampled_from(["dict", "yaml-bits"]),
+       st.lists(st.sampled_from(YAML_BITS), max_size=8))
+def test_fuzz_rule_files(rule_path, changes, how, bits):
+    rule = {**RULE, **changes}
+    try:
+        text = yaml.safe_dump([rule], allow_unicode=True)
+    except yaml.YAMLError:
+        return
+    if how == "yaml-bits":
+        text = "".join(bits) + text
+    rule_path.write_text(text, encoding="utf-8")
+    specs, problems = load_rule_file(rule_path)
+    for p in problems:
+        assert str(p).startswith(str(rule_path)) and "Traceback" not in str(p)
+
+
+@pytest.fixture(scope="module")
+def small_plan(rulebase) -> dict:
+    """A real plan cut down to the trace closure of a few components (fast to validate)."""
+    from servewise.engine.inputs import load_workload
+    from servewise.engine.plan import plan_workload
+
+    workload, defaults = load_workload(EXAMPLES / "chat-8b-small.yaml")
+    plan = json.loads(json.dumps(plan_workload(workload, defaults, rulebase).plan))
+    keep: set[int] = set()
+    for comp in ("cooling", "rack"):
+        keep |= {s["step"] for s in ex.explain(plan, comp)["steps"]}
+    plan["trace"] = [s for s in plan["trace"] if s["step"] in keep]
+    plan["rejected"] = plan["rejected"][:8]
+    plan["warnings"] = plan["warnings"][:4]
+    for step in plan["trace"]:
+        step["conclusions"] = [{k: v for k, v in c.items() if k != "details"} for c in step["conclusions"][:4]]
+    validate_plan(plan)
+    return plan
+
+
+def _paths(node, prefix=()):
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node[:6]):
+            yield from _paths(v, (*prefix, i))
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=False), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=6), inner, max_size=3)),
+    max_leaves=6)
+
+
+@fuzz(int(1800 * SCALE))
+@given(st.data())
+def test_fuzz_plan_files(small_plan, data):
+    plan = json.loads(json.dumps(small_plan))
+    paths = list(_paths(plan))[1:]
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(paths))
+        parent = plan
+        try:
+            for part in path[:-1]:
+                parent = parent[part]
+            if data.draw(st.booleans()) and isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            else:
+                parent[path[-1]] = data.draw(json_values)
+        except (KeyError, IndexError, TypeError):
+            continue
+    text = json.dumps(plan)
+    if data.draw(st.booleans()):
+        text = text.replace("true", data.draw(st.sampled_from(["NaN", "Infinity", "1", "tru"])), 1)
+    try:
+        parsed = parse_plan(text, "p.json")
+    except PlanFileError as exc:
+        assert str(exc).startswith("p.json") and "\n" not in str(exc)
+        return
+    target = data.draw(st.sampled_from(["gpu", "cooling", "network.inter_node", "cost", "rack", "nope", "gpu.x"]))
+    option = data.draw(st.sampled_from(["H100", "air", "liquid", "rent", "infiniband-ndr", "zzz", "L40S | fp8 | tp1"]))
+    for call in (lambda: ex.explain(parsed, target), lambda: ex.why_not(parsed, option, None, {"h100": "H100"})):
+        try:
+            result = call()
+        except ex.ExplainError:
+            continue
+        json.dumps(result, allow_nan=False, default=str)
+
+
+def test_fuzz_case_count():
+    """The fuzz tests above generate at least 10,000 cases per run (issue #15)."""
+    counts = [f._hypothesis_internal_use_settings.max_examples for f in (test_fuzz_workload_structures, test_fuzz_workload_yaml_text, test_fuzz_rule_files,
+                        test_fuzz_plan_files)]
+    assert sum(counts) >= 10_000 or SCALE < 1
