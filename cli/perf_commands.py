@@ -55,7 +55,12 @@ def estimate_text(d: dict[str, Any]) -> str:
     adp = f", attention-dp {i['attention_dp']}" if i.get("attention_dp", 1) > 1 else ""
     lines = [f"{i['model']} on {i['n_gpus']}x {i['gpu']} (tp {i['tp']}, pp {i['pp']}, "
              f"ep {i['ep']}{adp}), {i['precision']} weights, {i['kv_precision']} KV, {i['backend']}",
-             f"workload: isl {i['isl']}, osl {i['osl']}, {i['concurrency']} requests in flight",
+             f"workload: isl {i['isl']}, osl {i['osl']}, "
+             + (f"Poisson arrivals at {i['request_rate']:g} requests/s (open loop)"
+                if i.get("request_rate") else
+                f"{i['concurrency']} requests in flight"
+                + (" (open loop: Poisson arrivals)" if i.get("arrival") == "poisson"
+                   else " (closed loop)")),
              f"memory per GPU: {m['per_gpu_gib']:.1f} of {m['budget_gib']:.1f} GiB usable "
              f"(weights {m['weights_gib']:.1f} GiB total, KV {m['kv_cache_gib']:.2f} GiB, "
              f"overhead {m['overhead_gib']:.1f} GiB/GPU) -> "
@@ -67,6 +72,10 @@ def estimate_text(d: dict[str, Any]) -> str:
                                  ("output_tokens_per_s", "throughput", "tokens/s")):
             lo, hi = b[key]
             lines.append(f"{label:>10}: {_fmt(d[key])} {unit}  (band {_fmt(lo)} .. {_fmt(hi)})")
+            if key == "ttft_ms" and d.get("ttft_p99_ms") is not None:
+                lo, hi = b["ttft_p99_ms"]
+                lines.append(f"{'TTFT p99':>10}: {_fmt(d['ttft_p99_ms'])} ms  "
+                             f"(band {_fmt(lo)} .. {_fmt(hi)})")
     c = d["calibration"]
     lines.append(f"calibration: {c['gpu_class']} / {c['backend']}"
                  f" ({'measured' if c['measured'] else 'not measured: wider band'})")
@@ -76,6 +85,8 @@ def estimate_text(d: dict[str, Any]) -> str:
         res = f"{res:,.4g}" if isinstance(res, float) else res
         lines.append(f"  {s['name']}: {s['formula']}")
         lines.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
+        if s.get("note"):
+            lines.append(f"      ({s['note']})")
     return "\n".join(lines)
 
 
@@ -97,6 +108,13 @@ def estimate_text(d: dict[str, Any]) -> str:
               help="Requests in flight (steady state, continuous batching).")
 @click.option("--backend", type=click.Choice(BACKENDS, case_sensitive=False), default="vllm",
               show_default=True)
+@click.option("--arrival", type=click.Choice(("closed", "poisson")), default="closed",
+              show_default=True,
+              help="closed: a benchmark client keeps --concurrency requests in flight; poisson: "
+                   "open-loop production traffic (TTFT mean and P99 from a queue model).")
+@click.option("--request-rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Offered requests/s (Poisson, open loop); requests in flight then follow "
+                   "from Little's law and --concurrency is only the starting estimate.")
 @click.option("--kv-precision", type=click.Choice(("bf16", "fp16", "fp8", "int8")),
               default=None, help="KV-cache format (default: fp8 with fp8/fp4 weights on GPUs "
                                  "with native FP8, else 16 bit).")
@@ -104,14 +122,15 @@ def estimate_text(d: dict[str, Any]) -> str:
               show_default=True)
 def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
                  precision: str, isl: int, osl: int, concurrency: int, backend: str,
-                 kv_precision: str | None, fmt: str) -> None:
+                 arrival: str, request_rate: float | None, kv_precision: str | None,
+                 fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
     try:
         e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
                      concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
-                     attention_dp=attention_dp)
+                     attention_dp=attention_dp, arrival=arrival, request_rate=request_rate)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     d = e.to_dict()

@@ -65,6 +65,8 @@ class Row:
     tput: float | None = None
     offline: bool = False
     prefill_only: bool = False         # in-process engine benchmark: TTFT = the prefill alone
+    request_rate: float | None = None  # offered requests/s: open loop (Poisson arrivals)
+    statistic: str = "mean"            # of the latency columns: mean | median | p99
     skipped: str | None = None
 
 
@@ -106,6 +108,18 @@ def _entities(row: Row, model: str, gpu: str) -> None:
         row.skipped = str(exc)
 
 
+STATISTICS = ("mean", "median", "p99")
+
+
+def _load(row: Row, r: dict[str, str]) -> None:
+    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2)."""
+    row.request_rate = _f(r.get("request_rate"))
+    stat = (r.get("statistic") or "").strip().lower() or "mean"
+    if stat not in STATISTICS:
+        row.skipped = row.skipped or f"statistic '{stat}': expected one of {', '.join(STATISTICS)}"
+    row.statistic = stat
+
+
 def _measured_layout(r: dict[str, str]) -> tuple[Layout, float]:
     tp, adp = _i(r.get("tp"), 1), _i(r.get("attention_dp"), 1)
     mtp, mep = _i(r.get("moe_tp"), 1), _i(r.get("moe_ep"), 1)
@@ -127,12 +141,14 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
                   isl=_i(r.get("isl")), osl=_i(r.get("osl")),
                   ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_ms")))
         _entities(row, r.get("model", ""), r.get("gpu", ""))
+        _load(row, r)
         try:
             row.layout, row.concurrency = _measured_layout(r)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
-        if not row.skipped and (not row.isl or not row.osl or not row.concurrency):
-            row.skipped = "isl, osl or concurrency missing"
+        if not row.skipped and (not row.isl or not row.osl
+                                or not (row.concurrency or row.request_rate)):
+            row.skipped = "isl, osl or concurrency/request_rate missing"
         out.append(row)
     return out
 
@@ -171,6 +187,10 @@ def read_benchmarks(rows: list[dict[str, str]]) -> list[Row]:
         tp, n = _i(r.get("tp"), 1), _i(r.get("n_gpus"), 1)
         row.layout = Layout(tp, max(1, n // tp), 1, 1)
         conc = (r.get("concurrency_or_batch") or "").strip().lower()
+        _load(row, r)
+        qps = re.match(r"request rate ([\d.]+)", conc)
+        if qps and not row.request_rate:
+            row.request_rate = float(qps.group(1))
         row.offline = conc.startswith("max")
         # "single-stream prefill (batch 1)" rows time one prefill inside the engine (static
         # batching, no server, no scheduler): their TTFT is the prefill step alone.
@@ -184,7 +204,7 @@ def read_benchmarks(rows: list[dict[str, str]]) -> list[Row]:
             row.skipped = f"precision '{r.get('precision')}' not recognised"
         elif not row.isl or not row.osl:
             row.skipped = "input/output length not numeric"
-        elif not row.offline and not row.concurrency:
+        elif not row.offline and not row.concurrency and not row.request_rate:
             row.skipped = f"concurrency '{conc}' not numeric"
         elif not (row.ttft_ms or row.tpot_ms or row.tput):
             row.skipped = "no TTFT/TPOT/throughput measurement"

@@ -58,7 +58,7 @@ FP8_GEMM_SOURCE = ("https://gitea.d-robotics.cc/han.zhao/test_gpu_scripts/raw/co
 START = {**{k: centre for k, (centre, _) in PRIOR.items()},
          "t_step_ms": 1.0, "t_layer_us": 10.0, "t_seq_us": 10.0, "interference": 1.0,
          "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
-         "moe_floor": 0.01, "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+         "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
@@ -246,8 +246,6 @@ HEADER = """\
 #   k_step        decode steps a new request waits before its prefill starts
 #   burst         share phi of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
 #   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
-#   moe_floor     share f0 of all routed experts a decode step reads whatever the batch
-#                 (experts read = f0 + (1-f0) x (1-(1-k/E)^tokens); 0..1)
 #   dp_wait       decode steps a new request waits before its prefill when attention runs
 #                 data-parallel (ranks prefill in lockstep; TRT-LLM attention-DP balancing
 #                 holds context requests up to timeout_iters)

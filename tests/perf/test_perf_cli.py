@@ -28,7 +28,7 @@ def test_estimate_json_contract(run):
 def test_estimate_text_shows_band_and_formulas(run):
     r = run(estimate_cmd, ARGS)
     assert r.exit_code == 0
-    assert "band" in r.output and "TPOT" in r.output and "t_decode = " in r.output
+    assert "band" in r.output and "TPOT" in r.output and "t_decode_ms = " in r.output
 
 
 def test_estimate_attention_dp(run):
