@@ -87,9 +87,9 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                        e2e_ms: float | None = None, arrival: str = ARRIVAL) -> int:
     """Largest number of requests in flight per ``tp`` x ``pp`` replica, under open-loop
     (Poisson) arrivals (``arrival="closed"``: a full batch queue), whose TTFT (P99 of the queue
-    and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x TPOT`` meet the targets (``None``: no target) and
-    whose KV cache fits; 0 when even one request fails. TTFT and TPOT grow with concurrency, so
-    the answer is found by bisection over [1, 1024]."""
+    and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x
+    TPOT`` meet the targets (``None``: no target) and whose KV cache fits; 0 when even one
+    request fails. TTFT and TPOT grow with concurrency, so the answer is found by bisection over [1, 1024]."""
     ctx = current()
     key = ("max_concurrency_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl),
            ttft_ms, tpot_ms, e2e_ms, str(arrival))
