@@ -17,6 +17,7 @@ source id:
 from __future__ import annotations
 
 import csv
+import gzip
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,8 @@ from ..catalog import UnknownEntry, load_catalog
 from .memory import Layout
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "facts" / "data"
-DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv")
+DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv",
+                 DATA_DIR / "measured-extra.csv.gz", DATA_DIR / "benchmarks-extra.csv.gz")
 NODE_GPUS = 8
 
 # Names used by the data files that the catalog may not carry (same architecture).
@@ -216,11 +218,12 @@ def read_rows(path: str | Path) -> tuple[str, list[Row]]:
     """Read a CSV of either layout; returns ("measured"|"benchmarks", rows)."""
     p = Path(path)
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
+        opener = gzip.open if p.suffix == ".gz" else open
+        with opener(p, "rt", newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             cols = set(reader.fieldnames or [])
             raw = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"{p}: cannot read ({exc})") from exc
     if MEASURED_COLUMNS <= cols:
         return "measured", read_measured(raw)
