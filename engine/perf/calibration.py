@@ -111,13 +111,24 @@ def load_calibration(path: str | None = None) -> dict[str, Any]:
     return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
 
 
-def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None) -> tuple[str, float, float,
-                                                                              float]:
-    """(kind, bandwidth GB/s, efficiency, latency µs) of the GPU-to-GPU link inside a node."""
+def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
+                n_gpus: int = 2) -> tuple[str, float, float, float]:
+    """(kind, bandwidth GB/s, efficiency, latency µs) of an all-reduce over ``n_gpus`` GPUs.
+
+    Efficiency and latency are fitted from measured all-reduce kernels (``links`` in the
+    calibration file, written by ``python -m servewise.engine.perf.kernels``): the GPU's own
+    values where it was measured (``by_gpu``), else the median of its link kind (NVLink or
+    PCIe) at that GPU count, the nearest measured count when it was not.
+    """
     cal = load_calibration() if cal is None else cal
     kind = str(gpu.get("intra_node") or "pcie").lower()
     links = {**FALLBACK_LINKS, **(cal.get("links") or {})}
     lp = links.get(kind, links["pcie"])
+    own = ((links.get("by_gpu") or {}).get(str(gpu.get("id"))) or {}).get("by_gpus")
+    table = own or lp.get("by_gpus")
+    if table:
+        n = min(table, key=lambda k: (abs(int(k) - n_gpus), int(k)))
+        lp = table[n]
     bw = gpu.get("link_gbs")
     if not isinstance(bw, (int, float)) or bw <= 0 or kind == "pcie":
         bw = PCIE_GBS.get(int(gpu.get("pcie_gen") or 4), 26.0)

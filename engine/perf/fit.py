@@ -59,6 +59,7 @@ START = {**{k: centre for k, (centre, _) in PRIOR.items()},
          "t_step_ms": 1.0, "t_layer_us": 10.0, "t_seq_us": 10.0, "interference": 1.0,
          "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
          "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+MAX_NFEV = int(os.environ.get("FIT_MAX_NFEV", "40"))
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
@@ -79,11 +80,18 @@ def _band_entry(params: dict[str, float]) -> dict[str, Any]:
                                "output_tokens_per_s": [1, 1]}}
 
 
+def _links() -> dict[str, Any]:
+    """The all-reduce constants fitted from kernel data (kept across refits), else the priors."""
+    from .calibration import load_calibration
+
+    return load_calibration().get("links") or FALLBACK_LINKS
+
+
 def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     classes: dict[str, Any] = defaultdict(lambda: {"backends": {}})
     for (cls, be), entry in sorted(profiles.items()):
         classes[cls]["backends"][be] = entry
-    return {"default_class": REFERENCE_CLASS, "links": FALLBACK_LINKS,
+    return {"default_class": REFERENCE_CLASS, "links": _links(),
             "unmeasured_band_widening": 2.0,
             "classes": {**dict(classes),
                         **{c: {"inherit": REFERENCE_CLASS, "why": w}
@@ -138,8 +146,22 @@ SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference
 PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
 
 
-def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[str, float]]:
-    """Joint robust fit of one backend: shared engine constants, per-class efficiencies."""
+def _warm(cls: str, backend: str, key: str) -> float:
+    """Start value: the shipped calibration's constant (inside the bounds), else START."""
+    from .calibration import load_calibration
+
+    entry = ((load_calibration().get("classes") or {}).get(cls) or {}).get("backends") or {}
+    v = (entry.get(backend) or {}).get(key, START[key])
+    lo, hi = BOUNDS[key]
+    return min(max(float(v), lo * 1.05), hi / 1.05)
+
+
+def fit_backend(groups: dict[str, list[Row]], backend: str,
+                max_nfev: int = MAX_NFEV) -> dict[str, dict[str, float]]:
+    """Joint robust fit of one backend: shared engine constants, per-class efficiencies.
+
+    Starts from the shipped calibration (a refit after new data or a model change), at most
+    ``max_nfev`` iterations (each one Jacobian of finite differences over every row)."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -148,7 +170,9 @@ def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[st
     base = [k.split(":")[-1] for k in names]
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])
-    x0 = np.log([START[k] for k in base])
+    ref = classes[0]
+    x0 = np.log([_warm(ref if ":" not in n else n.split(":")[0], backend, b)
+                 for n, b in zip(names, base, strict=True)])
     prior_x = np.log([PRIOR.get(k, (1.0, 0.0))[0] for k in base])
     prior_w = np.array([PRIOR.get(k, (1.0, 0.0))[1] for k in base])
 
@@ -162,7 +186,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[st
         res = [r for c in classes for r in residuals(groups[c], cal)]
         return np.concatenate([np.asarray(res), prior_w * (x - prior_x)])
 
-    sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=300,
+    sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=max_nfev,
                         x_scale=1.0, diff_step=1e-3)
     return {c: {k: float(f"{v:.4g}") for k, v in p.items()} for c, p in split(sol.x).items()}
 
@@ -194,6 +218,22 @@ def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[fl
     return band, err
 
 
+ROWS_PER_MODEL = int(os.environ.get("FIT_ROWS_PER_MODEL", "120"))
+
+
+def _thin(rows: list[Row]) -> list[Row]:
+    """At most ROWS_PER_MODEL rows per model of a group, evenly spaced (deterministic): keeps
+    the fit's cost bounded and stops one heavily sampled model from dominating it."""
+    by_model: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        by_model[r.model_name].append(r)
+    out = []
+    for rs in by_model.values():
+        step = max(1, math.ceil(len(rs) / ROWS_PER_MODEL))
+        out += rs[::step]
+    return out
+
+
 def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[str] = (),
         exclude_gpus: Iterable[str] = ()) -> dict[str, Any]:
     """Fit every measured (class, backend) group; returns the calibration dict."""
@@ -203,10 +243,11 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[st
     for r in rows:
         assert r.gpu is not None
         groups[(gpu_class(r.gpu), r.backend)].append(r)
-    measured = sorted({g for g, rs in groups.items() if any(r.tpot_ms for r in rs)})
+    measured = sorted({g for g, rs in groups.items()
+                       if any(r.tpot_ms for r in rs) or sum(1 for r in rs if r.tput) >= 20})
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
     for be in sorted({b for _, b in measured}):
-        fitted = fit_backend({c: groups[(c, b)] for c, b in measured if b == be}, be)
+        fitted = fit_backend({c: _thin(groups[(c, b)]) for c, b in measured if b == be}, be)
         for c, params in fitted.items():
             profiles[(c, be)] = _band_entry(params)
     cal = calibration_dict(profiles)
@@ -261,9 +302,14 @@ HEADER = """\
 #   0.6, 1 (decode 74-77 % of peak bandwidth and prefill 54-69 % of peak FLOPS in
 #   benchmarks.csv), eta_lowp 0.85, 1 (cuBLASLt FP8 GEMM 81 % of its peak, as BF16; less
 #   activation quantisation), eta_moe 0.7, 0.3 (no external figure).
-# Not fitted (documented priors): links.* (NVLink one-shot all-reduce ~8 us, 70% of link
-#   bandwidth), memory overhead 1.5 GiB + activations (engine/perf/memory.py),
+# links: all-reduce latency and efficiency (share of one-direction link bandwidth) per link kind
+#   and GPU count, and per measured GPU (by_gpu), fitted from vLLM custom all-reduce kernel
+#   latencies (../shared/data/ops, `python -m servewise.engine.perf.kernels`); kept across refits.
+#   GPUs without kernel data use their link kind's median (NVLink: A100/H100/H200/B200; PCIe:
+#   L40S, RTX PRO 6000). eta > 1 at 8 NVLink GPUs: NVLS in-switch reduction.
+# Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/perf/memory.py),
 #   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).
+# Refit: warm start from the shipped constants, at most FIT_MAX_NFEV (default 40) iterations.
 # Classes marked `inherit` have no measured rows: they use the inherited class's
 #   efficiencies with their own bandwidth/FLOPS and a band widened by
 #   unmeasured_band_widening (band ** factor).

@@ -63,7 +63,7 @@ class StepModel:
         kv_gpu = kv_bytes_per_token(model, kv_precision) * kv_shard_factor(model, lay.tp)
         return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
                    rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
-                   link=link_params(gpu, calibration), hidden=float(model.get("hidden_size") or 0),
+                   link=link_params(gpu, calibration, lay.tp), hidden=float(model.get("hidden_size") or 0),
                    layers=float(p.layers),
                    low_precision=bool(t16 and tflops > t16),
                    tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops))
