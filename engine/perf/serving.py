@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from .architecture import attention_flops_per_token
 from .calibration import CHUNK_TOKENS, Profile, gpu_class, profile
 from .memory import Layout, memory
 from .precision import check_precision, default_kv_precision
@@ -504,3 +505,82 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
         else:
             hi = mid
     return lo
+
+
+def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1,
+                       precision: str, isl: int, concurrency: int, backend: str = "vllm",
+                       gpu_memory_utilization: float = 0.9, check_memory: bool = True,
+                       calibration: dict[str, Any] | None = None) -> Estimate:
+    """An encoder (embedding / reranking) pass: prefill only, no KV cache kept, no decode.
+
+    ``concurrency`` requests of ``isl`` tokens run as one batch per engine step: the GEMMs see
+    ``concurrency x isl`` tokens, attention is bidirectional over the whole input (context
+    ``isl``, not the causal ``isl/2``), no lm_head. Latency = per-request front-end cost +
+    the batch step; throughput = ``concurrency`` requests per step.
+    """
+    precision = check_precision(precision)
+    if isl < 1 or concurrency < 1:
+        raise ValueError("isl and concurrency must be positive")
+    lay = Layout(tp, 1, 1, 1)
+    kvp = default_kv_precision(gpu, precision)
+    prof = profile(gpu, backend, calibration)
+    mem = memory(model, gpu, tp=tp, precision=precision, tokens_in_flight=0, kv_precision=kvp,
+                 gpu_memory_utilization=gpu_memory_utilization)
+    cal = {"gpu_class": gpu_class(gpu), "backend": prof.backend, "measured": prof.measured,
+           "source": prof.source}
+    inputs = {"model": model.get("id"), "gpu": gpu.get("id"), "tp": tp, "pp": 1, "ep": 1,
+              "attention_dp": 1, "n_gpus": lay.n_gpus, "precision": precision,
+              "kv_precision": None, "isl": isl, "osl": 0, "concurrency": concurrency,
+              "backend": prof.backend, "gpu_memory_utilization": gpu_memory_utilization,
+              "task": "embedding", "arrival": "closed", "request_rate": None}
+    null_band = {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None}
+    steps = list(mem.steps[:1]) + list(mem.steps[2:])
+    if check_memory and not mem.fits:
+        return Estimate(None, None, None, False, mem.reason, mem, null_band, cal, tuple(steps),
+                        inputs)
+    try:
+        sm = StepModel.build(model, gpu, lay, precision, kvp, prof, calibration)
+    except ValueError as exc:
+        return Estimate(None, None, None, mem.fits, str(exc), mem, null_band, cal,
+                        tuple(steps), inputs)
+    tokens = concurrency * isl
+    dense, moe = sm.linear_flops_per_token(lm_head=False)
+    attn = tokens * attention_flops_per_token(model, isl, decode=False) / tp
+    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn)
+    t_comm = sm.comm_ms(tokens, tokens)
+    t_ovh = sm.overhead_ms(concurrency) + sm.n_chunks(tokens) * prof.t_chunk_ms
+    t_step = t_cmp + t_comm + t_ovh
+    front = prof.t_request_ms + isl * prof.t_in_token_us / 1e3
+    latency = front + t_step
+    rps = concurrency / t_step * 1e3
+    lowp = prof.eta_lowp if sm.low_precision else 1.0
+    lowp_attn = prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0
+    steps += [
+        Step("compute_rate", "peak = peak_tflops", {"how": sm.rate_note, "peak_tflops": sm.tflops},
+             sm.tflops, "TFLOPS"),
+        Step("encoder_compute",
+             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
+             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
+             " eta_lowp_attention)",
+             {"gemm_gflops": tokens * dense / 1e9, "moe_gflops": tokens * moe / 1e9,
+              "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
+              "eta_lowp": lowp, "attention_gflops": attn / 1e9,
+              "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},
+             t_cmp, "ms", "a batch of concurrency x isl tokens; bidirectional attention over "
+                          "the whole input; no lm_head"),
+        Step("encoder_step", "t_step_ms = t_compute_ms + t_comm_ms + t_overhead_ms",
+             {"t_compute_ms": t_cmp, "t_comm_ms": t_comm, "t_overhead_ms": t_ovh}, t_step, "ms"),
+        Step("latency", "latency_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_step_ms",
+             {"t_request_ms": prof.t_request_ms, "isl": isl,
+              "t_in_token_us": prof.t_in_token_us, "t_step_ms": t_step}, latency, "ms",
+             "time to the embedding (reported as ttft_ms)"),
+        Step("requests_per_s", "requests_per_s = concurrency / t_step_ms x 1e3",
+             {"concurrency": concurrency, "t_step_ms": t_step}, rps, "req/s"),
+        Step("input_tokens_per_s", "input_tokens_per_s = requests_per_s x isl",
+             {"requests_per_s": rps, "isl": isl}, rps * isl, "tokens/s"),
+    ]
+    b = prof.band["ttft_ms"]
+    band = {"ttft_ms": (latency * b[0], latency * b[1]), "tpot_ms": None,
+            "output_tokens_per_s": None}
+    return Estimate(latency, None, None, mem.fits, mem.reason, mem, band, cal, tuple(steps),
+                    inputs)
