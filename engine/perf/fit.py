@@ -156,8 +156,8 @@ def _warm(cls: str, backend: str, key: str) -> float:
     return min(max(float(v), lo * 1.05), hi / 1.05)
 
 
-def fit_backend(groups: dict[str, list[Row]], backend: str,
-                max_nfev: int = MAX_NFEV) -> dict[str, dict[str, float]]:
+def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_NFEV,
+                warm: bool = True) -> dict[str, dict[str, float]]:
     """Joint robust fit of one backend: shared engine constants, per-class efficiencies.
 
     Starts from the shipped calibration (a refit after new data or a model change), at most
@@ -171,8 +171,8 @@ def fit_backend(groups: dict[str, list[Row]], backend: str,
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])
     ref = classes[0]
-    x0 = np.log([_warm(ref if ":" not in n else n.split(":")[0], backend, b)
-                 for n, b in zip(names, base, strict=True)])
+    x0 = np.log([_warm(ref if ":" not in n else n.split(":")[0], backend, b) if warm
+                 else START[b] for n, b in zip(names, base, strict=True)])
     prior_x = np.log([PRIOR.get(k, (1.0, 0.0))[0] for k in base])
     prior_w = np.array([PRIOR.get(k, (1.0, 0.0))[1] for k in base])
 
@@ -235,8 +235,12 @@ def _thin(rows: list[Row]) -> list[Row]:
 
 
 def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[str] = (),
-        exclude_gpus: Iterable[str] = ()) -> dict[str, Any]:
-    """Fit every measured (class, backend) group; returns the calibration dict."""
+        exclude_gpus: Iterable[str] = (), warm: bool = True,
+        max_nfev: int = MAX_NFEV) -> dict[str, Any]:
+    """Fit every measured (class, backend) group; returns the calibration dict.
+
+    ``warm=False`` starts from the round START values instead of the shipped constants (a
+    held-out refit must not start from constants that saw the held-out rows)."""
     paths = [Path(p) for p in paths]
     rows = usable_rows(paths, exclude_models, exclude_gpus)
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
@@ -247,7 +251,8 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[st
                        if any(r.tpot_ms for r in rs) or sum(1 for r in rs if r.tput) >= 20})
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
     for be in sorted({b for _, b in measured}):
-        fitted = fit_backend({c: _thin(groups[(c, b)]) for c, b in measured if b == be}, be)
+        fitted = fit_backend({c: _thin(groups[(c, b)]) for c, b in measured if b == be}, be,
+                             max_nfev=max_nfev, warm=warm)
         for c, params in fitted.items():
             profiles[(c, be)] = _band_entry(params)
     cal = calibration_dict(profiles)
