@@ -122,12 +122,17 @@ def _load(row: Row, r: dict[str, str]) -> None:
     row.statistic = stat
 
 
-def _measured_layout(r: dict[str, str]) -> tuple[Layout, float]:
+def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None
+                     ) -> tuple[Layout, float]:
+    """Layout and requests in flight of a measured row; a run wider than the GPU's NVLink
+    domain (8, or 72 for NVL72 racks: ``nvlink_domain`` in the catalog) is a mislabelled
+    single-node run (see the module docstring)."""
+    domain = int((gpu or {}).get("nvlink_domain") or NODE_GPUS)
     tp, adp = _i(r.get("tp"), 1), _i(r.get("attention_dp"), 1)
     mtp, mep = _i(r.get("moe_tp"), 1), _i(r.get("moe_ep"), 1)
     pp = _i(r.get("pp"), 1)
     conc = (_f(r.get("concurrency")) or 0) * adp
-    if tp * adp > NODE_GPUS and mtp * mep == tp * adp:
+    if tp * adp > domain and mtp * mep == tp * adp:
         n = mep
         real_tp, real_dp = (n, 1) if adp == 1 else (1, n)
         return Layout(real_tp, pp, mep, real_dp), conc
@@ -145,7 +150,7 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
         try:
-            row.layout, row.concurrency = _measured_layout(r)
+            row.layout, row.concurrency = _measured_layout(r, row.gpu)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
         if not row.skipped and (not row.isl or not row.osl
