@@ -8,6 +8,9 @@ source id:
 * The GPU count of a run is ``max(tp x attention_dp, moe_tp x moe_ep)``; where attention is
   narrower than the MoE group (vLLM rows with tp 1, moe_tp 2), the extra GPUs serve attention
   data-parallel.
+* On NVL72 racks (GB200/GB300, ``nvlink_domain`` 72) wide runs are real; an MLA model there
+  with ``tp`` > 8 and no attention DP is read as attention data-parallel over the ``tp`` GPUs
+  (its latent KV, replicated per TP rank, could not hold the thousands of sequences in flight).
 * Rows with ``tp x attention_dp`` > 8 are mislabelled single-node runs: their ids say
   ``tp8_ep8`` / ``tp4_ep4`` and their numbers equal the rows labelled tp 8, moe_ep 8. There the
   ``tp``/``attention_dp`` column holds tp x ep; the run used ``moe_ep`` GPUs with expert-parallel
@@ -122,8 +125,8 @@ def _load(row: Row, r: dict[str, str]) -> None:
     row.statistic = stat
 
 
-def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None
-                     ) -> tuple[Layout, float]:
+def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
+                     model: dict[str, Any] | None = None) -> tuple[Layout, float]:
     """Layout and requests in flight of a measured row; a run wider than the GPU's NVLink
     domain (8, or 72 for NVL72 racks: ``nvlink_domain`` in the catalog) is a mislabelled
     single-node run (see the module docstring)."""
@@ -137,6 +140,10 @@ def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None
         real_tp, real_dp = (n, 1) if adp == 1 else (1, n)
         return Layout(real_tp, pp, mep, real_dp), conc
     n = max(tp * adp, mtp * mep)
+    if tp > NODE_GPUS and adp == 1 and model and str(model.get("attention_type")).upper() == "MLA":
+        # MLA's latent KV is replicated on every TP rank: tp 72 with thousands of sequences
+        # cannot hold its KV, so such a run split attention data-parallel over the GPUs
+        return Layout(1, pp, mep, tp), conc
     return Layout(tp, pp, mep, max(1, n // tp)), conc
 
 
@@ -150,12 +157,14 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
         try:
-            row.layout, row.concurrency = _measured_layout(r, row.gpu)
+            row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
         if not row.skipped and (not row.isl or not row.osl
                                 or not (row.concurrency or row.request_rate)):
             row.skipped = "isl, osl or concurrency/request_rate missing"
+        if not row.skipped and not row.precision:
+            row.skipped = "precision missing"
         out.append(row)
     return out
 

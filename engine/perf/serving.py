@@ -299,11 +299,19 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     steps += [
         Step("lifetime", "life_ms = TTFT_ms + (osl - 1) x TPOT_ms",
              {"TTFT_ms": s["ttft"], "osl": osl, "TPOT_ms": s["tpot"]}, s["life"], "ms"),
-        Step("arrival_rate", "lambda_per_s = C / life_ms x 1e3",
-             {"C": c_rank, "life_ms": s["life"]}, s["lam"] * 1e3, "req/s",
-             "per attention rank; closed loop: the rate C requests in flight produce; open "
-             "loop: the offered rate (Little's law gives C)"),
     ]
+    if s["arrival"] == "closed":
+        steps.append(Step("arrival_rate", "lambda_per_s = C / life_ms x 1e3",
+                          {"C": c_rank, "life_ms": s["life"]}, s["lam"] * 1e3, "req/s",
+                          "per attention rank: the rate C requests in flight produce"))
+    else:
+        q = s["queue"]
+        steps.append(Step(
+            "arrival_rate", "lambda_per_s = min(C / life_ms, rho_max / S_ms) x 1e3",
+            {"C": c_rank, "life_ms": s["life"], "rho_max": RHO_MAX, "S_ms": q["service"]},
+            s["lam"] * 1e3, "req/s",
+            "per attention rank: Little's law (C in flight over their lifetime), at most the "
+            "rate the prefill queue can serve (rho_max)"))
     return steps
 
 

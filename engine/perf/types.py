@@ -13,7 +13,9 @@ def _r(x: float | None, nd: int = 4) -> float | None:
     """Round for output (keeps JSON short and deterministic)."""
     if x is None:
         return None
-    return float(f"{x:.{nd}g}") if abs(x) < 1e-3 and x != 0 else round(float(x), nd)
+    if x != 0 and abs(x) < 1:  # shares and small times: significant digits, not decimals
+        return float(f"{x:.{nd + 2}g}")
+    return round(float(x), nd)
 
 
 @dataclass(frozen=True)
