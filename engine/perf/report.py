@@ -553,19 +553,15 @@ def render(r: dict[str, Any], held: dict[str, dict[str, Any]] | None) -> str:
                   "shorter refit.", ""]
         lines += held_out_lines("held-out model", held["model"])
         lines += ["", "Per backend. The last column lists the held-out model's GPU class and "
-                  "precision combinations of which the refit has no row of that backend at all "
-                  "(a few benchmarks.csv rows count). A missing precision leaves the split of "
-                  "the GEMM efficiency between η_flops (16 bit) and η_lowp (8/4 bit) to the "
-                  "prior; a missing class (B200 without DeepSeek-R1) borrows Hopper's "
-                  "efficiencies.", ""]
+                  "precision combinations of which the refit has no row of that backend at all. "
+                  "A missing precision leaves the split of the GEMM efficiency between η_flops "
+                  "(16 bit) and η_lowp (8/4 bit) to the prior.", ""]
         lines += lomo_backend_lines(held["model"]) + [""]
         lines += ["## Leave-one-GPU-out", "",
-                  "The calibration is refitted without the rows of one measured GPU and used to "
-                  "predict them, as for a GPU with no measured rows. H100 and H200 are one class "
-                  "(Hopper), so without one of them the other's rows fit the class and the "
-                  "held-out GPU differs only by its bandwidth, memory and link; without B200 its "
-                  "class is unmeasured and borrows Hopper's efficiencies with its own "
-                  "bandwidth/FLOPS.", ""]
+                  "The calibration is refitted without the rows of one GPU and used to predict "
+                  "them, as for a GPU with no measured rows of its own: without B200, Blackwell "
+                  "is fitted on the B300 and GB200 rows, and B200 differs from them by its "
+                  "bandwidth, memory, FLOPS and measured all-reduce constants.", ""]
         lines += held_out_lines("held-out GPU", held["gpu"]) + [""]
     lines += arrival_lines(r["errors"]) + concurrency_lines(r["errors"]) + links_lines()
     lines += ordering_lines()
