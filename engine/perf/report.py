@@ -232,11 +232,13 @@ on the rows of its profile; SLA checks use the upper side.
   same per-backend engine constants as the 2025 rows; per (GPU, backend, model) the largest
   TPOT errors are TRT-LLM DeepSeek-R1 on B200 (20 %), GLM-5 (25 %) and H200 vLLM Qwen3-235B
   (32 %).
-* **Constants at a bound.** Not met either: t_layer sits at its 60 µs cap and t_chunk,
-  t_moe_layer at their floors for TRT-LLM; η_bw at its 0.92 cap for Hopper; admission at its
-  floor on the throughput-only classes (their rows do not see it); vLLM's t_step and
-  t_in_token at their floors. The fit is under-determined for these terms (they trade against
-  each other); they are kept bounded rather than freed to unphysical values.
+* **Constants at a bound.** Not met either: t_layer sits at its 60 µs cap (TRT-LLM, vLLM),
+  t_chunk at its floor (TRT-LLM), t_step at its floor (vLLM, SGLang), k_step at its floor
+  (SGLang), t_in_token at its floor (vLLM); η_bw at its 0.92 cap for Hopper and for Blackwell
+  with vLLM/SGLang; η_lowp at 0.5 or 1.0 for SGLang and Blackwell vLLM; η_moe at 1.0 and the
+  admission share at its floor on the throughput-only classes (their rows do not see it). The
+  fit is under-determined for these terms (they trade against each other); they are kept
+  bounded rather than freed to unphysical values.
 * **GB200 rows.** SGLang DeepSeek-R1 runs over 72 GPUs labelled tp 72 without attention DP
   are read as attention data-parallel (see Reading of the data); TPOT error 23 %, TTFT 54 %.
   Two TRT-LLM Qwen3-32B fp4 rows (15,000-token prompts, 448 in flight, 0.75 s TTFT on two
