@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .calibration import BOUNDS, CALIBRATION_FILE, FALLBACK_LINKS, PARAMS, gpu_class
+from .calibration import BOUNDS, CALIBRATION_FILE, FALLBACK_BAND, FALLBACK_LINKS, PARAMS, gpu_class
 from .data import DEFAULT_FILES, Row, read_rows
 from .validate import predict_row, quantile
 
@@ -201,21 +201,28 @@ def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[fl
                         ("output_tokens_per_s", r.tput)):
             if pr.get(m) and meas:
                 ratios[m].append(meas / pr[m])
-    band = {}
+    band: dict[str, list[float]] = {}
     err = {}
-    for m in ("ttft_ms", "tpot_ms"):
-        xs = ratios.get(m) or [1.0]
-        band[m] = [round(min(1.0, quantile(xs, 0.1)), 3), round(max(1.0, quantile(xs, 0.9)), 3)]
-        err[m] = {"n": len(ratios.get(m, [])),
-                  "median_ape": round(quantile([abs(1 / x - 1) for x in xs], 0.5), 4)}
-    xs = ratios.get("output_tokens_per_s")
-    if xs and len(xs) >= 5:
-        band["output_tokens_per_s"] = [round(min(1.0, quantile(xs, 0.1)), 3),
-                                       round(max(1.0, quantile(xs, 0.9)), 3)]
-    else:  # throughput ~ 1/TPOT
-        lo, hi = band["tpot_ms"]
+    for m in ("ttft_ms", "tpot_ms", "output_tokens_per_s"):
+        xs = ratios.get(m) or []
+        if len(xs) >= 5:
+            band[m] = [round(min(1.0, quantile(xs, 0.1)), 3),
+                       round(max(1.0, quantile(xs, 0.9)), 3)]
+        if m != "output_tokens_per_s":
+            err[m] = {"n": len(xs), "median_ape": round(
+                quantile([abs(1 / x - 1) for x in xs] or [0.0], 0.5), 4)}
+    # a metric the group did not measure: from its reciprocal (throughput ~ 1/TPOT), else the
+    # first-order band (never the degenerate [1, 1] of no rows)
+    if "output_tokens_per_s" not in band:
+        lo, hi = band.get("tpot_ms", FALLBACK_BAND["tpot_ms"])
         band["output_tokens_per_s"] = [round(1 / hi, 3), round(1 / lo, 3)]
-    return band, err
+    if "tpot_ms" not in band:
+        lo, hi = band["output_tokens_per_s"]
+        band["tpot_ms"] = [round(min(1 / hi, FALLBACK_BAND["tpot_ms"][0]), 3),
+                           round(max(1 / lo, FALLBACK_BAND["tpot_ms"][1]), 3)]
+    if "ttft_ms" not in band:
+        band["ttft_ms"] = list(FALLBACK_BAND["ttft_ms"])
+    return {k: band[k] for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s")}, err
 
 
 ROWS_PER_MODEL = int(os.environ.get("FIT_ROWS_PER_MODEL", "120"))
@@ -263,6 +270,24 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[st
         profiles[key].update(band=band, fit_error=err,
                              fitted_on=f"{len(groups[key])} rows of {', '.join(gpus)} "
                                        f"({', '.join(models)})")
+    return calibration_dict(profiles)
+
+
+def rebanded(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """The shipped calibration with its bands and fit errors recomputed on ``paths``."""
+    from .calibration import load_calibration
+
+    cal = load_calibration()
+    rows = usable_rows([Path(p) for p in paths])
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        assert r.gpu is not None
+        groups[(gpu_class(r.gpu), r.backend)].append(r)
+    profiles = {(c, b): dict(e) for c, v in (cal.get("classes") or {}).items()
+                for b, e in (v.get("backends") or {}).items()}
+    for key in profiles:
+        band, err = _ratio_band(groups.get(key, []), cal)
+        profiles[key].update(band=band, fit_error=err)
     return calibration_dict(profiles)
 
 
@@ -334,9 +359,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(CALIBRATION_FILE))
     ap.add_argument("--date", default=os.environ.get("FIT_DATE")
                     or _dt.date.today().isoformat())
+    ap.add_argument("--bands-only", action="store_true",
+                    help="keep the shipped constants, recompute bands and fit errors only")
     a = ap.parse_args(argv)
     paths = [Path(p) for p in (a.data or DEFAULT_FILES)]
-    cal = fit(paths)
+    cal = rebanded(paths) if a.bands_only else fit(paths)
     write(cal, paths, Path(a.out), a.date)
     print(f"wrote {a.out}")
 
