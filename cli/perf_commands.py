@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..engine.catalog import UnknownEntry, load_catalog
-from ..engine.perf import PRECISIONS, estimate
+from ..engine.perf import PRECISIONS, estimate, estimate_embedding
 from ..engine.perf.calibration import BACKENDS
 from ..engine.perf.data import MODEL_ALIASES, DataError
 from ..engine.perf.validate import METRICS, validate
@@ -50,12 +50,24 @@ def _values(v: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
+def _workload_line(i: dict[str, Any]) -> str:
+    if i.get("task") == "embedding":
+        return (f"workload: embedding of {i['isl']} input tokens, batches of {i['concurrency']} "
+                "requests (encoder pass, no output tokens)")
+    if i.get("request_rate"):
+        load = f"Poisson arrivals at {i['request_rate']:g} requests/s (open loop)"
+    else:
+        load = f"{i['concurrency']} requests in flight" + (
+            " (open loop: Poisson arrivals)" if i.get("arrival") == "poisson" else " (closed loop)")
+    return f"workload: isl {i['isl']}, osl {i['osl']}, {load}"
+
+
 def estimate_text(d: dict[str, Any]) -> str:
     i, m, b = d["inputs"], d["memory"], d["band"]
     adp = f", attention-dp {i['attention_dp']}" if i.get("attention_dp", 1) > 1 else ""
     lines = [f"{i['model']} on {i['n_gpus']}x {i['gpu']} (tp {i['tp']}, pp {i['pp']}, "
-             f"ep {i['ep']}{adp}), {i['precision']} weights, {i['kv_precision']} KV, {i['backend']}",
-             f"workload: isl {i['isl']}, osl {i['osl']}, {i['concurrency']} requests in flight",
+             f"ep {i['ep']}{adp}), {i['precision']} weights, {i['kv_precision'] or 'no'} KV, {i['backend']}",
+             _workload_line(i),
              f"memory per GPU: {m['per_gpu_gib']:.1f} of {m['budget_gib']:.1f} GiB usable "
              f"(weights {m['weights_gib']:.1f} GiB total, KV {m['kv_cache_gib']:.2f} GiB, "
              f"overhead {m['overhead_gib']:.1f} GiB/GPU) -> "
@@ -63,10 +75,20 @@ def estimate_text(d: dict[str, Any]) -> str:
     if d["reason"]:
         lines.append(f"reason: {d['reason']}")
     if d["ttft_ms"] is not None:
-        for key, label, unit in (("ttft_ms", "TTFT", "ms"), ("tpot_ms", "TPOT", "ms"),
+        first = "latency" if i.get("task") == "embedding" else "TTFT"
+        for key, label, unit in (("ttft_ms", first, "ms"), ("tpot_ms", "TPOT", "ms"),
                                  ("output_tokens_per_s", "throughput", "tokens/s")):
+            if d[key] is None or not b.get(key):
+                continue
             lo, hi = b[key]
             lines.append(f"{label:>10}: {_fmt(d[key])} {unit}  (band {_fmt(lo)} .. {_fmt(hi)})")
+            if key == "ttft_ms" and d.get("ttft_p99_ms") is not None:
+                lo, hi = b["ttft_p99_ms"]
+                lines.append(f"{'TTFT p99':>10}: {_fmt(d['ttft_p99_ms'])} ms  "
+                             f"(band {_fmt(lo)} .. {_fmt(hi)})")
+    for s in d["steps"]:
+        if s["name"] in ("requests_per_s", "input_tokens_per_s"):
+            lines.append(f"{s['name'].replace('_', ' '):>10}: {_fmt(s['result'])}")
     c = d["calibration"]
     lines.append(f"calibration: {c['gpu_class']} / {c['backend']}"
                  f" ({'measured' if c['measured'] else 'not measured: wider band'})")
@@ -76,6 +98,8 @@ def estimate_text(d: dict[str, Any]) -> str:
         res = f"{res:,.4g}" if isinstance(res, float) else res
         lines.append(f"  {s['name']}: {s['formula']}")
         lines.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
+        if s.get("note"):
+            lines.append(f"      ({s['note']})")
     return "\n".join(lines)
 
 
@@ -92,26 +116,52 @@ def estimate_text(d: dict[str, Any]) -> str:
                    "GPUs; MoE layers span all tp x attention-dp GPUs).")
 @click.option("--precision", type=click.Choice(PRECISIONS, case_sensitive=False), required=True)
 @click.option("--isl", type=click.IntRange(min=1), required=True, help="Input tokens.")
-@click.option("--osl", type=click.IntRange(min=1), required=True, help="Output tokens.")
+@click.option("--osl", type=click.IntRange(min=1), default=None,
+              help="Output tokens (required for --task generate).")
+@click.option("--task", type=click.Choice(("generate", "embedding")), default="generate",
+              show_default=True,
+              help="generate: prefill + decode; embedding: an encoder pass (prefill only, "
+                   "--concurrency requests batched, no output tokens).")
 @click.option("--concurrency", type=click.IntRange(min=1), required=True,
               help="Requests in flight (steady state, continuous batching).")
 @click.option("--backend", type=click.Choice(BACKENDS, case_sensitive=False), default="vllm",
               show_default=True)
+@click.option("--arrival", type=click.Choice(("closed", "poisson")), default="closed",
+              show_default=True,
+              help="closed: a benchmark client keeps --concurrency requests in flight; poisson: "
+                   "open-loop production traffic (TTFT mean and P99 from a queue model).")
+@click.option("--request-rate", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Offered requests/s (Poisson, open loop); requests in flight then follow "
+                   "from Little's law and --concurrency is only the starting estimate.")
 @click.option("--kv-precision", type=click.Choice(("bf16", "fp16", "fp8", "int8")),
               default=None, help="KV-cache format (default: fp8 with fp8/fp4 weights on GPUs "
                                  "with native FP8, else 16 bit).")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
 def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
-                 precision: str, isl: int, osl: int, concurrency: int, backend: str,
-                 kv_precision: str | None, fmt: str) -> None:
+                 precision: str, isl: int, osl: int | None, task: str, concurrency: int,
+                 backend: str,
+                 arrival: str, request_rate: float | None, kv_precision: str | None,
+                 fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
+    if task == "embedding":
+        try:
+            emb = estimate_embedding(m, g, tp=tp, precision=precision.lower(), isl=isl,
+                                     concurrency=concurrency, backend=backend.lower())
+        except ValueError as exc:
+            raise BadInput(str(exc)) from None
+        d = emb.to_dict()
+        click.echo(json.dumps(d, indent=2, ensure_ascii=False) if fmt == "json"
+                   else estimate_text(d))
+        return
+    if osl is None:
+        raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
     try:
         e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
                      concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
-                     attention_dp=attention_dp)
+                     attention_dp=attention_dp, arrival=arrival, request_rate=request_rate)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     d = e.to_dict()

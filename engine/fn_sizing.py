@@ -20,16 +20,22 @@ def _perf():
     return perf
 
 
+# Sizing is for production traffic: open-loop (Poisson) arrivals, TTFT checked at its P99.
+ARRIVAL = "poisson"
+
+
 def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-                 concurrency: int) -> dict[str, Any]:
-    """The performance model's estimate for a tp x pp replica, memoised per run."""
+                 concurrency: int, arrival: str = ARRIVAL) -> dict[str, Any]:
+    """The performance model's estimate for a tp x pp replica under production (open-loop)
+    traffic at the rate that keeps ``concurrency`` requests in flight, memoised per run."""
     ctx = current()
     c = max(1, int(concurrency))
-    key = ("estimate_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl), c)
+    key = ("estimate_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl), c,
+           str(arrival))
     if key not in ctx.cache:
         ctx.cache[key] = _perf().estimate(
             ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp), precision=str(precision),
-            isl=int(isl), osl=int(osl), concurrency=c,
+            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival),
         ).to_dict()
     return ctx.cache[key]
 
@@ -47,12 +53,14 @@ def _metric(data: dict[str, Any], metric: str) -> Any:
 
 @domain_function
 def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-                concurrency: int, metric: str) -> Any:
+                concurrency: int, metric: str, arrival: str = ARRIVAL) -> Any:
     """One metric of the performance estimate of a replica of ``tp`` x ``pp`` GPUs (``ttft_ms``,
     ``tpot_ms``, ``output_tokens_per_s``, ``fits``, ``weights_gib``, ``kv_cache_gib``,
     ``overhead_gib``, ``per_gpu_gib``, ``budget_gib``, ``kv_capacity_tokens``, ``*_hi``/``*_lo``
-    band ends); records the formula steps as details."""
-    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency)
+    band ends, ``ttft_p99_ms`` in open loop); ``arrival`` ``poisson`` (production traffic at the
+    rate that keeps ``concurrency`` in flight) or ``closed`` (a full batch queue, offline);
+    records the formula steps as details."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, arrival)
     value = _metric(data, metric)
     note_detail({"function": "estimate_pp", "metric": metric, "steps": data.get("steps", []),
                  "calibration": data.get("calibration")})
@@ -80,6 +88,8 @@ def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float
     if not data.get("fits") or data.get("ttft_ms") is None:
         return False
     ttft, tpot = _metric(data, "ttft_ms_hi"), _metric(data, "tpot_ms_hi")
+    if data.get("ttft_p99_ms") is not None:  # open loop: the queue's P99 as well
+        ttft = max(ttft, data["ttft_p99_ms"])
     if ttft_ms is not None and ttft > ttft_ms:
         return False
     if tpot_ms is not None and tpot > tpot_ms:
@@ -90,22 +100,24 @@ def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float
 @domain_function
 def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                        ttft_ms: float | None, tpot_ms: float | None,
-                       e2e_ms: float | None = None) -> int:
-    """Largest number of requests in flight per ``tp`` x ``pp`` replica whose upper-band TTFT,
-    TPOT and full response time ``TTFT + (osl-1) x TPOT`` meet the targets (``None``: no target)
-    and whose KV cache fits; 0 when even one request fails. TTFT and TPOT grow with concurrency,
-    so the answer is found by bisection over [1, 1024]."""
+                       e2e_ms: float | None = None, arrival: str = ARRIVAL) -> int:
+    """Largest number of requests in flight per ``tp`` x ``pp`` replica, under open-loop
+    (Poisson) arrivals (``arrival="closed"``: a full batch queue), whose TTFT (P99 of the queue
+    and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x
+    TPOT`` meet the targets (``None``: no target) and whose KV cache fits; 0 when even one
+    request fails. TTFT and TPOT grow with concurrency, so the answer is found by bisection over [1, 1024]."""
     ctx = current()
     key = ("max_concurrency_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl),
-           ttft_ms, tpot_ms, e2e_ms)
+           ttft_ms, tpot_ms, e2e_ms, str(arrival))
     if key not in ctx.cache:
         if e2e_ms is None:
             n = _perf().max_concurrency(
                 ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp),
-                precision=str(precision), isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms)
+                precision=str(precision), isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                arrival=str(arrival))
         else:
             def ok(c: int) -> bool:
-                data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c)
+                data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival)
                 return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms)
 
             n = 0
@@ -120,8 +132,9 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
         ctx.cache[key] = int(n)
     n = ctx.cache[key]
     note_detail({"function": "max_concurrency_pp", "result": n,
-                 "formula": "largest C with TTFT_hi(C) ≤ TTFT target, TPOT_hi(C) ≤ TPOT target, "
-                            "TTFT_hi(C) + (osl-1) x TPOT_hi(C) ≤ inference budget and KV(C) fitting"})
+                 "formula": f"largest C ({arrival} arrivals) with max(TTFT_p99(C), TTFT_hi(C)) ≤ "
+                            "TTFT target, TPOT_hi(C) ≤ TPOT target, TTFT + (osl-1) x TPOT_hi(C) ≤ "
+                            "inference budget and KV(C) fitting"})
     return int(n)
 
 

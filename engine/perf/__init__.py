@@ -15,11 +15,11 @@ Public API::
 from .calibration import gpu_class, profile
 from .memory import Layout, kv_bytes_per_token, memory, weights_gib
 from .precision import PRECISIONS, compute_rate, default_kv_precision
-from .serving import estimate, max_concurrency
+from .serving import estimate, estimate_embedding, max_concurrency
 from .types import Estimate, MemoryEstimate, Step
 
 __all__ = [
     "PRECISIONS", "Estimate", "Layout", "MemoryEstimate", "Step", "compute_rate",
-    "default_kv_precision", "estimate", "gpu_class", "kv_bytes_per_token", "max_concurrency",
+    "default_kv_precision", "estimate", "estimate_embedding", "gpu_class", "kv_bytes_per_token", "max_concurrency",
     "memory", "profile", "weights_gib",
 ]

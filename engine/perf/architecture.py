@@ -66,7 +66,8 @@ def params(m: dict[str, Any]) -> Params:
     h = _num(m, "hidden_size", 0) or 0
     vocab = _num(m, "vocab_size", 0) or 0
     emb = vocab * h
-    head = 0.0 if m.get("tie_word_embeddings") else emb
+    # encoders (embedding models) have no LM head; tied heads reuse the embedding
+    head = 0.0 if m.get("tie_word_embeddings") or m.get("task") == "embedding" else emb
     e = int(_num(m, "num_experts", 0) or 0)
     k = int(_num(m, "experts_per_token", 0) or 0)
     total_b = _num(m, "total_params_b")
@@ -90,17 +91,25 @@ def params(m: dict[str, Any]) -> Params:
                   per_expert=per_expert, num_experts=e, experts_per_token=k, layers=layers)
 
 
+def kv_layers(m: dict[str, Any]) -> float:
+    """Layers whose KV cache grows with the context (``kv_layers`` in the catalog for hybrid
+    models: sliding-window, linear-attention and SSM layers keep a bounded state per sequence,
+    which is not modelled), else every layer."""
+    return _num(m, "kv_layers") or _num(m, "num_layers", 0) or 0
+
+
 def kv_elements_per_token(m: dict[str, Any]) -> tuple[float, str]:
     """KV-cache elements per token (all layers) and the formula used."""
-    layers = _num(m, "num_layers", 0) or 0
+    layers = kv_layers(m)
+    what = "kv_layers" if m.get("kv_layers") else "layers"
     if str(m.get("attention_type", "")).upper() == "MLA":
         kvl = _num(m, "kv_lora_rank", 512)
         rope = _num(m, "qk_rope_head_dim", 64)
-        return (kvl + rope) * layers, "(kv_lora_rank + qk_rope_head_dim) x layers"
+        return (kvl + rope) * layers, f"(kv_lora_rank + qk_rope_head_dim) x {what}"
     heads = _num(m, "num_attention_heads", 1)
     kvh = _num(m, "num_kv_heads") or heads
     d = _num(m, "head_dim") or (_num(m, "hidden_size", 0) / heads)
-    return 2 * layers * kvh * d, "2 x layers x kv_heads x head_dim"
+    return 2 * layers * kvh * d, f"2 x {what} x kv_heads x head_dim"
 
 
 def kv_shard_factor(m: dict[str, Any], tp: int) -> float:
@@ -119,9 +128,10 @@ def attention_flops_per_token(m: dict[str, Any], context: float, decode: bool = 
     """FLOPs of the attention scores and weighted sum for one query token at ``context``.
 
     MLA decodes in the absorbed form (attention over the 576-wide latent) and prefills in the
-    expanded form (192-wide keys, 128-wide values per head).
+    expanded form (192-wide keys, 128-wide values per head). Only the layers with a full KV
+    cache attend over the whole context (``kv_layers``); bounded layers are left out.
     """
-    layers = _num(m, "num_layers", 0) or 0
+    layers = kv_layers(m)
     heads = _num(m, "num_attention_heads", 1) or 1
     if str(m.get("attention_type", "")).upper() == "MLA":
         kvl = _num(m, "kv_lora_rank", 512)

@@ -26,22 +26,21 @@ BACKENDS = ("vllm", "trtllm", "sglang")
 FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.8, "t_step_ms": 1.0,
                     "t_layer_us": 20.0, "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 2.0,
                     "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05,
-                    "moe_floor": 0.01, "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0,
+                    "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0,
                     "t_in_token_us": 1.0}
 PARAMS = ("eta_bw", "eta_flops", "eta_moe", "t_step_ms", "t_layer_us", "t_seq_us", "interference",
-          "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission", "moe_floor",
+          "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission",
           "dp_wait", "eta_lowp", "t_moe_layer_us", "t_in_token_us")
 # Physical range of each constant: the fit's bounds, and the clip of a borrowed (ratio) profile.
 # eta_bw is capped at 92 %: more than that of peak HBM bandwidth is not reached by real kernels,
 # and without the cap the fit trades bandwidth against per-step overhead. t_layer is capped at
 # 60 us (a layer's small kernels: norms, rotary, routing, a few launches): above that the fit
 # would turn one model's slow MoE kernels into a per-layer cost charged to every model.
-# moe_floor is a share of all routed experts (at most 1).
 BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 0.9), "eta_moe": (0.1, 1.0),
           "t_step_ms": (0.01, 30.0), "t_layer_us": (0.01, 60.0), "t_seq_us": (0.01, 500.0),
           "interference": (0.05, 3.0), "t_chunk_ms": (0.01, 100.0),
           "t_request_ms": (0.1, 500.0), "k_step": (0.01, 20.0), "burst": (0.001, 3.0),
-          "admission": (0.001, 3.0), "moe_floor": (0.001, 1.0),
+          "admission": (0.001, 3.0),
           "dp_wait": (0.01, 200.0), "eta_lowp": (0.5, 1.0),
           "t_moe_layer_us": (0.01, 300.0), "t_in_token_us": (0.001, 100.0)}
 # Prefill chunk (tokens per engine step) of each backend's default scheduler.
@@ -74,7 +73,6 @@ class Profile:
     k_step: float          # decode steps a new request waits for (admission at step boundaries)
     burst: float           # share of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
     admission: float       # share of the completion interval (osl-1) x TPOT / (C-1) waited
-    moe_floor: float       # share of all routed experts a decode step reads at any batch
     dp_wait: float         # decode steps a new request waits when attention runs data-parallel
     eta_lowp: float        # efficiency of native 8/4-bit GEMMs relative to 16-bit ones
     t_moe_layer_us: float  # extra cost per MoE layer per step (routing, grouped-GEMM launches)
@@ -113,13 +111,24 @@ def load_calibration(path: str | None = None) -> dict[str, Any]:
     return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
 
 
-def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None) -> tuple[str, float, float,
-                                                                              float]:
-    """(kind, bandwidth GB/s, efficiency, latency µs) of the GPU-to-GPU link inside a node."""
+def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
+                n_gpus: int = 2) -> tuple[str, float, float, float]:
+    """(kind, bandwidth GB/s, efficiency, latency µs) of an all-reduce over ``n_gpus`` GPUs.
+
+    Efficiency and latency are fitted from measured all-reduce kernels (``links`` in the
+    calibration file, written by ``python -m servewise.engine.perf.kernels``): the GPU's own
+    values where it was measured (``by_gpu``), else the median of its link kind (NVLink or
+    PCIe) at that GPU count, the nearest measured count when it was not.
+    """
     cal = load_calibration() if cal is None else cal
     kind = str(gpu.get("intra_node") or "pcie").lower()
     links = {**FALLBACK_LINKS, **(cal.get("links") or {})}
     lp = links.get(kind, links["pcie"])
+    own = ((links.get("by_gpu") or {}).get(str(gpu.get("id"))) or {}).get("by_gpus")
+    table = own or lp.get("by_gpus")
+    if table:
+        n = min(table, key=lambda k: (abs(int(k) - n_gpus), int(k)))
+        lp = table[n]
     bw = gpu.get("link_gbs")
     if not isinstance(bw, (int, float)) or bw <= 0 or kind == "pcie":
         bw = PCIE_GBS.get(int(gpu.get("pcie_gen") or 4), 26.0)

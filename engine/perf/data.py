@@ -8,6 +8,9 @@ source id:
 * The GPU count of a run is ``max(tp x attention_dp, moe_tp x moe_ep)``; where attention is
   narrower than the MoE group (vLLM rows with tp 1, moe_tp 2), the extra GPUs serve attention
   data-parallel.
+* On NVL72 racks (GB200/GB300, ``nvlink_domain`` 72) wide runs are real; an MLA model there
+  with ``tp`` > 8 and no attention DP is read as attention data-parallel over the ``tp`` GPUs
+  (its latent KV, replicated per TP rank, could not hold the thousands of sequences in flight).
 * Rows with ``tp x attention_dp`` > 8 are mislabelled single-node runs: their ids say
   ``tp8_ep8`` / ``tp4_ep4`` and their numbers equal the rows labelled tp 8, moe_ep 8. There the
   ``tp``/``attention_dp`` column holds tp x ep; the run used ``moe_ep`` GPUs with expert-parallel
@@ -17,6 +20,7 @@ source id:
 from __future__ import annotations
 
 import csv
+import gzip
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +30,8 @@ from ..catalog import UnknownEntry, load_catalog
 from .memory import Layout
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "facts" / "data"
-DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv")
+DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv",
+                 DATA_DIR / "measured-extra.csv.gz", DATA_DIR / "benchmarks-extra.csv.gz")
 NODE_GPUS = 8
 
 # Names used by the data files that the catalog may not carry (same architecture).
@@ -65,6 +70,8 @@ class Row:
     tput: float | None = None
     offline: bool = False
     prefill_only: bool = False         # in-process engine benchmark: TTFT = the prefill alone
+    request_rate: float | None = None  # offered requests/s: open loop (Poisson arrivals)
+    statistic: str = "mean"            # of the latency columns: mean | median | p99
     skipped: str | None = None
 
 
@@ -106,16 +113,37 @@ def _entities(row: Row, model: str, gpu: str) -> None:
         row.skipped = str(exc)
 
 
-def _measured_layout(r: dict[str, str]) -> tuple[Layout, float]:
+STATISTICS = ("mean", "median", "p99")
+
+
+def _load(row: Row, r: dict[str, str]) -> None:
+    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2)."""
+    row.request_rate = _f(r.get("request_rate"))
+    stat = (r.get("statistic") or "").strip().lower() or "mean"
+    if stat not in STATISTICS:
+        row.skipped = row.skipped or f"statistic '{stat}': expected one of {', '.join(STATISTICS)}"
+    row.statistic = stat
+
+
+def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
+                     model: dict[str, Any] | None = None) -> tuple[Layout, float]:
+    """Layout and requests in flight of a measured row; a run wider than the GPU's NVLink
+    domain (8, or 72 for NVL72 racks: ``nvlink_domain`` in the catalog) is a mislabelled
+    single-node run (see the module docstring)."""
+    domain = int((gpu or {}).get("nvlink_domain") or NODE_GPUS)
     tp, adp = _i(r.get("tp"), 1), _i(r.get("attention_dp"), 1)
     mtp, mep = _i(r.get("moe_tp"), 1), _i(r.get("moe_ep"), 1)
     pp = _i(r.get("pp"), 1)
     conc = (_f(r.get("concurrency")) or 0) * adp
-    if tp * adp > NODE_GPUS and mtp * mep == tp * adp:
+    if tp * adp > domain and mtp * mep == tp * adp:
         n = mep
         real_tp, real_dp = (n, 1) if adp == 1 else (1, n)
         return Layout(real_tp, pp, mep, real_dp), conc
     n = max(tp * adp, mtp * mep)
+    if tp > NODE_GPUS and adp == 1 and model and str(model.get("attention_type")).upper() == "MLA":
+        # MLA's latent KV is replicated on every TP rank: tp 72 with thousands of sequences
+        # cannot hold its KV, so such a run split attention data-parallel over the GPUs
+        return Layout(1, pp, mep, tp), conc
     return Layout(tp, pp, mep, max(1, n // tp)), conc
 
 
@@ -127,12 +155,16 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
                   isl=_i(r.get("isl")), osl=_i(r.get("osl")),
                   ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_ms")))
         _entities(row, r.get("model", ""), r.get("gpu", ""))
+        _load(row, r)
         try:
-            row.layout, row.concurrency = _measured_layout(r)
+            row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
-        if not row.skipped and (not row.isl or not row.osl or not row.concurrency):
-            row.skipped = "isl, osl or concurrency missing"
+        if not row.skipped and (not row.isl or not row.osl
+                                or not (row.concurrency or row.request_rate)):
+            row.skipped = "isl, osl or concurrency/request_rate missing"
+        if not row.skipped and not row.precision:
+            row.skipped = "precision missing"
         out.append(row)
     return out
 
@@ -171,6 +203,10 @@ def read_benchmarks(rows: list[dict[str, str]]) -> list[Row]:
         tp, n = _i(r.get("tp"), 1), _i(r.get("n_gpus"), 1)
         row.layout = Layout(tp, max(1, n // tp), 1, 1)
         conc = (r.get("concurrency_or_batch") or "").strip().lower()
+        _load(row, r)
+        qps = re.match(r"request rate ([\d.]+)", conc)
+        if qps and not row.request_rate:
+            row.request_rate = float(qps.group(1))
         row.offline = conc.startswith("max")
         # "single-stream prefill (batch 1)" rows time one prefill inside the engine (static
         # batching, no server, no scheduler): their TTFT is the prefill step alone.
@@ -184,7 +220,7 @@ def read_benchmarks(rows: list[dict[str, str]]) -> list[Row]:
             row.skipped = f"precision '{r.get('precision')}' not recognised"
         elif not row.isl or not row.osl:
             row.skipped = "input/output length not numeric"
-        elif not row.offline and not row.concurrency:
+        elif not row.offline and not row.concurrency and not row.request_rate:
             row.skipped = f"concurrency '{conc}' not numeric"
         elif not (row.ttft_ms or row.tpot_ms or row.tput):
             row.skipped = "no TTFT/TPOT/throughput measurement"
@@ -196,11 +232,12 @@ def read_rows(path: str | Path) -> tuple[str, list[Row]]:
     """Read a CSV of either layout; returns ("measured"|"benchmarks", rows)."""
     p = Path(path)
     try:
-        with p.open(newline="", encoding="utf-8") as fh:
+        opener = gzip.open if p.suffix == ".gz" else open
+        with opener(p, "rt", newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
             cols = set(reader.fieldnames or [])
             raw = list(reader)
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"{p}: cannot read ({exc})") from exc
     if MEASURED_COLUMNS <= cols:
         return "measured", read_measured(raw)

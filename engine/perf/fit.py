@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from .calibration import BOUNDS, CALIBRATION_FILE, FALLBACK_LINKS, PARAMS, gpu_class
+from .calibration import BOUNDS, CALIBRATION_FILE, FALLBACK_BAND, FALLBACK_LINKS, PARAMS, gpu_class
 from .data import DEFAULT_FILES, Row, read_rows
 from .validate import predict_row, quantile
 
@@ -58,7 +58,8 @@ FP8_GEMM_SOURCE = ("https://gitea.d-robotics.cc/han.zhao/test_gpu_scripts/raw/co
 START = {**{k: centre for k, (centre, _) in PRIOR.items()},
          "t_step_ms": 1.0, "t_layer_us": 10.0, "t_seq_us": 10.0, "interference": 1.0,
          "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
-         "moe_floor": 0.01, "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+         "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+MAX_NFEV = int(os.environ.get("FIT_MAX_NFEV", "40"))
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
 # Classes without measured rows and the measured class whose efficiencies they borrow.
@@ -79,11 +80,18 @@ def _band_entry(params: dict[str, float]) -> dict[str, Any]:
                                "output_tokens_per_s": [1, 1]}}
 
 
+def _links() -> dict[str, Any]:
+    """The all-reduce constants fitted from kernel data (kept across refits), else the priors."""
+    from .calibration import load_calibration
+
+    return load_calibration().get("links") or FALLBACK_LINKS
+
+
 def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     classes: dict[str, Any] = defaultdict(lambda: {"backends": {}})
     for (cls, be), entry in sorted(profiles.items()):
         classes[cls]["backends"][be] = entry
-    return {"default_class": REFERENCE_CLASS, "links": FALLBACK_LINKS,
+    return {"default_class": REFERENCE_CLASS, "links": _links(),
             "unmeasured_band_widening": 2.0,
             "classes": {**dict(classes),
                         **{c: {"inherit": REFERENCE_CLASS, "why": w}
@@ -138,8 +146,22 @@ SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference
 PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
 
 
-def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[str, float]]:
-    """Joint robust fit of one backend: shared engine constants, per-class efficiencies."""
+def _warm(cls: str, backend: str, key: str) -> float:
+    """Start value: the shipped calibration's constant (inside the bounds), else START."""
+    from .calibration import load_calibration
+
+    entry = ((load_calibration().get("classes") or {}).get(cls) or {}).get("backends") or {}
+    v = (entry.get(backend) or {}).get(key, START[key])
+    lo, hi = BOUNDS[key]
+    return min(max(float(v), lo * 1.05), hi / 1.05)
+
+
+def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_NFEV,
+                warm: bool = True) -> dict[str, dict[str, float]]:
+    """Joint robust fit of one backend: shared engine constants, per-class efficiencies.
+
+    Starts from the shipped calibration (a refit after new data or a model change), at most
+    ``max_nfev`` iterations (each one Jacobian of finite differences over every row)."""
     import numpy as np
     from scipy.optimize import least_squares
 
@@ -148,7 +170,9 @@ def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[st
     base = [k.split(":")[-1] for k in names]
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])
-    x0 = np.log([START[k] for k in base])
+    ref = classes[0]
+    x0 = np.log([_warm(ref if ":" not in n else n.split(":")[0], backend, b) if warm
+                 else START[b] for n, b in zip(names, base, strict=True)])
     prior_x = np.log([PRIOR.get(k, (1.0, 0.0))[0] for k in base])
     prior_w = np.array([PRIOR.get(k, (1.0, 0.0))[1] for k in base])
 
@@ -162,7 +186,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str) -> dict[str, dict[st
         res = [r for c in classes for r in residuals(groups[c], cal)]
         return np.concatenate([np.asarray(res), prior_w * (x - prior_x)])
 
-    sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=300,
+    sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=max_nfev,
                         x_scale=1.0, diff_step=1e-3)
     return {c: {k: float(f"{v:.4g}") for k, v in p.items()} for c, p in split(sol.x).items()}
 
@@ -177,36 +201,65 @@ def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[fl
                         ("output_tokens_per_s", r.tput)):
             if pr.get(m) and meas:
                 ratios[m].append(meas / pr[m])
-    band = {}
+    band: dict[str, list[float]] = {}
     err = {}
-    for m in ("ttft_ms", "tpot_ms"):
-        xs = ratios.get(m) or [1.0]
-        band[m] = [round(min(1.0, quantile(xs, 0.1)), 3), round(max(1.0, quantile(xs, 0.9)), 3)]
-        err[m] = {"n": len(ratios.get(m, [])),
-                  "median_ape": round(quantile([abs(1 / x - 1) for x in xs], 0.5), 4)}
-    xs = ratios.get("output_tokens_per_s")
-    if xs and len(xs) >= 5:
-        band["output_tokens_per_s"] = [round(min(1.0, quantile(xs, 0.1)), 3),
-                                       round(max(1.0, quantile(xs, 0.9)), 3)]
-    else:  # throughput ~ 1/TPOT
-        lo, hi = band["tpot_ms"]
+    for m in ("ttft_ms", "tpot_ms", "output_tokens_per_s"):
+        xs = ratios.get(m) or []
+        if len(xs) >= 5:
+            band[m] = [round(min(1.0, quantile(xs, 0.1)), 3),
+                       round(max(1.0, quantile(xs, 0.9)), 3)]
+        if m != "output_tokens_per_s":
+            err[m] = {"n": len(xs), "median_ape": round(
+                quantile([abs(1 / x - 1) for x in xs] or [0.0], 0.5), 4)}
+    # a metric the group did not measure: from its reciprocal (throughput ~ 1/TPOT), else the
+    # first-order band (never the degenerate [1, 1] of no rows)
+    if "output_tokens_per_s" not in band:
+        lo, hi = band.get("tpot_ms", FALLBACK_BAND["tpot_ms"])
         band["output_tokens_per_s"] = [round(1 / hi, 3), round(1 / lo, 3)]
-    return band, err
+    if "tpot_ms" not in band:
+        lo, hi = band["output_tokens_per_s"]
+        band["tpot_ms"] = [round(min(1 / hi, FALLBACK_BAND["tpot_ms"][0]), 3),
+                           round(max(1 / lo, FALLBACK_BAND["tpot_ms"][1]), 3)]
+    if "ttft_ms" not in band:
+        band["ttft_ms"] = list(FALLBACK_BAND["ttft_ms"])
+    return {k: band[k] for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s")}, err
+
+
+ROWS_PER_MODEL = int(os.environ.get("FIT_ROWS_PER_MODEL", "120"))
+
+
+def _thin(rows: list[Row]) -> list[Row]:
+    """At most ROWS_PER_MODEL rows per model of a group, evenly spaced (deterministic): keeps
+    the fit's cost bounded and stops one heavily sampled model from dominating it."""
+    by_model: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        by_model[r.model_name].append(r)
+    out = []
+    for rs in by_model.values():
+        step = max(1, math.ceil(len(rs) / ROWS_PER_MODEL))
+        out += rs[::step]
+    return out
 
 
 def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[str] = (),
-        exclude_gpus: Iterable[str] = ()) -> dict[str, Any]:
-    """Fit every measured (class, backend) group; returns the calibration dict."""
+        exclude_gpus: Iterable[str] = (), warm: bool = True,
+        max_nfev: int = MAX_NFEV) -> dict[str, Any]:
+    """Fit every measured (class, backend) group; returns the calibration dict.
+
+    ``warm=False`` starts from the round START values instead of the shipped constants (a
+    held-out refit must not start from constants that saw the held-out rows)."""
     paths = [Path(p) for p in paths]
     rows = usable_rows(paths, exclude_models, exclude_gpus)
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         assert r.gpu is not None
         groups[(gpu_class(r.gpu), r.backend)].append(r)
-    measured = sorted({g for g, rs in groups.items() if any(r.tpot_ms for r in rs)})
+    measured = sorted({g for g, rs in groups.items()
+                       if any(r.tpot_ms for r in rs) or sum(1 for r in rs if r.tput) >= 20})
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
     for be in sorted({b for _, b in measured}):
-        fitted = fit_backend({c: groups[(c, b)] for c, b in measured if b == be}, be)
+        fitted = fit_backend({c: _thin(groups[(c, b)]) for c, b in measured if b == be}, be,
+                             max_nfev=max_nfev, warm=warm)
         for c, params in fitted.items():
             profiles[(c, be)] = _band_entry(params)
     cal = calibration_dict(profiles)
@@ -217,6 +270,24 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[st
         profiles[key].update(band=band, fit_error=err,
                              fitted_on=f"{len(groups[key])} rows of {', '.join(gpus)} "
                                        f"({', '.join(models)})")
+    return calibration_dict(profiles)
+
+
+def rebanded(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """The shipped calibration with its bands and fit errors recomputed on ``paths``."""
+    from .calibration import load_calibration
+
+    cal = load_calibration()
+    rows = usable_rows([Path(p) for p in paths])
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        assert r.gpu is not None
+        groups[(gpu_class(r.gpu), r.backend)].append(r)
+    profiles = {(c, b): dict(e) for c, v in (cal.get("classes") or {}).items()
+                for b, e in (v.get("backends") or {}).items()}
+    for key in profiles:
+        band, err = _ratio_band(groups.get(key, []), cal)
+        profiles[key].update(band=band, fit_error=err)
     return calibration_dict(profiles)
 
 
@@ -246,8 +317,6 @@ HEADER = """\
 #   k_step        decode steps a new request waits before its prefill starts
 #   burst         share phi of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
 #   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
-#   moe_floor     share f0 of all routed experts a decode step reads whatever the batch
-#                 (experts read = f0 + (1-f0) x (1-(1-k/E)^tokens); 0..1)
 #   dp_wait       decode steps a new request waits before its prefill when attention runs
 #                 data-parallel (ranks prefill in lockstep; TRT-LLM attention-DP balancing
 #                 holds context requests up to timeout_iters)
@@ -263,9 +332,14 @@ HEADER = """\
 #   0.6, 1 (decode 74-77 % of peak bandwidth and prefill 54-69 % of peak FLOPS in
 #   benchmarks.csv), eta_lowp 0.85, 1 (cuBLASLt FP8 GEMM 81 % of its peak, as BF16; less
 #   activation quantisation), eta_moe 0.7, 0.3 (no external figure).
-# Not fitted (documented priors): links.* (NVLink one-shot all-reduce ~8 us, 70% of link
-#   bandwidth), memory overhead 1.5 GiB + activations (engine/perf/memory.py),
+# links: all-reduce latency and efficiency (share of one-direction link bandwidth) per link kind
+#   and GPU count, and per measured GPU (by_gpu), fitted from vLLM custom all-reduce kernel
+#   latencies (../shared/data/ops, `python -m servewise.engine.perf.kernels`); kept across refits.
+#   GPUs without kernel data use their link kind's median (NVLink: A100/H100/H200/B200; PCIe:
+#   L40S, RTX PRO 6000). eta > 1 at 8 NVLink GPUs: NVLS in-switch reduction.
+# Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/perf/memory.py),
 #   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).
+# Refit: warm start from the shipped constants, at most FIT_MAX_NFEV (default 40) iterations.
 # Classes marked `inherit` have no measured rows: they use the inherited class's
 #   efficiencies with their own bandwidth/FLOPS and a band widened by
 #   unmeasured_band_widening (band ** factor).
@@ -285,9 +359,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(CALIBRATION_FILE))
     ap.add_argument("--date", default=os.environ.get("FIT_DATE")
                     or _dt.date.today().isoformat())
+    ap.add_argument("--bands-only", action="store_true",
+                    help="keep the shipped constants, recompute bands and fit errors only")
     a = ap.parse_args(argv)
     paths = [Path(p) for p in (a.data or DEFAULT_FILES)]
-    cal = fit(paths)
+    cal = rebanded(paths) if a.bands_only else fit(paths)
     write(cal, paths, Path(a.out), a.date)
     print(f"wrote {a.out}")
 

@@ -117,21 +117,29 @@ def memory(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int =
         reason = (f"KV cache for {tokens_in_flight:,.0f} tokens needs {kv_gpu / GIB:.1f} GiB per "
                   f"GPU, only {free_kv:.1f} GiB left after weights on {name} "
                   f"(room for {kv_capacity:,} tokens)")
+    kv_elems, kv_how = kv_elements_per_token(model)
     steps = (
-        Step("weights", "W = (shared + experts) x bytes(precision) + (embedding + lm_head) x 2 B",
+        Step("weights",
+             "W_gib = ((shared_params_b + expert_params_b) x bytes_per_weight"
+             " + embedding_lm_head_params_b x embed_bytes) x 1e9 / 2^30",
              {"shared_params_b": p.shared / 1e9, "expert_params_b": p.experts / 1e9,
               "embedding_lm_head_params_b": (p.embedding + p.lm_head) / 1e9,
-              "bytes_per_weight": bytes_per_weight(precision), "precision": precision},
-             w_total / GIB, "GiB"),
-        Step("kv_per_token", f"kv = {kv_elements_per_token(model)[1]} x bytes(kv)",
-             {"elements": kv_elements_per_token(model)[0], "kv_precision": kvp,
-              "bytes": kv_bytes(kvp)}, kv_tok, "B/token"),
+              "bytes_per_weight": bytes_per_weight(precision), "embed_bytes": EMBED_BYTES,
+              "precision": precision},
+             w_total / GIB, "GiB", "embedding and lm_head stay 16-bit; MoE: every expert resident"),
+        Step("kv_per_token", "kv_b = elements x bytes",
+             {"elements": kv_elems, "kv_precision": kvp, "bytes": kv_bytes(kvp)}, kv_tok,
+             "B/token", f"elements = {kv_how}"),
         Step("memory_per_gpu",
-             "m_gpu = W_shard + kv x shard x tokens / dp + overhead ≤ memory x util",
-             {"W_shard_gib": w_gpu / GIB, "kv_shard": kv_shard_factor(model, tp) / pp,
-              "tokens": tokens_in_flight, "dp": lay.dp, "overhead_gib": ovh,
-              "memory_gb": cap, "util": gpu_memory_utilization, "budget_gib": budget},
-             per_gpu, "GiB"),
+             "m_gpu_gib = W_shard_gib + kv_per_token_b x kv_shard x tokens / dp / 2^30"
+             " + overhead_gib",
+             {"W_shard_gib": w_gpu / GIB, "kv_per_token_b": kv_tok,
+              "kv_shard": kv_shard_factor(model, tp) / pp, "tokens": tokens_in_flight,
+              "dp": lay.dp, "overhead_gib": ovh}, per_gpu, "GiB",
+             "fits when m_gpu_gib <= budget_gib"),
+        Step("budget_per_gpu", "budget_gib = memory_gb x util",
+             {"memory_gb": cap, "util": gpu_memory_utilization}, budget, "GiB",
+             "HBM capacities are binary: an '80 GB' H100 holds 80 GiB (81,559 MiB)"),
     )
     return MemoryEstimate(
         weights_gib=w_total / GIB, kv_cache_gib=kv_replica, overhead_gib=ovh,

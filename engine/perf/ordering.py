@@ -20,12 +20,18 @@ BACKENDS = ("vllm", "sglang", "trtllm")
 DENSE_GRID = tuple((m, tp, c) for m in ("Llama-3.1-8B", "Qwen3-32B", "Llama-3.1-70B")
                    for tp in (1, 4) for c in (1, 16, 64))  # timings only: memory not checked
 ISL, OSL, PRECISION = 1024, 256, "fp8"
+# Inversions up to this share are measured hardware, not calibration artefacts: B200's custom
+# all-reduce takes 6.9 us against H200's 4.4 us at 4 GPUs (ops/*_custom_allreduce), which makes
+# Llama-3.1-8B at tp 4 and one request 2 % slower per token on B200 with TRT-LLM.
+TOLERANCE = 0.03
 
 
 def violations(pair: tuple[str, str], backends: Iterable[str] = BACKENDS,
                grid: Iterable[tuple[str, int, int]] = DENSE_GRID,
-               calibration: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Configurations where ``pair[0]`` predicts a higher TPOT or TTFT than ``pair[1]``."""
+               calibration: dict[str, Any] | None = None,
+               tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """Configurations where ``pair[0]`` predicts a TPOT or TTFT more than ``tolerance`` above
+    ``pair[1]``'s."""
     cat = load_catalog()
     fast, slow = cat.gpu(pair[0]), cat.gpu(pair[1])
     out: dict[str, Any] = {"n": 0, "tpot_ms": [], "ttft_ms": []}
@@ -37,6 +43,6 @@ def violations(pair: tuple[str, str], backends: Iterable[str] = BACKENDS,
                     for g in (fast, slow))
             out["n"] += 1
             for metric in ("tpot_ms", "ttft_ms"):
-                if getattr(a, metric) > getattr(b, metric):
+                if getattr(a, metric) > getattr(b, metric) * (1 + tolerance):
                     out[metric].append((be, model, tp, c))
     return out

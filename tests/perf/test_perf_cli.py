@@ -28,7 +28,7 @@ def test_estimate_json_contract(run):
 def test_estimate_text_shows_band_and_formulas(run):
     r = run(estimate_cmd, ARGS)
     assert r.exit_code == 0
-    assert "band" in r.output and "TPOT" in r.output and "t_decode = " in r.output
+    assert "band" in r.output and "TPOT" in r.output and "t_decode_ms = " in r.output
 
 
 def test_estimate_attention_dp(run):
@@ -117,3 +117,17 @@ def test_validate_bad_file_exit_2(run, tmp_path):
     assert r.exit_code == 2 and "--data" in r.output and "Traceback" not in r.output
     r = run(validate_cmd, ["--data", str(tmp_path / "missing.csv")])
     assert r.exit_code == 2
+
+
+def test_estimate_open_loop_cli(run):
+    """--request-rate runs the open-loop queue: mean and P99 TTFT, requests in flight printed."""
+    r = run(estimate_cmd, [*ARGS, "--request-rate", "4", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    d = json.loads(r.output)
+    assert d["inputs"]["arrival"] == "poisson" and d["inputs"]["request_rate"] == 4
+    assert d["ttft_p99_ms"] > d["ttft_ms"] > 0
+    assert any(s["name"] == "in_flight" for s in d["steps"])
+    t = run(estimate_cmd, [*ARGS, "--arrival", "poisson"])
+    assert t.exit_code == 0 and "TTFT p99" in t.output and "open loop" in t.output
+    bad = run(estimate_cmd, [*ARGS, "--request-rate", "0"])
+    assert bad.exit_code == 2
