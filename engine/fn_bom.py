@@ -1,0 +1,287 @@
+"""Domain functions for the bill of materials: which server SKU holds a GPU, and what the parts cost.
+
+Generic mechanics only: the server SKUs, their pricing basis (``pricing`` in servers.yaml) and the
+dated market prices (market-prices.yaml) are catalog data. Every line carries a price range
+``[low, high]`` in CNY, its source and date; the expected price is the midpoint of the range
+(``ESTIMATOR``). A part without a sourced price is listed with ``unit_price_cny: null`` and an
+``unpriced`` reason, never with an invented number.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .catalog import UnknownEntry, normalise_name
+from .functions import current, domain_function, note_detail
+
+ESTIMATOR = "midpoint of each line's sourced [low, high] range"
+BOARD_FORMS = ("SXM", "OAM")  # GPUs that come only on 4- or 8-GPU baseboards
+SKU_TYPES = ("baseboard", "system", "chassis-class")
+_TYPE_ORDER = {"baseboard": 0, "chassis-class": 1, "system": 2}
+_TABLES = ("gpus", "servers", "cpus", "ssds", "nics", "switches")
+
+
+def _gpu_id(name: str) -> str | None:
+    try:
+        return current().catalog.gpu(name)["id"]
+    except UnknownEntry:
+        return None
+
+
+def _capacity(entry: dict[str, Any], gpu: str) -> int | None:
+    """GPUs of this model the server entry takes (its per-card limit or gpus_max), None if not listed."""
+    for name, count in (entry.get("max_cards_by_model") or {}).items():
+        if _gpu_id(name) == gpu:
+            return int(count)
+    if entry.get("max_cards_by_model"):
+        return None
+    if any(_gpu_id(n) == gpu for n in entry.get("gpu_models") or []) and entry.get("gpus_max"):
+        return int(entry["gpus_max"])
+    return None
+
+
+def _skus(gpu: str) -> list[tuple[dict[str, Any], int]]:
+    """Server SKUs (baseboards, systems, chassis classes) that take this GPU, with their capacity,
+    in preference order: OEM-neutral baseboards and chassis classes before named systems, smaller first."""
+    out = []
+    for entry in current().catalog.table("servers"):
+        if entry.get("type") not in SKU_TYPES:
+            continue
+        cap = _capacity(entry, gpu)
+        if cap:
+            out.append((entry, cap))
+    return sorted(out, key=lambda ec: (_TYPE_ORDER[ec[0]["type"]], ec[1]))
+
+
+def _on_board(gpu: str) -> bool:
+    try:
+        return current().catalog.gpu(gpu).get("form_factor") in BOARD_FORMS
+    except UnknownEntry:
+        return False
+
+
+@domain_function
+def server_capacity(gpu: str, power_cap: int) -> int:
+    """Most GPUs of this model one orderable server holds within ``power_cap`` GPUs: for SXM/OAM the
+    largest whole board that fits (0 if none does); for PCIe cards the largest chassis, capped."""
+    sizes = [cap for _, cap in _skus(gpu)]
+    if not sizes:
+        return min(8, int(power_cap))
+    if _on_board(gpu):
+        fitting = [s for s in sizes if s <= power_cap]
+        return max(fitting) if fitting else 0
+    return min(max(sizes), int(power_cap))
+
+
+@domain_function
+def server_gpus(gpu: str, needed: int, power_cap: int) -> int:
+    """GPUs installed per server: PCIe cards as needed; SXM/OAM a whole board — the smallest board
+    that holds ``needed`` within ``power_cap``, else the largest that fits (never a partial board)."""
+    needed = int(needed)
+    if not _on_board(gpu):
+        return needed
+    sizes = sorted({cap for _, cap in _skus(gpu) if cap <= power_cap})
+    for size in sizes:
+        if size >= needed:
+            return size
+    return sizes[-1] if sizes else needed
+
+
+@domain_function
+def server_sku(gpu: str, per_server: int) -> str | None:
+    """The catalog server SKU (id) for ``per_server`` GPUs of this model: the first SKU in preference
+    order whose capacity holds them (a baseboard's capacity must equal the GPUs fitted)."""
+    for entry, cap in _skus(gpu):
+        if cap < per_server:
+            continue
+        if entry["type"] in ("baseboard", "system") and _on_board(gpu) and cap != per_server:
+            continue
+        note_detail({"function": "server_sku", "gpu": gpu, "per_server": per_server,
+                     "result": entry["id"], "capacity": cap})
+        return entry["id"]
+    return None
+
+
+# ------------------------------------------------------------------------------------------- prices
+
+def _canonical(part: str) -> str:
+    """Catalog id a part name resolves to (through aliases), else its normalised name."""
+    cat = current().catalog
+    for kind in _TABLES:
+        table = cat.table(kind)
+        if part in table:
+            return f"{kind}:{table.get(part)['id']}"
+    return normalise_name(part)
+
+
+def _price_index() -> dict[tuple[str, str], dict[str, Any]]:
+    ctx = current()
+    if "market_index" not in ctx.cache:
+        index: dict[tuple[str, str], dict[str, Any]] = {}
+        for entry in ctx.catalog.table("market-prices"):
+            key = (_canonical(str(entry.get("part", ""))), str(entry.get("region", "")))
+            index.setdefault(key, entry)
+        ctx.cache["market_index"] = index
+    return ctx.cache["market_index"]
+
+
+def _market_line(entry: dict[str, Any], fallback_region: bool) -> dict[str, Any]:
+    refs = [s.get("ref") for s in entry.get("sources") or [] if s.get("ref")]
+    note = f"{entry['id']} ({entry.get('status', 'estimate')}"
+    note += ", price of the other market: none sourced for this one)" if fallback_region else ")"
+    return {"unit_price_cny": [float(entry["low_cny"]), float(entry["high_cny"])],
+            "source": note + (": " + refs[0] if refs else ""), "date": str(entry.get("date", "")),
+            "status": entry.get("status", "estimate")}
+
+
+@domain_function
+def market_price(part: str, region: str) -> dict[str, Any] | None:
+    """Dated market price of a part for a region (market-prices.yaml): ``{unit_price_cny: [low,
+    high], source, date, status}``; the other region's price, marked, when this one has none."""
+    index = _price_index()
+    key = _canonical(part)
+    for reg, fallback in ((region, False), ("global" if region == "cn" else "cn", True)):
+        entry = index.get((key, reg))
+        if entry and entry.get("low_cny") is not None and entry.get("high_cny") is not None:
+            return _market_line(entry, fallback)
+    return None
+
+
+def _seed_card_price(gpu: str) -> dict[str, Any] | None:
+    for entry in current().catalog.table("prices"):
+        if entry.get("kind") == "gpu-card" and _gpu_id(str(entry.get("gpu") or "")) == gpu \
+                and entry.get("min_cny") is not None:
+            lo, hi = float(entry["min_cny"]), float(entry.get("max_cny") or entry["min_cny"])
+            return {"unit_price_cny": [lo, hi], "source": f"{entry['id']} (seed card price)",
+                    "date": str(entry.get("date", "")), "status": "seed"}
+    return None
+
+
+def gpu_price(gpu: str, region: str) -> dict[str, Any] | None:
+    """Price of one GPU card/module: the market file, else the seeds' card price."""
+    return market_price(gpu, region) or _seed_card_price(gpu)
+
+
+def _line(part: str, category: str, qty: float, price: dict[str, Any] | None,
+          unpriced: str | None = None, included_in: str | None = None) -> dict[str, Any]:
+    line: dict[str, Any] = {"part": part, "category": category, "qty": int(round(qty))}
+    if included_in:
+        line.update({"unit_price_cny": [0.0, 0.0], "source": f"included in {included_in}", "date": ""})
+    elif price:
+        line.update({k: price[k] for k in ("unit_price_cny", "source", "date")})
+    else:
+        line.update({"unit_price_cny": None, "source": f"unpriced: {unpriced or 'no sourced price'}",
+                     "date": ""})
+    return line
+
+
+def _pricing(sku: str | None) -> dict[str, Any]:
+    if not sku:
+        return {}
+    try:
+        return current().catalog.table("servers").get(sku).get("pricing") or {}
+    except UnknownEntry:
+        return {}
+
+
+def _platform(sku: str | None, region: str) -> tuple[str, dict[str, Any] | None, list[str]]:
+    """The SKU's GPU-less platform part, its price and the categories it includes."""
+    pricing = _pricing(sku)
+    part = pricing.get("platform_part") or (f"{sku} platform (no GPUs)" if sku else "server platform")
+    return part, market_price(part, region), list(pricing.get("platform_includes") or [])
+
+
+@domain_function
+def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: str,
+                    which: str = "mid") -> float | None:
+    """First-order purchase cost used to rank candidates: GPUs + server platforms (the lines that
+    differ between candidates), ``which`` = low | mid | high; None when the GPU has no price."""
+    price = gpu_price(gpu, region)
+    if price is None:
+        return None
+    sku = server_sku(gpu, per_server)
+    _, platform, _ = _platform(sku, region)
+    idx = {"low": 0, "high": 1}
+    pick = (lambda r: r[idx[which]]) if which in idx else (lambda r: (r[0] + r[1]) / 2)
+    total = gpus * pick(price["unit_price_cny"])
+    if platform:
+        total += servers * pick(platform["unit_price_cny"])
+    return total
+
+
+BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "dimm_gb", "dimms", "data_ssd",
+            "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling")
+
+
+@domain_function
+def bom_lines(*args: Any) -> list[dict[str, Any]]:
+    """Bill of materials of the chosen configuration, from the parts and counts named in ``BOM_ARGS``
+    order (per-server counts for sockets, DIMMs, drives and NICs; totals for GPUs and switches)."""
+    spec = dict(zip(BOM_ARGS, args))
+    region = str(spec.get("region") or "cn")
+    servers = int(spec.get("servers") or 0)
+    sku = spec.get("sku")
+    lines: list[dict[str, Any]] = []
+    gpu = str(spec["gpu"])
+    price = gpu_price(gpu, region)
+    lines.append(_line(gpu, "gpu", spec["gpus"], price,
+                       unpriced=f"no sourced {region} price for {gpu} (market-prices.yaml, seeds)"))
+    part, platform, includes = _platform(sku, region)
+    pline = _line(part, "platform", servers, platform,
+                  unpriced=f"no sourced price for the {sku or 'server'} platform without GPUs")
+    lines.append(pline)
+    inc = pline["part"] if platform else None
+
+    def add(part_name: str | None, category: str, qty: float, lookup: str | None = None) -> None:
+        if not part_name or not qty:
+            return
+        if category in includes and inc:
+            lines.append(_line(part_name, category, qty, None, included_in=inc))
+            return
+        lines.append(_line(part_name, category, qty, market_price(lookup or part_name, region)))
+
+    add(spec.get("cpu"), "cpu", servers * int(spec.get("sockets") or 0))
+    if spec.get("dimm_gb"):
+        add(f"DDR5 RDIMM {int(spec['dimm_gb'])}GB", "memory", servers * int(spec.get("dimms") or 0))
+    add(spec.get("data_ssd"), "ssd", servers * int(spec.get("data_ssds") or 0))
+    add("system-ssd-480gb", "ssd", servers * int(spec.get("system_ssds") or 0))
+    add(spec.get("nic"), "nic", servers * int(spec.get("nics") or 0))
+    add(spec.get("switch"), "switch", int(spec.get("switches") or 0))
+    if spec.get("nic") and spec.get("nics") and spec.get("switch"):
+        add(f"{spec['nic']} optics/cable", "optics", servers * int(spec["nics"]))
+    if spec.get("cooling") == "liquid":
+        base = [ln for ln in lines if ln["category"] in ("gpu", "platform") and ln["unit_price_cny"]]
+        per_server = [sum(ln["qty"] * ln["unit_price_cny"][i] for ln in base) / max(servers, 1)
+                      for i in (0, 1)]
+        lines.append({"part": "liquid cooling premium (cold plates, manifolds; per server)",
+                      "category": "cooling", "qty": servers,
+                      "unit_price_cny": [round(per_server[0] * 0.15, 0), round(per_server[1] * 0.25, 0)],
+                      "source": "price-liquid-cooling-premium: +15-25% of the GPU and platform price (seed G-COOL-004)",
+                      "date": ""})
+    note_detail({"function": "bom_lines", "estimator": ESTIMATOR, "lines": len(lines)})
+    return lines
+
+
+@domain_function
+def bom_total(lines: list[dict[str, Any]], which: str = "mid") -> float:
+    """Σ qty × unit price over the priced lines: ``low``, ``high`` or ``mid`` (the midpoint)."""
+    total = 0.0
+    for ln in lines or []:
+        rng = ln.get("unit_price_cny")
+        if not rng:
+            continue
+        unit = rng[0] if which == "low" else rng[1] if which == "high" else (rng[0] + rng[1]) / 2
+        total += ln["qty"] * unit
+    return round(total, 0)
+
+
+@domain_function
+def bom_unpriced(lines: list[dict[str, Any]]) -> list[str]:
+    """Parts of the BOM without a sourced price (they are not in the capex)."""
+    return [ln["part"] for ln in lines or [] if not ln.get("unit_price_cny")]
+
+
+@domain_function
+def bom_category_total(lines: list[dict[str, Any]], categories: list[str], which: str = "mid") -> float:
+    """Σ of the lines in these categories (e.g. the GPU + platform share of the capex)."""
+    return bom_total([ln for ln in lines or [] if ln["category"] in categories], which)
