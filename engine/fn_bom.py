@@ -16,8 +16,8 @@ from .functions import current, domain_function, note_detail
 
 ESTIMATOR = "midpoint of each line's sourced [low, high] range"
 BOARD_FORMS = ("SXM", "OAM")  # GPUs that come only on 4- or 8-GPU baseboards
-SKU_TYPES = ("baseboard", "system", "chassis-class")
-_TYPE_ORDER = {"baseboard": 0, "chassis-class": 1, "system": 2}
+SKU_TYPES = ("baseboard", "system", "chassis-class", "edge-module")
+_TYPE_ORDER = {"baseboard": 0, "chassis-class": 1, "system": 2, "edge-module": 3}
 _TABLES = ("gpus", "servers", "cpus", "ssds", "nics", "switches")
 
 
@@ -71,6 +71,15 @@ def server_capacity(gpu: str, power_cap: int) -> int:
         fitting = [s for s in sizes if s <= power_cap]
         return max(fitting) if fitting else 0
     return min(max(sizes), int(power_cap))
+
+
+@domain_function
+def smallest_board(gpu: str) -> int | None:
+    """GPUs on the smallest orderable board of an SXM/OAM GPU (None for PCIe cards)."""
+    if not _on_board(gpu):
+        return None
+    sizes = [cap for _, cap in _skus(gpu)]
+    return min(sizes) if sizes else None
 
 
 @domain_function
@@ -285,3 +294,31 @@ def bom_unpriced(lines: list[dict[str, Any]]) -> list[str]:
 def bom_category_total(lines: list[dict[str, Any]], categories: list[str], which: str = "mid") -> float:
     """Σ of the lines in these categories (e.g. the GPU + platform share of the capex)."""
     return bom_total([ln for ln in lines or [] if ln["category"] in categories], which)
+
+
+@domain_function
+def gpu_unit_price(gpu: str, region: str, which: str = "mid") -> float | None:
+    """Price of one GPU for a region (low | mid | high of its sourced range), None when unpriced."""
+    price = gpu_price(gpu, region)
+    if price is None:
+        return None
+    lo, hi = price["unit_price_cny"]
+    return lo if which == "low" else hi if which == "high" else (lo + hi) / 2
+
+
+@domain_function
+def gpu_price_source(gpu: str, region: str) -> str | None:
+    """Where the GPU's price comes from (market entry id and status, or the seed price id)."""
+    price = gpu_price(gpu, region)
+    return price["source"] if price else None
+
+
+@domain_function
+def server_label(sku: str | None, gpu: str, per_server: int) -> str:
+    """How a plan names its server: the SKU, its form and the GPUs fitted of its capacity."""
+    if not sku:
+        return f"{per_server}-GPU PCIe server (no catalog SKU holds {gpu})"
+    entry = current().catalog.table("servers").get(sku)
+    cap = _capacity(entry, _gpu_id(gpu) or gpu) or entry.get("gpus_max")
+    kind = "GPUs on the board" if entry.get("type") == "baseboard" else "GPU slots"
+    return f"{entry['id']} ({entry.get('form')}; {per_server} of {cap} {kind} fitted)"
