@@ -32,6 +32,32 @@ def _v(value: Any) -> str:
     return str(value)
 
 
+def _cny(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def bom_rows(plan: dict[str, Any]) -> list[list[str]]:
+    """Bill-of-materials rows: part, category, qty, unit price range, line range, source (date)."""
+    rows = []
+    for ln in plan.get("bom") or []:
+        rng = ln.get("unit_price_cny")
+        unit = "unpriced" if not rng else (_cny(rng[0]) if rng[0] == rng[1] else f"{_cny(rng[0])}-{_cny(rng[1])}")
+        line = "—" if not rng else (_cny(ln["qty"] * rng[0]) if rng[0] == rng[1]
+                                    else f"{_cny(ln['qty'] * rng[0])}-{_cny(ln['qty'] * rng[1])}")
+        source = ln["source"] + (f" ({ln['date']})" if ln.get("date") else "")
+        rows.append([ln["part"], ln["category"], str(ln["qty"]), unit, line, source])
+    return rows
+
+
+def capex_line(cost: dict[str, Any]) -> str:
+    """'capex X CNY (range L-H)' as the plans print it."""
+    rng = cost.get("capex_range_cny")
+    text = f"capex {_v(cost['capex_cny'])} CNY"
+    if rng:
+        text += f" (range {_cny(rng[0])}-{_cny(rng[1])}; midpoint of each BOM line)"
+    return text
+
+
 def _short(text: str, limit: int = 110) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
@@ -170,9 +196,16 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     if cost.get("capex_cny") is not None:
         out.append("")
         out.append(t("cost", lang))
-        out.append(f"  capex {_v(cost['capex_cny'])} CNY, opex {_v(cost['monthly_opex_cny'])} CNY/month, "
+        out.append(f"  {capex_line(cost)}, opex {_v(cost['monthly_opex_cny'])} CNY/month, "
                    f"{_v(cost.get('cny_per_million_tokens'))} CNY per million tokens, "
                    f"{cost.get('buy_or_rent')}")
+        if cost.get("unpriced_parts"):
+            out.append(f"  unpriced, not in capex: {', '.join(cost['unpriced_parts'])}")
+    if plan.get("bom"):
+        out.append("")
+        out.append(t("bom", lang))
+        for part, cat, qty, unit, line, source in bom_rows(plan):
+            out.append(f"  {qty:>3} × {_short(part, 48):<48} {unit:>17} {line:>23}  {_short(source, 70)}")
     out.append("")
     out.append(t("reasons", lang))
     for name in CONTRACT_COMPONENTS:
@@ -314,6 +347,12 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o.append("")
     o += ["| item | value |", "|---|---|"] + [f"| {k} | {_md_escape(_v(v))} |" for k, v in plan["cost"].items()]
     o.append("")
+    if plan.get("bom"):
+        o.append(f"## {t('bom', lang)}")
+        o.append("")
+        o += ["| part | category | qty | unit price (CNY) | line (CNY) | source |", "|---|---|---|---|---|---|"]
+        o += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in bom_rows(plan)]
+        o.append("")
     o.append(f"## {t('warnings', lang)}")
     o.append("")
     for warn in plan["warnings"]:

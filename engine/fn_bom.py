@@ -218,7 +218,7 @@ def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: 
     return total
 
 
-BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "dimm_gb", "dimms", "data_ssd",
+BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "mem_type", "dimm_gb", "dimms", "data_ssd",
             "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling")
 
 
@@ -251,10 +251,13 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
 
     add(spec.get("cpu"), "cpu", servers * int(spec.get("sockets") or 0))
     if spec.get("dimm_gb"):
-        add(f"DDR5 RDIMM {int(spec['dimm_gb'])}GB", "memory", servers * int(spec.get("dimms") or 0))
+        add(f"{spec.get('mem_type') or 'DDR5 RDIMM'} {int(spec['dimm_gb'])}GB", "memory",
+            servers * int(spec.get("dimms") or 0))
     add(spec.get("data_ssd"), "ssd", servers * int(spec.get("data_ssds") or 0))
-    add("system-ssd-480gb", "ssd", servers * int(spec.get("system_ssds") or 0))
-    add(spec.get("nic"), "nic", servers * int(spec.get("nics") or 0))
+    add("system-ssd-480gb", "ssd-system", servers * int(spec.get("system_ssds") or 0))
+    nic = spec.get("nic")
+    add(nic, "nic-frontend" if nic and str(nic).startswith("ethernet") else "nic",
+        servers * int(spec.get("nics") or 0))
     add(spec.get("switch"), "switch", int(spec.get("switches") or 0))
     if spec.get("nic") and spec.get("nics") and spec.get("switch"):
         add(f"{spec['nic']} optics/cable", "optics", servers * int(spec["nics"]))
@@ -267,7 +270,12 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
                       "unit_price_cny": [round(per_server[0] * 0.15, 0), round(per_server[1] * 0.25, 0)],
                       "source": "price-liquid-cooling-premium: +15-25% of the GPU and platform price (seed G-COOL-004)",
                       "date": ""})
-    note_detail({"function": "bom_lines", "estimator": ESTIMATOR, "lines": len(lines)})
+    note_detail({"function": "bom_lines", "metric": f"capex estimator: {ESTIMATOR}",
+                 "steps": [{"name": f"{ln['qty']} × {ln['part']}", "formula": "unit price",
+                            "result": ("unpriced" if not ln["unit_price_cny"] else
+                                       "{:,.0f}-{:,.0f} CNY".format(*ln["unit_price_cny"]))
+                            + f" — {ln['source']}" + (f" ({ln['date']})" if ln["date"] else "")}
+                           for ln in lines]})
     return lines
 
 
@@ -322,3 +330,41 @@ def server_label(sku: str | None, gpu: str, per_server: int) -> str:
     cap = _capacity(entry, _gpu_id(gpu) or gpu) or entry.get("gpus_max")
     kind = "GPUs on the board" if entry.get("type") == "baseboard" else "GPU slots"
     return f"{entry['id']} ({entry.get('form')}; {per_server} of {cap} {kind} fitted)"
+
+
+# ------------------------------------------------------------------------------------- availability
+
+def _availability(part: str, region: str) -> dict[str, Any] | None:
+    key = _canonical(part)
+    for entry in current().catalog.table("availability"):
+        if entry.get("region") == region and _canonical(str(entry.get("part", ""))) == key:
+            return entry
+    return None
+
+
+@domain_function
+def availability_status(part: str, region: str) -> str:
+    """available | limited | restricted | discontinued for a part in a region (availability.yaml);
+    'available' for global parts without an entry (the file's convention), else 'unknown'."""
+    entry = _availability(part, region)
+    if entry:
+        return str(entry["status"])
+    return "available" if region == "global" else "unknown"
+
+
+@domain_function
+def availability_fact(part: str, region: str) -> str:
+    """The dated availability fact of a part in a region, with its entry id, for warnings."""
+    entry = _availability(part, region)
+    if not entry:
+        return f"no availability fact recorded for {part} in {region}"
+    lead = entry.get("lead_time_weeks")
+    lead_text = f"; lead time {lead[0]}-{lead[1]} weeks" if lead else ""
+    fact = " ".join(str(entry["fact"]).split()).rstrip(".")
+    return f"{entry['status']} ({entry['date']}, {entry['id']}): {fact}{lead_text}"
+
+
+@domain_function
+def cny(value: float | None) -> str:
+    """A CNY amount as plans print it: thousands separators, no decimals ('—' when unknown)."""
+    return "—" if value is None else f"{float(value):,.0f}"

@@ -510,6 +510,8 @@ class Runner:
                   (k.source.split(".", 1)[1] if k.names == (k.source,) else f"key {i + 1}")
                   for i, k in enumerate(keys)]
         best_text = _score(best_score, labels)
+        if a.get("record") is False:  # a secondary choice (e.g. the closest alternative): no rejections
+            return
         for score, _, item in scored[1:]:
             self.mem.rejections.append({
                 "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
