@@ -230,13 +230,15 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         groups = rejections_by_gpu(plan)
         out.append("")
         out.append(f"{t('rejected', lang)} ({len(plan['rejected'])}; servewise why-not PLAN.json OPTION)")
-        shown = 0
-        for option, items in groups.items():
-            if shown >= 8:
-                break
-            first = items[0]  # the configuration that came closest to being chosen
-            out.append(f"  - {option}: {pick(first.get('because_i18n') or first['because'], lang)}")
-            shown += 1
+        chosen_gpu = (plan["components"].get("gpu") or {}).get("model")
+        # GPU alternatives first (the chosen GPU's own other configurations are not alternatives)
+        order = [o for o, v in groups.items() if v[0].get("kind") == "candidate" and o != chosen_gpu]
+        order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
+        for option in order[:8]:
+            first = groups[option][0]  # the configuration that came closest to being chosen
+            text = pick(first.get("because_i18n") or first["because"], lang)
+            text = text[len(option) + 2:] if text.startswith(option + ": ") else text
+            out.append(f"  - {option}: {text}")
     if plan.get("asks"):
         out.append("")
         out.append(t("questions", lang))

@@ -194,10 +194,36 @@ def _pricing(sku: str | None) -> dict[str, Any]:
 
 
 def _platform(sku: str | None, region: str) -> tuple[str, dict[str, Any] | None, list[str]]:
-    """The SKU's GPU-less platform part, its price and the categories it includes."""
+    """The SKU's GPU-less platform part, its price (market, else the SKU's marked estimate) and
+    the categories it includes."""
     pricing = _pricing(sku)
     part = pricing.get("platform_part") or (f"{sku} platform (no GPUs)" if sku else "server platform")
-    return part, market_price(part, region), list(pricing.get("platform_includes") or [])
+    price = market_price(part, region)
+    est = pricing.get("platform_estimate")
+    if price is None and est:
+        price = {"unit_price_cny": [float(est["low_cny"]), float(est["high_cny"])],
+                 "source": f"estimate in servers.yaml ({sku}): {est.get('note', '')}",
+                 "date": str(est.get("date", "")), "status": "estimate"}
+    return part, price, list(pricing.get("platform_includes") or [])
+
+
+def _complete(sku: str | None, gpu: str, per_server: int, region: str) -> tuple[str, dict[str, Any]] | None:
+    """A whole-server price (GPUs included) for the SKU when it is fully populated: preferred for named
+    systems, used for boards whose platform has no price of its own."""
+    pricing = _pricing(sku)
+    part = pricing.get("complete_part")
+    if not part or not sku:
+        return None
+    entry = current().catalog.table("servers").get(sku)
+    if (_capacity(entry, _gpu_id(gpu) or gpu) or 0) != int(per_server):
+        return None
+    price = market_price(part, region)
+    if price is None:
+        return None
+    _, platform, _ = _platform(sku, region)
+    if entry.get("type") == "system" or platform is None:
+        return part, price
+    return None
 
 
 @domain_function
@@ -205,13 +231,16 @@ def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: 
                     which: str = "mid") -> float | None:
     """First-order purchase cost used to rank candidates: GPUs + server platforms (the lines that
     differ between candidates), ``which`` = low | mid | high; None when the GPU has no price."""
+    idx = {"low": 0, "high": 1}
+    pick = (lambda r: r[idx[which]]) if which in idx else (lambda r: (r[0] + r[1]) / 2)
+    sku = server_sku(gpu, per_server)
+    whole = _complete(sku, gpu, per_server, region)
+    if whole:
+        return servers * pick(whole[1]["unit_price_cny"])
     price = gpu_price(gpu, region)
     if price is None:
         return None
-    sku = server_sku(gpu, per_server)
     _, platform, _ = _platform(sku, region)
-    idx = {"low": 0, "high": 1}
-    pick = (lambda r: r[idx[which]]) if which in idx else (lambda r: (r[0] + r[1]) / 2)
     total = gpus * pick(price["unit_price_cny"])
     if platform:
         total += servers * pick(platform["unit_price_cny"])
@@ -232,14 +261,22 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
     sku = spec.get("sku")
     lines: list[dict[str, Any]] = []
     gpu = str(spec["gpu"])
-    price = gpu_price(gpu, region)
-    lines.append(_line(gpu, "gpu", spec["gpus"], price,
-                       unpriced=f"no sourced {region} price for {gpu} (market-prices.yaml, seeds)"))
+    per_server = int(spec["gpus"]) // max(servers, 1)
     part, platform, includes = _platform(sku, region)
-    pline = _line(part, "platform", servers, platform,
-                  unpriced=f"no sourced price for the {sku or 'server'} platform without GPUs")
-    lines.append(pline)
-    inc = pline["part"] if platform else None
+    whole = _complete(sku, gpu, per_server, region)
+    if whole:
+        lines.append(_line(whole[0], "server", servers, whole[1]))
+        lines.append(_line(gpu, "gpu", spec["gpus"], None, included_in=whole[0]))
+        inc: str | None = whole[0]
+        includes = includes or ["cpu", "memory", "ssd-system", "nic-frontend"]
+    else:
+        price = gpu_price(gpu, region)
+        lines.append(_line(gpu, "gpu", spec["gpus"], price,
+                           unpriced=f"no sourced {region} price for {gpu} (market-prices.yaml, seeds)"))
+        pline = _line(part, "platform", servers, platform,
+                      unpriced=f"no sourced price for the {sku or 'server'} platform without GPUs")
+        lines.append(pline)
+        inc = pline["part"] if platform else None
 
     def add(part_name: str | None, category: str, qty: float, lookup: str | None = None) -> None:
         if not part_name or not qty:
@@ -262,7 +299,7 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
     if spec.get("nic") and spec.get("nics") and spec.get("switch"):
         add(f"{spec['nic']} optics/cable", "optics", servers * int(spec["nics"]))
     if spec.get("cooling") == "liquid":
-        base = [ln for ln in lines if ln["category"] in ("gpu", "platform") and ln["unit_price_cny"]]
+        base = [ln for ln in lines if ln["category"] in ("gpu", "platform", "server") and ln["unit_price_cny"]]
         per_server = [sum(ln["qty"] * ln["unit_price_cny"][i] for ln in base) / max(servers, 1)
                       for i in (0, 1)]
         lines.append({"part": "liquid cooling premium (cold plates, manifolds; per server)",
