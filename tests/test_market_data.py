@@ -148,6 +148,14 @@ def test_verified_prices_cite_a_readable_source_and_estimates_say_how():
     assert not bad, "\n".join(bad)
 
 
+def test_seed_refs_name_a_seed_price():
+    """A market price citing a seed must cite a guideline that prices.yaml records as a price (catches typos)."""
+    priced = {e["source"]["guideline"] for e in entries("prices")}
+    bad = [f"{e['id']}: {s['ref']}" for e in entries(PRICES) for s in e["sources"]
+           if s["ref"].startswith("seed:") and s["ref"].split("#")[1] not in priced]
+    assert not bad, bad
+
+
 def test_one_price_per_part_region_and_unit():
     seen: dict[tuple, str] = {}
     dupes = []
