@@ -60,15 +60,29 @@ def _on_board(gpu: str) -> bool:
         return False
 
 
+def _board_fits(gpu: str, size: int, power_cap: int, limit_w: float | None) -> bool:
+    """A whole board of ``size`` GPUs fits the GPU count the site allows and, where a comparable OEM
+    system has a sourced maximum power (e.g. DGX H100/H200 10.2 kW), that maximum fits ``limit_w``."""
+    if size > power_cap:
+        return False
+    if limit_w is None:
+        return True
+    from .fn_facilities import reference_system
+    ref = reference_system(gpu, size)
+    ref_w = current().catalog.table("servers").get(ref).get("max_power_w") if ref else None
+    return ref_w is None or ref_w <= limit_w
+
+
 @domain_function
-def server_capacity(gpu: str, power_cap: int) -> int:
-    """Most GPUs of this model one orderable server holds within ``power_cap`` GPUs: for SXM/OAM the
-    largest whole board that fits (0 if none does); for PCIe cards the largest chassis, capped."""
+def server_capacity(gpu: str, power_cap: int, limit_w: float | None = None) -> int:
+    """Most GPUs of this model one orderable server holds within ``power_cap`` GPUs (and ``limit_w``
+    watts): for SXM/OAM the largest whole board that fits (0 if none does); for PCIe cards the
+    largest chassis, capped."""
     sizes = [cap for _, cap in _skus(gpu)]
     if not sizes:
         return min(8, int(power_cap))
     if _on_board(gpu):
-        fitting = [s for s in sizes if s <= power_cap]
+        fitting = [s for s in sizes if _board_fits(gpu, s, power_cap, limit_w)]
         return max(fitting) if fitting else 0
     return min(max(sizes), int(power_cap))
 
@@ -83,13 +97,14 @@ def smallest_board(gpu: str) -> int | None:
 
 
 @domain_function
-def server_gpus(gpu: str, needed: int, power_cap: int) -> int:
+def server_gpus(gpu: str, needed: int, power_cap: int, limit_w: float | None = None) -> int:
     """GPUs installed per server: PCIe cards as needed; SXM/OAM a whole board — the smallest board
-    that holds ``needed`` within ``power_cap``, else the largest that fits (never a partial board)."""
+    that holds ``needed`` within ``power_cap`` (and ``limit_w``), else the largest that fits (never a
+    partial board)."""
     needed = int(needed)
     if not _on_board(gpu):
         return needed
-    sizes = sorted({cap for _, cap in _skus(gpu) if cap <= power_cap})
+    sizes = sorted({cap for _, cap in _skus(gpu) if _board_fits(gpu, cap, power_cap, limit_w)})
     for size in sizes:
         if size >= needed:
             return size
