@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint rules-test bench clean
+.PHONY: expert-review run test lint rules-test bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ rules-test: $(VENV)/.installed
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python tests/bench/bench_plan.py
+
+expert-review: $(VENV)/.installed
+	$(BIN)/python -m servewise.cli.review   # writes docs/expert-review.md from examples/*.yaml
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -204,7 +204,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     if plan.get("bom"):
         out.append("")
         out.append(t("bom", lang))
-        for part, cat, qty, unit, line, source in bom_rows(plan):
+        for part, _cat, qty, unit, line, source in bom_rows(plan):
             out.append(f"  {qty:>3} × {_short(part, 48):<48} {unit:>17} {line:>23}  {_short(source, 70)}")
     out.append("")
     out.append(t("reasons", lang))

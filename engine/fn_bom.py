@@ -270,7 +270,7 @@ BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "mem_ty
 def bom_lines(*args: Any) -> list[dict[str, Any]]:
     """Bill of materials of the chosen configuration, from the parts and counts named in ``BOM_ARGS``
     order (per-server counts for sockets, DIMMs, drives and NICs; totals for GPUs and switches)."""
-    spec = dict(zip(BOM_ARGS, args))
+    spec = dict(zip(BOM_ARGS, args, strict=True))
     region = str(spec.get("region") or "cn")
     servers = int(spec.get("servers") or 0)
     sku = spec.get("sku")
