@@ -49,6 +49,9 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
             click.echo(f"  [{r.verdict}] {r.id} ({', '.join(r.guidelines)}): {pick(r.says, lang)}")
             click.echo(f"      {nums}")
             click.echo(f"      → {pick(r.conclusion, lang)}")
+        click.echo(f"\nSeed whole-server prices vs the BOM of the same configuration ({len(report.seed_prices)})")
+        for sp in report.seed_prices:
+            click.echo(f"  {sp['check']} ({sp['sku']}, {sp['region']} market)")
         click.echo(f"\nGuideline coverage: {len(cov.cited)}/{cov.total} ids cited by rules "
                    f"({cov.percent:.1f}%)")
         for gid in cov.uncited:

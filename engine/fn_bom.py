@@ -420,3 +420,41 @@ def availability_fact(part: str, region: str) -> str:
 def cny(value: float | None) -> str:
     """A CNY amount as plans print it: thousands separators, no decimals ('—' when unknown)."""
     return "—" if value is None else f"{float(value):,.0f}"
+
+
+# ------------------------------------------------------------------------------- seed cross-checks
+
+def seed_server_prices(gpu: str, per_server: int) -> list[dict[str, Any]]:
+    """The seeds' whole-server prices (prices.yaml, kind server, new) for ``per_server`` × this GPU."""
+    out = []
+    for entry in current().catalog.table("prices"):
+        if entry.get("kind") != "server" or "used" in str(entry.get("unit", "")):
+            continue
+        if _gpu_id(str(entry.get("gpu") or entry.get("refers_to") or "")) != _gpu_id(gpu):
+            continue
+        count = entry.get("gpu_count")
+        counts = count if isinstance(count, list) else [count]
+        if int(per_server) in [int(c) for c in counts if c is not None] and entry.get("min_cny") is not None:
+            out.append(entry)
+    return out
+
+
+@domain_function
+def seed_price_check(gpu: str, per_server: int, low: float, high: float) -> str | None:
+    """How the BOM's per-server price [low, high] compares with the seeds' whole-server prices for
+    the same configuration; None when no seed prices it. Ranges that do not overlap are named."""
+    found = seed_server_prices(gpu, per_server)
+    if not found:
+        return None
+    parts = []
+    for entry in found:
+        lo = float(entry["min_cny"])
+        hi = float(entry.get("max_cny") or lo)
+        if high < lo:
+            verdict = "the BOM is below it"
+        elif low > hi:
+            verdict = "the BOM is above it"
+        else:
+            verdict = "the ranges overlap"
+        parts.append(f"{entry['id']} {lo:,.0f}-{hi:,.0f} CNY: {verdict}")
+    return f"{per_server} × {gpu} per server, BOM {low:,.0f}-{high:,.0f} CNY vs " + "; ".join(parts)
