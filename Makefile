@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip -qq --disable-pip-version-check
 
-.PHONY: run test lint rules-test bench smoke clean
+.PHONY: expert-review run test lint rules-test bench smoke clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,9 @@ rules-test: $(VENV)/.installed
 
 bench: $(VENV)/.installed-test
 	$(BIN)/python tests/bench/bench_plan.py
+
+expert-review: $(VENV)/.installed
+	$(BIN)/python -m servewise.cli.review   # writes docs/expert-review.md from examples/*.yaml
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -58,6 +58,9 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
             click.echo(f"  #{n}: not detectable: {why}")
         for n in sm.missing:
             click.echo(f"  #{n}: NOT DETECTED and not explained")
+        click.echo(f"\nSeed whole-server prices vs the BOM of the same configuration ({len(report.seed_prices)})")
+        for sp in report.seed_prices:
+            click.echo(f"  {sp['check']} ({sp['sku']}, {sp['region']} market)")
         click.echo(f"\nGuideline coverage: {len(cov.cited)}/{cov.total} ids cited by rules "
                    f"({cov.percent:.1f}%)")
         click.echo("Completeness (facts/coverage.yaml; details: servewise kb coverage --format text): "

@@ -33,6 +33,32 @@ def _v(value: Any) -> str:
     return str(value)
 
 
+def _cny(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def bom_rows(plan: dict[str, Any]) -> list[list[str]]:
+    """Bill-of-materials rows: part, category, qty, unit price range, line range, source (date)."""
+    rows = []
+    for ln in plan.get("bom") or []:
+        rng = ln.get("unit_price_cny")
+        unit = "unpriced" if not rng else (_cny(rng[0]) if rng[0] == rng[1] else f"{_cny(rng[0])}-{_cny(rng[1])}")
+        line = "—" if not rng else (_cny(ln["qty"] * rng[0]) if rng[0] == rng[1]
+                                    else f"{_cny(ln['qty'] * rng[0])}-{_cny(ln['qty'] * rng[1])}")
+        source = ln["source"] + (f" ({ln['date']})" if ln.get("date") else "")
+        rows.append([ln["part"], ln["category"], str(ln["qty"]), unit, line, source])
+    return rows
+
+
+def capex_line(cost: dict[str, Any]) -> str:
+    """'capex X CNY (range L-H)' as the plans print it."""
+    rng = cost.get("capex_range_cny")
+    text = f"capex {_v(cost['capex_cny'])} CNY"
+    if rng:
+        text += f" (range {_cny(rng[0])}-{_cny(rng[1])}; midpoint of each BOM line)"
+    return text
+
+
 def _short(text: str, limit: int = 110) -> str:
     """Component lines are never cut (text output is wrapped to the terminal instead; reports
     show everything); ``limit`` is kept for callers."""
@@ -174,9 +200,16 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     if cost.get("capex_cny") is not None:
         out.append("")
         out.append(t("cost", lang))
-        out.append(f"  capex {_v(cost['capex_cny'])} CNY, opex {_v(cost['monthly_opex_cny'])} CNY/month, "
+        out.append(f"  {capex_line(cost)}, opex {_v(cost['monthly_opex_cny'])} CNY/month, "
                    f"{_v(cost.get('cny_per_million_tokens'))} CNY per million tokens, "
                    f"{cost.get('buy_or_rent')}")
+        if cost.get("unpriced_parts"):
+            out.append(f"  unpriced, not in capex: {', '.join(cost['unpriced_parts'])}")
+    if plan.get("bom"):
+        out.append("")
+        out.append(t("bom", lang))
+        for part, _cat, qty, unit, line, source in bom_rows(plan):
+            out.append(f"  {qty:>3} × {_short(part, 48):<48} {unit:>17} {line:>23}  {_short(source, 70)}")
     out.append("")
     out.append(t("reasons", lang))
     for name in CONTRACT_COMPONENTS:
@@ -200,13 +233,15 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         groups = rejections_by_gpu(plan)
         out.append("")
         out.append(f"{t('rejected', lang)} ({len(plan['rejected'])}; servewise why-not PLAN.json OPTION)")
-        shown = 0
-        for option, items in groups.items():
-            if shown >= 8:
-                break
-            first = items[0]  # the configuration that came closest to being chosen
-            out.append(f"  - {option}: {pick(first.get('because_i18n') or first['because'], lang)}")
-            shown += 1
+        chosen_gpu = (plan["components"].get("gpu") or {}).get("model")
+        # GPU alternatives first (the chosen GPU's own other configurations are not alternatives)
+        order = [o for o, v in groups.items() if v[0].get("kind") == "candidate" and o != chosen_gpu]
+        order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
+        for option in order[:8]:
+            first = groups[option][0]  # the configuration that came closest to being chosen
+            text = pick(first.get("because_i18n") or first["because"], lang)
+            text = text[len(option) + 2:] if text.startswith(option + ": ") else text
+            out.append(f"  - {option}: {text}")
     if open_asks(plan):
         out.append("")
         out.append(t("questions", lang))
@@ -344,6 +379,12 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o.append("")
     o += ["| item | value |", "|---|---|"] + [f"| {k} | {_md_escape(_v(v))} |" for k, v in plan["cost"].items()]
     o.append("")
+    if plan.get("bom"):
+        o.append(f"## {t('bom', lang)}")
+        o.append("")
+        o += ["| part | category | qty | unit price (CNY) | line (CNY) | source |", "|---|---|---|---|---|---|"]
+        o += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in bom_rows(plan)]
+        o.append("")
     o.append(f"## {t('warnings', lang)}")
     o.append("")
     for warn in plan["warnings"]:

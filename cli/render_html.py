@@ -9,7 +9,7 @@ from typing import Any
 
 from ..engine.explain import rejections_by_gpu
 from .i18n import COMPONENT_NAMES, pick, t
-from .render import _reason_for, _v, component_line, input_rows, warning_text
+from .render import _reason_for, _v, bom_rows, component_line, input_rows, warning_text
 
 STAGE_COLOURS = {
     "inputs": "#e8eaf6", "derivations": "#e3f2fd", "candidates": "#e0f7fa", "filters": "#e8f5e9",
@@ -208,6 +208,10 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(_table(["metric", "value"], [[escape(k), escape(_v(v))] for k, v in plan["performance"].items()]))
     o.append(f"<h2>{t('cost', lang)}</h2>")
     o.append(_table(["item", "value"], [[escape(k), escape(_v(v))] for k, v in plan["cost"].items()]))
+    if plan.get("bom"):
+        o.append(f"<h2>{t('bom', lang)}</h2>")
+        o.append(_table(["part", "category", "qty", "unit price (CNY)", "line (CNY)", "source"],
+                        [[escape(c) for c in row] for row in bom_rows(plan)]))
     o.append(f"<h2>{t('warnings', lang)}</h2>")
     if plan["warnings"]:
         o.append("<ul>" + "".join(

@@ -163,6 +163,8 @@ def _fmt(value: Any) -> str:
         return f"{value:.4g}"
     if isinstance(value, str):
         return repr(value)
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return f"[{len(value)} records]"  # e.g. BOM lines: listed in full where they are concluded
     return str(value)
 
 

@@ -80,11 +80,45 @@ class Report:
     coverage: Coverage
     errors: list[str]
     summary: SummaryCoverage | None = None
+    seed_prices: list[dict[str, Any]] = field(default_factory=list)
 
 
 def summary_map() -> dict[str, Any]:
     """facts/kb-summary.yaml: §2 items per catalog conflict, and the items no check can detect."""
     return safe_load((FACTS_DIR / "kb-summary.yaml").read_text(encoding="utf-8")) or {}
+
+
+def seed_price_crosscheck(region: str = "cn") -> list[dict[str, Any]]:
+    """Each seed whole-server price compared with the BOM price of the same configuration
+    (GPU cards + the SKU's platform, or the SKU's whole-server price) in today's market file."""
+    from .fn_bom import candidate_capex, seed_price_check, seed_server_prices, server_sku
+
+    catalog = load_catalog()
+    token = use_context(RunContext(catalog=catalog))
+    out: list[dict[str, Any]] = []
+    try:
+        seen: set[tuple[str, int]] = set()
+        for entry in catalog.table("prices"):
+            gpu = entry.get("gpu") or entry.get("refers_to")
+            if entry.get("kind") != "server" or not gpu or "used" in str(entry.get("unit", "")):
+                continue
+            entry = {**entry, "gpu": gpu}
+            counts = entry["gpu_count"] if isinstance(entry.get("gpu_count"), list) else [entry.get("gpu_count")]
+            for count in counts:
+                if not count or (entry["gpu"], int(count)) in seen:
+                    continue
+                seen.add((entry["gpu"], int(count)))
+                if not seed_server_prices(entry["gpu"], int(count)):
+                    continue
+                low = candidate_capex(entry["gpu"], int(count), 1, int(count), region, "low")
+                high = candidate_capex(entry["gpu"], int(count), 1, int(count), region, "high")
+                text = seed_price_check(entry["gpu"], int(count), low, high) if low is not None else None
+                out.append({"gpu": entry["gpu"], "gpus": int(count), "sku": server_sku(entry["gpu"], int(count)),
+                            "region": region, "bom_cny": [low, high],
+                            "check": text or f"no {region} market price for {entry['gpu']}"})
+    finally:
+        reset_context(token)
+    return out
 
 
 def catalog_conflicts() -> list[CatalogConflict]:
@@ -173,4 +207,5 @@ def check(rulebase: RuleBase) -> Report:
     items = int(summary_map().get("items", 64))
     errors += [f"facts/claims.yaml: {r.id}: summary_refs {n} is not an item of §2 (1-{items})"
                for r in claims for n in r.summary_refs if not 1 <= n <= items]
-    return Report(conflicts, claims, coverage(rulebase), errors, summary_coverage(conflicts, claims))
+    return Report(conflicts, claims, coverage(rulebase), errors, summary_coverage(conflicts, claims),
+                  seed_price_crosscheck())

@@ -29,7 +29,7 @@ COMPONENT_FIELDS: dict[str, tuple[str, ...]] = {
     "software": ("framework", "settings"),
 }
 PERFORMANCE_FIELDS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "max_concurrency", "meets_sla")
-COST_FIELDS = ("capex_cny", "monthly_opex_cny", "cny_per_million_tokens", "buy_or_rent")
+COST_FIELDS = ("capex_cny", "capex_range_cny", "monthly_opex_cny", "cny_per_million_tokens", "buy_or_rent")
 MODEL_FACT_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads",
     "num_kv_heads", "head_dim", "intermediate_size", "vocab_size", "max_context",
@@ -166,6 +166,9 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
     roots += steps
     cost, steps = _section(mem, "cost", COST_FIELDS)
     roots += steps
+    bom = mem.values.get("bom.lines") or []  # capex_cny = Σ qty × midpoint of unit_price_cny
+    if "bom.lines" in mem.value_step:
+        roots.append(mem.value_step["bom.lines"])
     roots += [w["step"] for w in mem.warnings] + [a["step"] for a in mem.asks]
     feasible = mem.values.get("plan.feasible")
     if feasible is None:
@@ -201,6 +204,7 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
         "feasible": bool(feasible),
         "components": components,
         "performance": performance,
+        "bom": bom,
         "cost": cost,
         "warnings": warnings,
         "rejected": rejected,

@@ -125,8 +125,13 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
             "max_concurrency": total("max_concurrency", perf),
             "meets_sla": all(r.get("meets_sla") for r in perf),
         },
+        "bom": [dict(line, pool=labels[i]) for i, p in enumerate(plans) for line in p.get("bom") or []],
         "cost": {
-            "capex_cny": total("capex_cny", cost), "monthly_opex_cny": total("monthly_opex_cny", cost),
+            "capex_cny": total("capex_cny", cost),
+            "capex_range_cny": ([total("lo", [{"lo": (c.get("capex_range_cny") or [None, None])[0]} for c in cost]),
+                                 total("hi", [{"hi": (c.get("capex_range_cny") or [None, None])[1]} for c in cost])]
+                                if all(c.get("capex_range_cny") for c in cost) else None),
+            "monthly_opex_cny": total("monthly_opex_cny", cost),
             "cny_per_million_tokens": weighted,
             "buy_or_rent": decisions.pop() if len(decisions) == 1 else "buy",
         },

@@ -261,6 +261,8 @@ def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
         local = (spec["kind"],)
         for i, src in enumerate(spec["minimize"]):
             exprs[f"minimize.{i}"] = _compile(src, f"select minimize {i}")
+        for lang, text in (spec.get("ranked_because") or {}).items():
+            spec.setdefault("_templates", {})[("ranked", lang)] = make_template(text)
     return Action(kind, spec, exprs, local)
 
 

@@ -553,13 +553,42 @@ class Runner:
                   (k.source.split(".", 1)[1] if k.names == (k.source,) else f"key {i + 1}")
                   for i, k in enumerate(keys)]
         best_text = _score(best_score, labels)
+        if a.get("record") is False:  # a secondary choice (e.g. the closest alternative): no rejections
+            return
+        templates = a.get("_templates") or {}
         for score, _, item in scored[1:]:
+            because = both("select.ranked-below", best=best[1], score=_score(score, labels),
+                           best_score=best_text)
+            if templates:  # the rule's own wording: loser as `kind.*`, winner as `alias.*`
+                because = self._ranked_because(templates, kind, alias, item, best, because)
             self.mem.rejections.append({
                 "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
-                "because": both("select.ranked-below", best=best[1], score=_score(score, labels),
-                                best_score=best_text),
+                "because": because,
                 "values": {"score": _jsonable(list(score)), "selected_score": _jsonable(list(best_score))},
                 "step": step_no, "ranked": True})
+
+    def _ranked_because(self, templates, kind, alias, item, best, fallback):
+        item_res = self._resolver(None, item[1], None, None, item_kind=kind)
+        best_attrs = self.mem.items[best]
+
+        def resolve(name: str) -> Any:
+            if name.startswith(alias + "."):
+                attr = name[len(alias) + 1:]
+                if attr == "id":
+                    return best[1]
+                if attr in best_attrs:
+                    return best_attrs[attr]
+                raise _NotReady(name)
+            return item_res(name)
+
+        out = {}
+        for lang in ("en", "zh"):
+            tpl = templates.get(("ranked", lang))
+            try:
+                out[lang] = render(tpl, resolve, lang) if tpl else fallback[lang]
+            except (_NotReady, EvalError, KeyError):
+                out[lang] = fallback[lang]
+        return out
 
     # ---------------------------------------------------------------- memory
     def _set_value(self, key: str, value: Any, step: int | None, origin: Origin | None = None) -> bool:
