@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .experta_compat import MATCH, TEST, Fact, KnowledgeEngine, Rule, StableStrategy
+from .experta_compat import MATCH, TEST, Fact, IndexedReteMatcher, KnowledgeEngine, Rule, StableStrategy
 from .expr import EvalError, Expr
 from .functions import RunContext, current, reset_context, use_context
 from .messages import both, message
@@ -176,7 +176,7 @@ class Runner:
 
     # ---------------------------------------------------------------- compile
     def _build_engine(self) -> KnowledgeEngine:
-        attrs: dict[str, Any] = {"__strategy__": StableStrategy}
+        attrs: dict[str, Any] = {"__strategy__": StableStrategy, "__matcher__": IndexedReteMatcher}
         for spec in self.rulebase.rules:
             attrs[f"r{spec.load_order:05d}"] = self._compile_rule(spec)
         cls = type("ServewiseEngine", (KnowledgeEngine,), attrs)
