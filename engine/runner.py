@@ -24,6 +24,12 @@ from .rulebase import STAGES, RuleBase, RuleSpec, Template
 MAX_FIRINGS_PER_STAGE = 50_000
 MAX_PROPOSALS = 20_000
 
+# Process-wide work counters (condition tests run by the Rete network, activations the agenda
+# fired, rule firings recorded): read by the benchmark and by the CI guard on planning work
+# (tests/test_plan_work.py). Compare before/after values; never reset by the engine.
+WORK: Counter = Counter()
+MATCHER = IndexedReteMatcher  # experta's ReteMatcher gives the same plans, slower (tested)
+
 
 class Stage(Fact):
     """The stage now running; every compiled rule requires its own stage."""
@@ -176,7 +182,7 @@ class Runner:
 
     # ---------------------------------------------------------------- compile
     def _build_engine(self) -> KnowledgeEngine:
-        attrs: dict[str, Any] = {"__strategy__": StableStrategy, "__matcher__": IndexedReteMatcher}
+        attrs: dict[str, Any] = {"__strategy__": StableStrategy, "__matcher__": MATCHER}
         for spec in self.rulebase.rules:
             attrs[f"r{spec.load_order:05d}"] = self._compile_rule(spec)
         cls = type("ServewiseEngine", (KnowledgeEngine,), attrs)
@@ -202,12 +208,14 @@ class Runner:
 
         def test(**bound):
             # a pure function of the matched fact revisions, as the Rete network requires
+            WORK["condition_tests"] += 1
             return runner._conditions_hold(spec, bound, revs)
 
         test.__signature__ = inspect.Signature(
             [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in params])
 
         def rhs(engine, **context):
+            WORK["activations"] += 1
             runner._fire(spec, context.get("iid"))
 
         # experta rebuilds Rule objects from the wrapped function (update_wrapper copies its
@@ -317,6 +325,7 @@ class Runner:
             return
         self._seen.add(signature)
         mem.fired[spec.id] += 1
+        WORK["firings"] += 1
         step_no = len(mem.steps) + 1
         self._extra_premises: list[dict[str, Any]] = []
         conclusions: list[dict[str, Any]] = []
