@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint rules-test bench clean
+.PHONY: run test lint rules-test bench bench-doc clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ test: $(VENV)/.installed-test
 rules-test: $(VENV)/.installed
 	$(BIN)/servewise rules test
 
+$(VENV)/.installed-bench: $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $@
+
+# the speed targets of #14: cold runs, medians; `bench-doc` also rewrites docs/performance.md
 bench: $(VENV)/.installed-test
 	$(BIN)/python tests/bench/bench_plan.py
+
+bench-doc: $(VENV)/.installed-bench
+	$(BIN)/python tests/bench/bench_plan.py --doc docs/performance.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
