@@ -154,7 +154,7 @@ def bench(code: str | None, runs: int, rules_test_runs: int, examples: list[Path
     if code:
         env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
     servewise = [sys.executable, "-c", MAIN]
-    out: dict[str, object] = {"runs": runs, "code": code or str(ROOT)}
+    out: dict[str, object] = {"runs": runs, "rules_test_runs": rules_test_runs, "code": code or str(ROOT)}
     base = measure([sys.executable, "-c", "pass"], env, runs)
     out["baseline"] = base
     print(f"python -c pass: median {base['wall']['median']:.3f} s", flush=True)
@@ -255,21 +255,25 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         "2 cores), so wall times are inflated and noisy: read the medians, and the CPU seconds of the "
         "planning process, which contention inflates much less. Every number is a fresh process "
         f"(cold start: interpreter, imports, rules, plan); {after['runs']} timed runs after one untimed "
-        "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise).",
+        "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise); "
+        f"`rules test`: {after.get('rules_test_runs', '?')} timed run(s). The rule-growth phases are wall "
+        "seconds inside the child process. \"before\" is the base commit (fddd03c) measured in the same "
+        "way with `--code` (a subset of the examples, for time), \"after\" this branch.",
         "",
         f"`python -c pass` in the same run: median {base:.3f} s.",
         "",
         "## Targets",
         "",
-        "| target | limit | before: median (min–max) s | after: median (min–max) s | after, CPU s | after / `python -c pass` |",
-        "|---|---|---|---|---|---|",
+        "| target | limit | before: wall median (min–max) s | after: wall median (min–max) s | before, CPU s | after, CPU s | after / `python -c pass` |",
+        "|---|---|---|---|---|---|---|",
     ]
     slowest = max(after["plans"], key=lambda k: after["plans"][k]["wall"]["median"])
     b = before or {}
 
     def row(name: str, limit: str, a: dict | None, bm: dict | None) -> str:
         ratio = f"{a['wall']['median'] / base:.0f}×" if a else "—"
-        return f"| {name} | {limit} | {fmt(bm)} | {fmt(a)} | {fmt(a, 'cpu') if a else '—'} | {ratio} |"
+        return (f"| {name} | {limit} | {fmt(bm)} | {fmt(a)} | {fmt(bm, 'cpu') if bm else '—'} | "
+                f"{fmt(a, 'cpu') if a else '—'} | {ratio} |")
 
     lines.append(row("`plan` chat-70b-online", "0.5 s", after["plans"].get("chat-70b-online"),
                      b.get("plans", {}).get("chat-70b-online")))
@@ -280,13 +284,14 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
     g_before = {r["extra"]: r for r in b.get("growth", [])}
     ga, gb = g_after.get(3000, {}), g_before.get(3000, {})
     lines.append(f"| +3,000 rules: load + build + plan | 2 s | {gb.get('total', float('nan')):.2f} | "
-                 f"{ga.get('total', float('nan')):.2f} | — | — |")
+                 f"{ga.get('total', float('nan')):.2f} | — | — | — |")
     lines += ["", "Interview answer → next prompt (≤ 100 ms) is not measured here (see the end of this page).", "",
               "## Every example: cold `servewise plan <example> --format json`", "",
-              "| example | before: median (min–max) s | after: median (min–max) s | after, CPU s |",
-              "|---|---|---|---|"]
+              "| example | before: wall median (min–max) s | after: wall median (min–max) s | before, CPU s | after, CPU s |",
+              "|---|---|---|---|---|"]
     for name, m in after["plans"].items():
-        lines.append(f"| {name} | {fmt(b.get('plans', {}).get(name))} | {fmt(m)} | {fmt(m, 'cpu')} |")
+        bm = b.get("plans", {}).get(name)
+        lines.append(f"| {name} | {fmt(bm)} | {fmt(m)} | {fmt(bm, 'cpu') if bm else '—'} | {fmt(m, 'cpu')} |")
     lines += ["", "## Rule growth (built-in rules + N synthetic check rules; chat-70b-online; in one fresh process)",
               "", "Median of 3 runs (1 run for +10,000), seconds; in-process phases, without interpreter start.", "",
               "| extra rules | rules | before: load / build / plan = total | after: load / build / plan = total |",
