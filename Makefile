@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip -qq --disable-pip-version-check
 
-.PHONY: expert-review run test lint rules-test bench smoke clean
+.PHONY: expert-review run test lint rules-test bench bench-doc smoke clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -39,11 +39,19 @@ smoke: $(VENV)/.installed-test
 rules-test: $(VENV)/.installed
 	$(BIN)/servewise rules test
 
+$(VENV)/.installed-bench: $(VENV)/.installed-test
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $@
+
+# the speed targets of #14: cold runs, medians; `bench-doc` also rewrites docs/performance.md
 bench: $(VENV)/.installed-test
 	$(BIN)/python tests/bench/bench_plan.py
 
 expert-review: $(VENV)/.installed
 	$(BIN)/python -m servewise.cli.review   # writes docs/expert-review.md from examples/*.yaml
+
+bench-doc: $(VENV)/.installed-bench
+	$(BIN)/python tests/bench/bench_plan.py --doc docs/performance.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

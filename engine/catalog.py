@@ -7,9 +7,9 @@ entry's ``aliases`` (e.g. ``h200_sxm`` and ``H200`` → ``H200 SXM``).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,21 +18,50 @@ from .yamlio import safe_load
 CATALOG_DIR = Path(__file__).resolve().parent.parent / "facts" / "catalog"
 
 
+_SEPARATORS = re.compile(r"[\s\-_./]+")
+
+
+@lru_cache(maxsize=4096)
+def _normalise(name: str) -> str:
+    return _SEPARATORS.sub("", name).lower()
+
+
 def normalise_name(name: str) -> str:
     """Key used for name matching: lower case, without spaces, dashes, underscores or dots."""
-    return re.sub(r"[\s\-_./]+", "", str(name)).lower()
+    return _normalise(str(name))
 
 
 class UnknownEntry(KeyError):
-    """Raised when a catalog name does not resolve; carries close matches."""
+    """Raised when a catalog name does not resolve; carries close matches.
 
-    def __init__(self, kind: str, name: str, suggestions: list[str]):
-        self.kind, self.name, self.suggestions = kind, name, suggestions
-        hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""
-        super().__init__(f"unknown {kind} '{name}'{hint}")
+    Lookups that miss on purpose (a domain function probing which names match) are on the hot
+    path, so the close matches (difflib) are computed only when the message or ``suggestions``
+    is read, i.e. on the error path."""
+
+    def __init__(self, kind: str, name: str, suggestions: list[str] | Callable[[], list[str]]):
+        self.kind, self.name = kind, name
+        self._suggest = suggestions
+        super().__init__(kind, name)
+
+    @cached_property
+    def suggestions(self) -> list[str]:
+        return list(self._suggest() if callable(self._suggest) else self._suggest)
+
+    @property
+    def message(self) -> str:
+        hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
+        return f"unknown {self.kind} '{self.name}'{hint}"
+
+    @property  # type: ignore[override]
+    def args(self) -> tuple[str]:  # the message, as when it was passed to KeyError
+        return (self.message,)
+
+    @args.setter
+    def args(self, value: tuple) -> None:  # BaseException.__init__ assigns it; the message is derived
+        pass
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
-        return self.args[0]
+        return self.message
 
 
 @dataclass
@@ -52,10 +81,14 @@ class Table:
         key = normalise_name(name)
         if key in self.index:
             return self.entries[self.index[key]]
+        raise UnknownEntry(self.kind, name, lambda: self.suggest(key))
+
+    def suggest(self, key: str) -> list[str]:
+        """Entry ids whose names are close to the normalised ``key`` (for error messages only)."""
         import difflib
 
         close = difflib.get_close_matches(key, list(self.index), n=3, cutoff=0.6)
-        raise UnknownEntry(self.kind, name, sorted({self.index[c] for c in close}))
+        return sorted({self.index[c] for c in close})
 
     def __contains__(self, name: str) -> bool:
         return normalise_name(name) in self.index

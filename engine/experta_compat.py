@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import logging
+from typing import Any
 
 _ABC_ALIASES = ("Mapping", "MutableMapping", "Sequence", "Iterable", "Hashable", "Callable")
 
@@ -52,6 +53,12 @@ from experta import (  # noqa: E402
     Rule,
 )
 from experta.abstract import Strategy  # noqa: E402
+from experta.fieldconstraint import L  # noqa: E402
+from experta.matchers import ReteMatcher  # noqa: E402
+from experta.matchers.rete.abstract import Node  # noqa: E402
+from experta.matchers.rete.check import FeatureCheck  # noqa: E402
+from experta.matchers.rete.mixins import AnyChild, ChildNode, NoMemory  # noqa: E402
+from experta.matchers.rete.nodes import BusNode, FeatureTesterNode  # noqa: E402
 from experta.strategies import DepthStrategy as StockStrategy  # noqa: E402  (for the bug tests)
 
 
@@ -90,12 +97,128 @@ class StableStrategy(Strategy):
             agenda.activations.sort(key=lambda a: a.key)
 
 
+INDEX_MIN_CHILDREN = 4  # below this a linear scan of the sibling tests is as fast as a dict
+
+
+def _literal_field(node: Any) -> str | None:
+    """The field a one-input test node compares with a constant (``key == 'x'``), if that is all it does."""
+    if not isinstance(node, FeatureTesterNode):
+        return None
+    check = node.matcher
+    if not isinstance(check, FeatureCheck) or not isinstance(check.how, L) or check.how.__bind__ is not None:
+        return None
+    if not isinstance(check.what, str) or "__" in check.what:
+        return None  # nested paths (``a__b``) and dunder fields keep experta's own lookup
+    try:
+        hash(check.how.value)
+    except TypeError:
+        return None
+    return check.what
+
+
+class IndexedTesterNode(AnyChild, NoMemory, Node):
+    """Sibling alpha tests ``field == constant`` replaced by one dict lookup on the fact's field.
+
+    experta's alpha network tries every sibling test in turn, so a ``Value`` fact visits one node
+    per key any rule reads (hundreds); this node sends the token only to the children whose
+    constant equals the fact's value. ``children`` still lists them all, so reset and the search
+    for conflict-set nodes walk the same network. Dict lookup and ``==`` agree for the hashable
+    constants indexed here; an unhashable fact value falls back to trying every test.
+    """
+
+    def __init__(self, what: str, children: list[Any]):
+        super().__init__()
+        self.what = what
+        self.children = list(children)
+        self.index: dict[Any, list[Any]] = {}
+        for child in self.children:
+            self.index.setdefault(child.node.matcher.how.value, []).append(child)
+
+    def activate(self, token) -> None:
+        fact = next(iter(token.data))
+        try:
+            value = fact[self.what]
+        except (KeyError, TypeError, IndexError):
+            return
+        try:
+            targets = self.index.get(value, ())
+        except TypeError:
+            targets = self.children
+        for child in targets:
+            child.callback(token)
+
+    def _activate(self, token) -> None:  # pragma: no cover - activate() is the entry point
+        self.activate(token)
+
+    def __str__(self) -> str:  # pragma: no cover
+        return f"IndexedTesterNode: {self.what} ({len(self.index)} values)"
+
+
+def index_alpha_network(node: Any) -> int:
+    """Replace groups of sibling constant tests under ``node`` by :class:`IndexedTesterNode`;
+    returns how many groups were indexed. Only the alpha part (one-input test nodes) is touched."""
+    groups: dict[str, list[Any]] = {}
+    for child in node.children:
+        what = _literal_field(child.node)
+        if what is not None:
+            groups.setdefault(what, []).append(child)
+    indexed = {what: kids for what, kids in groups.items() if len(kids) >= INDEX_MIN_CHILDREN}
+    done = 0
+    if indexed:
+        new_children, placed = [], set()
+        for child in node.children:
+            what = _literal_field(child.node)
+            if what in indexed:
+                if what not in placed:
+                    placed.add(what)
+                    dispatcher = IndexedTesterNode(what, indexed[what])
+                    new_children.append(ChildNode(dispatcher, dispatcher.activate))
+                continue
+            new_children.append(child)
+        node.children = new_children
+        done += len(indexed)
+    for child in node.children:
+        grand = child.node
+        if isinstance(grand, IndexedTesterNode):
+            for sub in grand.children:
+                done += index_alpha_network(sub.node)
+        elif isinstance(grand, (FeatureTesterNode, BusNode)):
+            done += index_alpha_network(grand)
+    return done
+
+
+class IndexedReteMatcher(ReteMatcher):
+    """experta's Rete matcher with hashed constant tests in the alpha network (see
+    :class:`IndexedTesterNode`); the beta network, tokens and activations are experta's own."""
+
+    def build_network(self) -> None:
+        super().build_network()
+        self.indexed_groups = index_alpha_network(self.root_node)
+
+    def changes(self, adding=None, deleting=None):
+        """As experta's, but asks only the conflict-set nodes that saw a token since the last call
+        (experta asks all of them, one call per rule, on every working-memory change)."""
+        for fact in deleting or ():
+            self.root_node.remove(fact)
+        for fact in adding or ():
+            self.root_node.add(fact)
+        added: list[Any] = []
+        removed: list[Any] = []
+        for csn in self._get_conflict_set_nodes():
+            if csn.added or csn.removed:
+                c_added, c_removed = csn.get_activations()
+                added.extend(c_added)
+                removed.extend(c_removed)
+        return added, removed
+
+
 __all__ = [
     "AS",
     "MATCH",
     "NOT",
     "TEST",
     "Fact",
+    "IndexedReteMatcher",
     "KnowledgeEngine",
     "Rule",
     "StableStrategy",

@@ -291,18 +291,30 @@ def _schema_problems(data: Any, lines: Lines, file: str) -> list[Problem]:
     return problems
 
 
-def load_rule_file(path: Path, start_order: int = 0,
-                   display: str | None = None) -> tuple[list[RuleSpec], list[Problem]]:
-    file = display or str(path)
+def _read_rule_file(path: Path, file: str) -> tuple[Any, Lines, list[Problem]]:
+    """Parse one rule file and check it against the schema (the part the rule cache stores)."""
     try:
         data, lines = load_file(path)
     except YamlError as exc:
-        return [], [Problem(file, exc.line, "-", exc.message)]
+        return None, {}, [Problem(file, exc.line, "-", exc.message)]
     if data is None:
-        return [], []
-    problems = _schema_problems(data, lines, file)
-    if problems:
+        return None, lines, []
+    return data, lines, _schema_problems(data, lines, file)
+
+
+def load_rule_file(path: Path, start_order: int = 0,
+                   display: str | None = None) -> tuple[list[RuleSpec], list[Problem]]:
+    file = display or str(path)
+    data, lines, problems = _read_rule_file(path, file)
+    if problems or data is None:
         return [], problems
+    return _rule_specs(path, data, lines, file, start_order)
+
+
+def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
+                start_order: int) -> tuple[list[RuleSpec], list[Problem]]:
+    """Compile the rules of one parsed, schema-valid file."""
+    problems: list[Problem] = []
     specs: list[RuleSpec] = []
     for i, raw in enumerate(data):
         rid = raw["id"]
@@ -392,6 +404,26 @@ def compute_hash(paths: list[Path]) -> str:
     return "sha256:" + h.hexdigest()[:16]
 
 
+def _read_rule_files(files: list[Path]) -> list[tuple[Any, Lines, list[Problem]]]:
+    """Parsed, schema-checked rule files, from the rule cache (engine/rulecache.py) when it holds
+    this exact set of file contents; stored there when every file is valid."""
+    from . import rulecache
+
+    try:
+        contents = [p.read_bytes() for p in files]
+        key = rulecache.cache_key([("", False, c) for c in contents], SCHEMA_FILE.read_bytes())
+    except OSError:
+        key = None  # an unreadable file: report it the ordinary way
+    if key is not None:
+        cached = rulecache.read(key)
+        if isinstance(cached, list) and len(cached) == len(files):
+            return [(data, lines, []) for data, lines in cached]
+    parsed = [_read_rule_file(p, _display(p)) for p in files]
+    if key is not None and not any(probs for _, _, probs in parsed):
+        rulecache.write(key, [(data, lines) for data, lines, _ in parsed])  # before compiling touches them
+    return parsed
+
+
 def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
                semantic: bool | None = None) -> RuleBase:
     """Load the built-in rules and any extra folders; raise :class:`RuleLoadError` on problems.
@@ -407,8 +439,11 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     rules: list[RuleSpec] = []
     problems: list[Problem] = []
     seen: dict[str, RuleSpec] = {}
-    for path in files:
-        specs, probs = load_rule_file(path, len(rules), _display(path))
+    for path, (data, lines, probs) in zip(files, _read_rule_files(files), strict=True):
+        if not probs and data is not None:
+            specs, probs = _rule_specs(path, data, lines, _display(path), len(rules))
+        else:
+            specs = []
         problems.extend(probs)
         for s in specs:
             if s.id in seen:

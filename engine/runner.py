@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .experta_compat import MATCH, TEST, Fact, KnowledgeEngine, Rule, StableStrategy
+from .experta_compat import MATCH, TEST, Fact, IndexedReteMatcher, KnowledgeEngine, Rule, StableStrategy
 from .expr import EvalError, Expr
 from .functions import RunContext, current, reset_context, use_context
 from .messages import both, message
@@ -25,6 +25,12 @@ from .rulebase import STAGES, RuleBase, RuleSpec, Template
 MAX_FIRINGS_PER_STAGE = 50_000
 TIME_BUDGET_S = 60.0  # per plan (one model); the built-in rules need well under a second
 MAX_PROPOSALS = 20_000
+
+# Process-wide work counters (condition tests run by the Rete network, activations the agenda
+# fired, rule firings recorded): read by the benchmark and by the CI guard on planning work
+# (tests/test_plan_work.py). Compare before/after values; never reset by the engine.
+WORK: Counter = Counter()
+MATCHER = IndexedReteMatcher  # experta's ReteMatcher gives the same plans, slower (tested)
 
 
 class Stage(Fact):
@@ -190,7 +196,7 @@ class Runner:
 
     # ---------------------------------------------------------------- compile
     def _build_engine(self) -> KnowledgeEngine:
-        attrs: dict[str, Any] = {"__strategy__": StableStrategy}
+        attrs: dict[str, Any] = {"__strategy__": StableStrategy, "__matcher__": MATCHER}
         for spec in self.rulebase.rules:
             self._check_time("compiling the rules")
             attrs[f"r{spec.load_order:05d}"] = self._compile_rule(spec)
@@ -217,12 +223,14 @@ class Runner:
 
         def test(**bound):
             # a pure function of the matched fact revisions, as the Rete network requires
+            WORK["condition_tests"] += 1
             return runner._conditions_hold(spec, bound, revs)
 
         test.__signature__ = inspect.Signature(
             [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in params])
 
         def rhs(engine, **context):
+            WORK["activations"] += 1
             runner._fire(spec, context.get("iid"))
 
         # experta rebuilds Rule objects from the wrapped function (update_wrapper copies its
@@ -337,6 +345,7 @@ class Runner:
             return
         self._seen.add(signature)
         mem.fired[spec.id] += 1
+        WORK["firings"] += 1
         step_no = len(mem.steps) + 1
         self._extra_premises: list[dict[str, Any]] = []
         conclusions: list[dict[str, Any]] = []

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import EXAMPLES
 
 from servewise.engine.explain import explain, why_not
-from servewise.engine.plan import plan_file
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
 
 @pytest.fixture(scope="module")
-def plans(rulebase):
-    return {p.stem: plan_file(p, rulebase).plan for p in EXAMPLE_FILES}
+def plans(example_plans):
+    """Fresh copies of the session's example plans (conftest.example_plans plans them once)."""
+    return {name: json.loads(ex.json_text) for name, ex in example_plans.items()}
 
 
 @pytest.mark.parametrize("name", [p.stem for p in EXAMPLE_FILES])

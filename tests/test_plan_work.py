@@ -1,0 +1,85 @@
+"""Speed work must not change what is planned, and planning work must not creep up unnoticed.
+
+- Every example's plan JSON is byte-identical to the digest stored in tests/plans/digests.json.
+  After an intended plan change (rules, catalog, version), refresh it with
+      SERVEWISE_UPDATE_PLANS=1 .venv/bin/python -m pytest tests/test_plan_work.py
+- The optimised matcher and the rule cache give the same plan as experta's stock matcher and an
+  uncached load.
+- The engine work per example (rule firings, agenda activations, Rete condition tests) may grow
+  by at most 10 % over tests/plans/work-baseline.json. A deliberate increase needs a new baseline
+  with a note saying why:
+      SERVEWISE_UPDATE_WORK_BASELINE="why the work grew" .venv/bin/python -m pytest tests/test_plan_work.py
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import os
+
+import pytest
+from conftest import EXAMPLES, ROOT
+
+PLANS = ROOT / "tests" / "plans"
+DIGESTS = PLANS / "digests.json"
+BASELINE = PLANS / "work-baseline.json"
+ALLOWED_GROWTH = 1.10
+EXAMPLE_NAMES = [p.stem for p in sorted(EXAMPLES.glob("*.yaml"))]
+
+
+def digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def test_plans_are_byte_identical_to_the_stored_digests(example_plans):
+    stored = json.loads(DIGESTS.read_text(encoding="utf-8"))
+    now = {name: digest(ex.json_text) for name, ex in example_plans.items()}
+    if os.environ.get("SERVEWISE_UPDATE_PLANS"):
+        stored["plans"] = now
+        DIGESTS.write_text(json.dumps(stored, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    changed = sorted(n for n in now if stored["plans"].get(n) != now[n])
+    missing = sorted(set(stored["plans"]) - set(now))
+    assert not changed and not missing, (
+        f"plan JSON changed for {changed or missing}; if intended, refresh with SERVEWISE_UPDATE_PLANS=1")
+
+
+def test_work_does_not_grow_over_the_baseline(example_plans):
+    if os.environ.get("SERVEWISE_UPDATE_WORK_BASELINE"):
+        BASELINE.write_text(json.dumps({
+            "note": os.environ["SERVEWISE_UPDATE_WORK_BASELINE"],
+            "updated": datetime.date.today().isoformat(),
+            "allowed_growth": ALLOWED_GROWTH,
+            "examples": {n: ex.work for n, ex in example_plans.items()},
+        }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    base = json.loads(BASELINE.read_text(encoding="utf-8"))
+    assert base.get("note", "").strip(), "the work baseline must say why it was (re)recorded"
+    over = []
+    for name, ex in example_plans.items():
+        assert name in base["examples"], f"no work baseline for {name}"
+        for metric, value in ex.work.items():
+            limit = base["examples"][name].get(metric, 0) * ALLOWED_GROWTH
+            if value > limit:
+                over.append(f"{name}: {metric} {value} > {limit:.0f}")
+    assert not over, ("planning work grew more than 10 % over tests/plans/work-baseline.json: "
+                      + "; ".join(over) + " (if intended, re-record it with a note, see the module docstring)")
+
+
+def test_work_counters_count_something(example_plans):
+    work = example_plans["chat-70b-online"].work
+    assert work["firings"] > 0 and work["activations"] >= work["firings"] and work["condition_tests"] > 0
+
+
+@pytest.mark.parametrize("name", ["chat-70b-online", "infeasible-target"])
+def test_stock_matcher_and_uncached_rules_give_the_same_plan(example_plans, name, monkeypatch):
+    from servewise.cli.render import to_json
+    from servewise.engine import runner
+    from servewise.engine.experta_compat import IndexedReteMatcher, experta
+    from servewise.engine.plan import plan_file
+    from servewise.engine.rulebase import load_rules
+
+    assert runner.MATCHER is IndexedReteMatcher
+    monkeypatch.setattr(runner, "MATCHER", experta.matchers.ReteMatcher)
+    monkeypatch.setenv("SERVEWISE_NO_CACHE", "1")
+    result = plan_file(EXAMPLES / f"{name}.yaml", load_rules())
+    assert to_json(result.plan) == example_plans[name].json_text
