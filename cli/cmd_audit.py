@@ -161,6 +161,10 @@ def is_tautology(formula: str | None, value: Any) -> bool:
     if not formula:
         return True
     text = formula.strip().strip("'\"")
+    if " = " in text:  # "'fp8' = fp8": the expression with its result substituted
+        lhs, rhs = (part.strip().strip("'\"") for part in text.rsplit(" = ", 1))
+        if lhs == rhs:
+            return True
     return text in (str(value), fmt(value)) or (isinstance(value, bool) and text.lower() == str(value).lower())
 
 

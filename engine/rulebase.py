@@ -16,7 +16,7 @@ import jsonschema
 
 from .expr import Expr, ExprError, compile_expr
 from .functions import FUNCTIONS
-from .yamlio import Lines, YamlError, line_of, load_file, safe_load
+from .yamlio import Lines, YamlError, line_of, load_file, read_text, safe_load
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 FACTS_DIR = Path(__file__).resolve().parent.parent / "facts"
@@ -410,10 +410,12 @@ def _read_rule_files(files: list[Path]) -> list[tuple[Any, Lines, list[Problem]]
     from . import rulecache
 
     try:
-        contents = [p.read_bytes() for p in files]
+        # only regular files of bounded size are read here: a FIFO or a link to /dev/zero would hang
+        # (the ordinary path below reports them through yamlio.read_text)
+        contents = [read_text(p).encode("utf-8") for p in files]
         key = rulecache.cache_key([("", False, c) for c in contents], SCHEMA_FILE.read_bytes())
-    except OSError:
-        key = None  # an unreadable file: report it the ordinary way
+    except (OSError, YamlError):
+        key = None  # an unreadable or irregular file: report it the ordinary way
     if key is not None:
         cached = rulecache.read(key)
         if isinstance(cached, list) and len(cached) == len(files):
