@@ -7,8 +7,14 @@ import pytest
 COOLING = ["cooling.air-below-4kw", "cooling.hybrid-4-to-6kw", "cooling.liquid-above-6kw"]
 
 
+def _facts(draw_w: float) -> dict:
+    """One server per rack at ``draw_w``; the site not described (the seeds' bands then recommend)."""
+    return {"mode": "online", "facility.server_draw_w": draw_w, "components.rack.power_kw_per_rack": draw_w / 1000,
+            "constraints.cooling_available": "unknown"}
+
+
 def _cooling(run, draw_w: float) -> str | None:
-    return run(COOLING, {"mode": "online", "facility.server_draw_w": draw_w}).values.get("components.cooling.type")
+    return run(COOLING, _facts(draw_w)).values.get("components.cooling.type")
 
 
 @pytest.mark.parametrize("draw_w,expected", [(600, "air"), (3999, "air"), (4000, "hybrid")])
@@ -16,7 +22,7 @@ def test_g_cool_001(run, draw_w, expected):
     """Below 4 kW of whole-server power air cooling is enough, in a standard 2U/4U chassis."""
     assert _cooling(run, draw_w) == expected
     if expected == "air":
-        out = run(COOLING, {"mode": "online", "facility.server_draw_w": draw_w})
+        out = run(COOLING, _facts(draw_w))
         assert out.values["components.cooling.chassis"] == "standard 2U/4U"
 
 
@@ -31,7 +37,7 @@ def test_g_cool_003(run, draw_w, expected):
     """Above 6 kW full liquid cooling is mandatory, bought as a rack-level solution."""
     assert _cooling(run, draw_w) == expected
     if expected == "liquid":
-        out = run(COOLING, {"mode": "online", "facility.server_draw_w": draw_w})
+        out = run(COOLING, _facts(draw_w))
         assert "rack-level" in out.values["components.cooling.chassis"]
 
 
@@ -61,15 +67,16 @@ def test_g_cool_006(run, gpu, warns):
 def test_g_rack_001(run):
     """A 42U rack carries 6-10 kW: a server above the rack's limit is flagged, racks are counted by kW."""
     over = run("rack.server-exceeds-rack", {"mode": "online", "facility.server_draw_w": 10200,
-                                            "facility.rack_limit_kw": 10})
+                                            "facility.rack_limit_kw": 10, "site.described": True})
     assert over.warned("rack.server-exceeds-rack")
     under = run("rack.server-exceeds-rack", {"mode": "online", "facility.server_draw_w": 9000,
-                                             "facility.rack_limit_kw": 10})
+                                             "facility.rack_limit_kw": 10, "site.described": True})
     assert not under.fired("rack.server-exceeds-rack")
+    # site unknown: racks planned at up to 6 kW (the seeds' band for air/hybrid), so 2 × 3 kW per rack
     racks = run("rack.servers-per-rack", {"mode": "online", "facility.server_draw_w": 3000, "chosen.servers": 7,
-                                          "constraints.rack_power_kw": None})
-    assert racks.values["facility.servers_per_rack"] == 3  # floor(10 kW / 3 kW)
-    assert racks.values["components.rack.racks"] == 3  # ceil(7 / 3)
+                                          "constraints.rack_power_kw": None, "constraints.cooling_available": "unknown"})
+    assert racks.values["components.rack.servers_per_rack"] == 2
+    assert racks.values["components.rack.racks"] == 4  # ceil(7 / 2)
 
 
 def test_g_pwr_005(run):
@@ -90,8 +97,10 @@ def test_g_pwr_006(run, tdp_w, needs_cable):
 
 @pytest.mark.parametrize("draw_w", [1035, 2500, 7000, 10200])
 def test_g_pwr_007(run, draw_w):
-    """PSU capacity (N of N+N) is at least 1.5 × the server's draw."""
-    out = run("power.psu-headroom", {"mode": "online", "facility.server_draw_w": draw_w})
+    """PSU capacity (N of N+N) is at least 1.5 × the server's draw (a chassis class without a shipped PSU
+    complement; a catalog SKU's complement is taken as shipped, power.psu-from-sku)."""
+    out = run("power.psu-headroom", {"mode": "online", "facility.server_draw_w": draw_w,
+                                     "chosen.sku": None})
     assert out.values["facility.psu_need_w"] == pytest.approx(1.5 * draw_w)
     assert out.values["components.power.psu_total_w"] >= 1.5 * draw_w
     assert out.values["components.power.headroom"] >= 1.5

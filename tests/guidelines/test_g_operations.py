@@ -199,7 +199,7 @@ def test_g_cost_025(run, used):
 
 
 AVAILABILITY = {**CHOSEN, "mode": "online", "chosen.tp": 2, "chosen.replicas": 2, "chosen.servers": 1,
-                "chosen.gpu": "H100 SXM", "chosen.gpu_installed_cny": 100000}
+                "chosen.gpu": "H100 SXM", "chosen.gpu_price_cny": 100000}
 
 
 @pytest.mark.parametrize("availability,spare", [(99.9, True), (99.99, True), (99.5, False)])
@@ -296,7 +296,7 @@ def test_g_vend_011(run):
     """Ascend PyTorch models are served through MindIE (or torch_npu), with Kunpeng host CPUs."""
     out = run(["software.mindie-for-ascend", "cpu.kunpeng-for-ascend"],
               {**SERVING, "mode": "online", "chosen.vendor": "huawei", "chosen.per_server": 8,
-               "bom.cpu_cores_needed": 64})
+               "chosen.sku": "Huawei Atlas 800I A2", "bom.cpu_cores_needed": 64})
     assert out.values["components.software.framework"] == "MindIE"
     assert out.values["components.cpu.model"] == "Kunpeng 920 7260"
 
