@@ -233,7 +233,7 @@ def _compile_lets(raw: dict[str, Any]) -> tuple[tuple[str, Expr], ...]:
 
 def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
     kind, spec = next(iter(raw.items()))
-    spec = spec or {}
+    spec = dict(spec or {})  # compiled templates go on this copy, never into the rule file's data (cached, hashed)
     exprs: dict[str, Expr] = {}
     local: tuple[str, ...] = ()
     if kind == "derive":

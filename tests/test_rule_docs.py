@@ -36,11 +36,11 @@ def test_show_lists_sources_reads_writes_and_tests(cli):
 def test_graph_links_writer_to_reader(cli):
     rb = load_rules()
     es = edges(rb)
-    assert ("power.server-draw", "facility.server_draw_w", "cooling.liquid-above-6kw") in es
+    assert ("rack.servers-per-rack", "components.rack.power_kw_per_rack", "cooling.liquid-above-6kw") in es
     mermaid = cli("rules", "graph", "--component", "cooling").output
     assert mermaid.startswith("flowchart LR") and "r_cooling_liquid_above_6kw" in mermaid
     dot = cli("rules", "graph", "--format", "dot", "--stage", "facilities").output
-    assert dot.startswith("digraph rules {") and "r_power_server_draw -> r_cooling_liquid_above_6kw" in dot
+    assert dot.startswith("digraph rules {") and "r_rack_servers_per_rack -> r_cooling_liquid_above_6kw" in dot
 
 
 def test_facts_dictionary(cli):
