@@ -156,11 +156,24 @@ class Expr:
         return _render(self.tree.body, values)
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        if value == int(value) and abs(value) < 1e15:
-            return str(int(value))
+def format_number(value: float) -> str:
+    """A number for formula text: integers as integers, never an exponent for everyday magnitudes."""
+    if value == int(value) and abs(value) < 1e15:
+        return str(int(value))
+    if abs(value) >= 1000:
+        return f"{value:.0f}"
+    if abs(value) >= 1e-4:
         return f"{value:.4g}"
+    return f"{value:.3g}"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "—"  # an unset optional input or fact; never the word None in an explanation
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float):
+        return format_number(value)
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
@@ -168,10 +181,69 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+_UNKNOWN = object()
+
+
+def _static(node: ast.AST, values: Mapping[str, Any]) -> Any:
+    """The value of a call-free sub-expression from the values read, or ``_UNKNOWN``.
+
+    Used only to decide which branch of ``x if c else y`` and which operand of ``and``/``or``
+    explain a result; functions are never re-evaluated here.
+    """
+    path = _path(node)
+    if path is not None:
+        return values.get(path, _UNKNOWN)
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple)):
+        items = [_static(e, values) for e in node.elts]
+        return _UNKNOWN if any(i is _UNKNOWN for i in items) else items
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        v = _static(node.operand, values)
+        return _UNKNOWN if v is _UNKNOWN else not v
+    if isinstance(node, ast.BoolOp):
+        vals = [_static(v, values) for v in node.values]
+        if any(v is _UNKNOWN for v in vals):
+            return _UNKNOWN
+        return any(vals) if isinstance(node.op, ast.Or) else all(vals)
+    if isinstance(node, ast.Compare):
+        left = _static(node.left, values)
+        if left is _UNKNOWN:
+            return _UNKNOWN
+        for op, right_node in zip(node.ops, node.comparators, strict=False):
+            right = _static(right_node, values)
+            if right is _UNKNOWN:
+                return _UNKNOWN
+            try:
+                if not _CMPOPS[type(op)](left, right):
+                    return False
+            except TypeError:
+                return _UNKNOWN
+            left = right
+        return True
+    return _UNKNOWN
+
+
+def _render_boolop(node: ast.BoolOp, values: Mapping[str, Any]) -> str:
+    """Show the operands that decide the result: the first deciding constant one, else the rest."""
+    deciding = isinstance(node.op, ast.Or)  # `or` is decided by a true operand, `and` by a false one
+    known = [(v, _static(v, values)) for v in node.values]
+    for v, value in known:
+        if value is not _UNKNOWN and bool(value) == deciding:
+            return _render(v, values)
+    kept = [v for v, value in known if value is _UNKNOWN] or [v for v, _ in known]
+    if len(kept) == 1:
+        return _render(kept[0], values)
+    word = " and " if isinstance(node.op, ast.And) else " or "
+    return "(" + word.join(_render(v, values) for v in kept) + ")"
+
+
 def _render(node: ast.AST, values: Mapping[str, Any]) -> str:
     path = _path(node)
     if path is not None and path in values:
         return _fmt(values[path])
+    if isinstance(node, ast.Constant):
+        return _fmt(node.value)
     if isinstance(node, ast.BinOp):
         op = _SYMBOLS.get(type(node.op), "?")
         return f"({_render(node.left, values)} {op} {_render(node.right, values)})"
@@ -185,12 +257,14 @@ def _render(node: ast.AST, values: Mapping[str, Any]) -> str:
             out += _render(right, values)
         return out
     if isinstance(node, ast.BoolOp):
-        word = " and " if isinstance(node.op, ast.And) else " or "
-        return "(" + word.join(_render(v, values) for v in node.values) + ")"
+        return _render_boolop(node, values)
     if isinstance(node, ast.UnaryOp):
         sym = "not " if isinstance(node.op, ast.Not) else ("-" if isinstance(node.op, ast.USub) else "+")
         return sym + _render(node.operand, values)
     if isinstance(node, ast.IfExp):
+        test = _static(node.test, values)
+        if test is not _UNKNOWN:  # only the branch taken explains the result
+            return _render(node.body if test else node.orelse, values)
         return (f"({_render(node.body, values)} if {_render(node.test, values)} "
                 f"else {_render(node.orelse, values)})")
     if isinstance(node, (ast.List, ast.Tuple)):

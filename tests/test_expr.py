@@ -75,3 +75,29 @@ def test_runtime_bounds():
         compile_expr("x + 1").evaluate_with({"x": None})
     with pytest.raises(EvalError):
         compile_expr("x / y").evaluate_with({"x": 1, "y": 0})
+
+
+def test_render_shows_only_the_branch_taken_and_no_none() -> None:
+    expr = compile_expr("max(ceil(1 / x), (ceil(y / 21) if y != None else 1))")
+    text = expr.render({"x": 1.392, "y": None})
+    assert text == "max(ceil((1 / 1.392)), 1)"
+    assert "None" not in text
+
+
+def test_render_boolean_shows_the_deciding_operands() -> None:
+    expr = compile_expr("mode == 'offline' or ((t == None or a <= t) and (p == None or b <= p))")
+    assert expr.render({"mode": "online", "t": 3000, "a": 1135, "p": 80, "b": 72.5}) == (
+        "(1135 ≤ 3000 and 72.5 ≤ 80)")
+    failing = compile_expr("a <= t and b <= p")
+    assert failing.render({"a": 5, "t": 3, "b": 1, "p": 2}) == "5 ≤ 3"
+
+
+def test_render_numbers_without_exponent() -> None:
+    expr = compile_expr("a * b")
+    assert expr.render({"a": 937746.3, "b": 1.5}) == "(937746 × 1.5)"
+    assert "e+" not in compile_expr("a + 1").render({"a": 182512.5})
+
+
+def test_render_keeps_conditions_it_cannot_decide_statically() -> None:
+    expr = compile_expr("(f(a) if g(b) > 1 else 0)", {"f": abs, "g": abs})
+    assert expr.render({"a": -2, "b": 3}) == "(f(-2) if g(3) > 1 else 0)"
