@@ -273,7 +273,7 @@ class Interview:
                 value = self.session.value(q.key) if not text else iv.parse_answer(d, text)
                 value = iv.check_answer(self.session, q.key, value)
             except iv.AnswerError as exc:
-                term.say(term.s("bad", msg=str(exc)), {"fg": "red"})
+                term.say(term.s("bad", msg=exc.text(term.lang)), {"fg": "red"})
                 continue
             self.session.answer(q.key, value)
             self.persist()
@@ -362,7 +362,7 @@ def _start(answers: str | None, resume: str | None, save: str | None,
             raise InputError(pick(S["exists"], lang).format(file=target))
         session = iv.load_answers(answers) if answers else iv.Session()
     except WorkloadError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(exc.text(lang)) from None
     session.asked, session.skipped, session.done = [], set(), False  # pre-filled answers are not asked
     return session, target, False
 

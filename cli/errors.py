@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import click
 
+_LANG = ["en"]  # the --lang of this invocation, set by the command group before any command runs
+
+
+def set_lang(lang: str) -> None:
+    _LANG[0] = lang
+
 
 class InputError(click.ClickException):
     """Bad input (file, field, option): exit code 2."""
@@ -11,7 +17,14 @@ class InputError(click.ClickException):
     exit_code = 2
 
     def show(self, file=None) -> None:  # one line, no "Error:" noise from click's default
-        click.echo(f"error: {self.message}", err=True, file=file)
+        from ..engine.messages import message
+
+        click.echo(message("error.prefix", _LANG[0], text=self.message), err=True, file=file)
+
+
+def workload_error(exc, lang: str) -> InputError:
+    """An InputError with a workload validation message in the user's language."""
+    return InputError(exc.text(lang))
 
 
 class Infeasible(click.ClickException):

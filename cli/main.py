@@ -17,7 +17,7 @@ from ..engine.rulebase import RuleLoadError, load_rules
 from ..engine.runner import LoopError, RuleRuntimeError
 from ..engine.yamlio import OutputError, write_text_atomic
 from . import render
-from .errors import InputError, InternalError
+from .errors import InputError, InternalError, set_lang, workload_error
 from .i18n import default_lang
 from .wrap import NOT_A_TTY_WIDTH, output_width, wrap
 
@@ -99,6 +99,7 @@ class ServewiseGroup(click.Group):
 def cli(ctx: click.Context, lang: str | None, debug: bool, rules_dirs: tuple[str, ...]) -> None:
     """servewise: configure AI inference servers from workload facts, with the reasons."""
     ctx.obj = Settings(lang or default_lang(), rules_dirs)
+    set_lang(ctx.obj.lang)
 
 
 @cli.command()
@@ -112,7 +113,7 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
     try:
         result = plan_file(workload, rulebase, settings.rules_dirs)
     except WorkloadError as exc:
-        raise InputError(str(exc)) from None
+        raise workload_error(exc, settings.lang) from None
     except UnknownEntry as exc:
         raise InputError(f"{workload}: {exc}") from None
     except RuleRuntimeError as exc:

@@ -40,12 +40,30 @@ CUSTOM_MODEL_FIELDS: dict[str, dict[str, Any]] = {
 class WorkloadError(ValueError):
     """A workload file is invalid. ``path`` is the dotted field path."""
 
-    def __init__(self, file: str, line: int, path: str, message: str):
+    def __init__(self, file: str, line: int, path: str, message: str, code: str | None = None,
+                 **args: Any):
         path, message = shown(path, 120), shown(message, 400)  # always one readable line
         self.file, self.line, self.path, self.message = file, line, path, message
-        where = f"{file}:{line}" if line else file
-        field = f" {path}:" if path else ""
-        super().__init__(f"{where}:{field} {message}")
+        self.code, self.args_ = code, args
+        super().__init__(self._where(message))
+
+    def _where(self, text: str) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        field = f" {self.path}:" if self.path else ""
+        return f"{where}:{field} {text}"
+
+    def text(self, lang: str = "en") -> str:
+        """The one-line message in ``lang`` (facts/messages/inputs.yaml); English if it has no code."""
+        if self.code is None or lang == "en":
+            return str(self)
+        from .messages import message
+        return self._where(shown(message(self.code, lang, **self.args_), 400))
+
+
+def _error(file: str, line: int, path: str, code: str, **args: Any) -> WorkloadError:
+    """A WorkloadError whose English text comes from the same catalog entry as its translations."""
+    from .messages import message
+    return WorkloadError(file, line, path, message(code, "en", **args), code, **args)
 
 
 @dataclass(frozen=True)
@@ -161,23 +179,23 @@ def _known_keys(schema: dict[str, Any], path: list) -> list[str]:
     return sorted(node.get("properties", {}))
 
 
-def _describe(error: jsonschema.ValidationError, d: InputDef | None) -> str:
-    if error.validator == "additionalProperties":
-        return ""
-    if d is not None:
-        if d.type in ("number", "integer"):
-            rng = f"{d.minimum}..{d.maximum}" if d.minimum is not None else "a number"
-            unit = f" {d.unit}" if d.unit else ""
-            null = " or null" if d.nullable else ""
-            kind = "an integer" if d.type == "integer" else "a number"
-            return f"expected {kind} in {rng}{unit}{null}, got {error.instance!r}"
-        if d.type == "choice":
-            return f"expected one of {', '.join(map(str, d.choices or ()))}, got {error.instance!r}"
-        if d.type == "choices":
-            return f"expected a list of {', '.join(map(str, d.choices or ()))}, got {error.instance!r}"
-        if d.type == "boolean":
-            return f"expected true or false, got {error.instance!r}"
-    return error.message
+def _describe(error: jsonschema.ValidationError, d: InputDef | None) -> tuple[str, dict[str, Any]] | None:
+    """The message code and arguments for a type or range error of a known field (None: generic)."""
+    got = repr(error.instance)
+    if d is None:
+        return None
+    if d.type in ("number", "integer"):
+        rng = f"{d.minimum}..{d.maximum}" if d.minimum is not None else "any"
+        code = "input.expected_integer" if d.type == "integer" else "input.expected_number"
+        return code + ("_or_null" if d.nullable else ""), {
+            "range": rng, "unit": f" {d.unit}" if d.unit else "", "got": got}
+    if d.type == "choice":
+        return "input.expected_choice", {"choices": ", ".join(map(str, d.choices or ())), "got": got}
+    if d.type == "choices":
+        return "input.expected_list", {"choices": ", ".join(map(str, d.choices or ())), "got": got}
+    if d.type == "boolean":
+        return "input.expected_bool", {"got": got}
+    return None
 
 
 def shown(text: str, limit: int = 40) -> str:
@@ -192,21 +210,20 @@ def _check_plain(node: Any, path: tuple, file: str, lines: Lines) -> None:
         for key, value in node.items():
             if not isinstance(key, str):
                 dotted = ".".join(map(str, path))
-                raise WorkloadError(file, line_of(lines, path), dotted, f"key {key!r} is not text; quote it")
+                raise _error(file, line_of(lines, path), dotted, "input.key_not_text", key=repr(key))
             _check_plain(value, (*path, key), file, lines)
     elif isinstance(node, list):
         for i, value in enumerate(node):
             _check_plain(value, (*path, i), file, lines)
     elif isinstance(node, float) and not math.isfinite(node):
-        raise WorkloadError(file, line_of(lines, path), ".".join(map(str, path)),
-                            f"expected a finite number, got {node!r}")
+        raise _error(file, line_of(lines, path), ".".join(map(str, path)), "input.not_finite", got=repr(node))
 
 
 def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None = None) -> None:
     """Raise :class:`WorkloadError` for the first problem (unknown key, wrong type, range)."""
     lines = lines or {}
     if not isinstance(data, dict):
-        raise WorkloadError(file, 1, "", "a workload must be a mapping of fields (model: ..., traffic: ...)")
+        raise _error(file, 1, "", "input.not_mapping")
     _check_plain(data, (), file, lines)
     schema = workload_schema()
     validator = _validator()
@@ -219,13 +236,14 @@ def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None =
             bad = extra[0]
             path = ".".join(map(shown, map(str, [*err.absolute_path, bad])))
             close = difflib.get_close_matches(bad, known, n=1, cutoff=0.5)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys here: {', '.join(known)}"
-            raise WorkloadError(file, line_of(lines, (*err.absolute_path, bad)), path,
-                                f"unknown key '{shown(bad)}'{hint}")
+            line = line_of(lines, (*err.absolute_path, bad))
+            if close:
+                raise _error(file, line, path, "input.unknown_key", key=shown(bad), close=close[0])
+            raise _error(file, line, path, "input.unknown_key_list", key=shown(bad), known=", ".join(known))
     if errors:
         err = errors[0]
         if err.validator == "anyOf" and not err.absolute_path:
-            raise WorkloadError(file, 1, "model", "missing required field 'model' (or 'models')")
+            raise _error(file, 1, "model", "input.missing_model")
         path_items = list(err.absolute_path)
         dotted = ".".join(map(str, path_items))
         try:
@@ -235,11 +253,14 @@ def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None =
         if err.validator in ("oneOf", "anyOf") and d is not None and d.type == "model":
             branch = 1 if isinstance(err.instance, dict) else 0
             sub = [e for e in err.context if e.relative_schema_path[0] == branch]
-            msg = (f"expected a catalog model name or a custom-model mapping; {sub[0].message}"
-                   if sub else "expected a catalog model name or a custom-model mapping")
-        else:
-            msg = _describe(err, d)
-        raise WorkloadError(file, line_of(lines, tuple(path_items)), dotted, msg)
+            line = line_of(lines, tuple(path_items))
+            if sub:
+                raise _error(file, line, dotted, "input.model_expected_detail", detail=sub[0].message)
+            raise _error(file, line, dotted, "input.model_expected")
+        described = _describe(err, d)
+        if described is None:
+            raise WorkloadError(file, line_of(lines, tuple(path_items)), dotted, err.message)
+        raise _error(file, line_of(lines, tuple(path_items)), dotted, described[0], **described[1])
 
 
 def set_path(data: dict[str, Any], key: str, value: Any) -> None:

@@ -69,6 +69,17 @@ NONE = frozenset({"none", "null", "-", "无"})
 class AnswerError(ValueError):
     """An answer cannot be used; the message says what was expected."""
 
+    def __init__(self, message: str, cause: WorkloadError | None = None):
+        super().__init__(message)
+        self.cause = cause
+
+    def text(self, lang: str) -> str:
+        """The message in ``lang`` (validation messages come from facts/messages/inputs.yaml)."""
+        if self.cause is not None and self.cause.code is not None:
+            from .messages import message
+            return message(self.cause.code, lang, **self.cause.args_)
+        return str(self)
+
 
 @dataclass
 class Reason:
@@ -279,7 +290,7 @@ def check_answer(session: Session, key: str, value: Any) -> Any:
     try:
         validate_partial(trial)
     except WorkloadError as exc:
-        raise AnswerError(exc.message) from None
+        raise AnswerError(exc.message, exc) from None
     if key == "model" and isinstance(value, str):
         try:
             return load_catalog().model(value)["id"]

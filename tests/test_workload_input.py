@@ -84,3 +84,19 @@ def test_a_budget_never_crashes(tmp_path, cli):
     result = cli("plan", write(tmp_path, "model: Qwen2.5-7B\nconstraints:\n  capex_budget_cny: 150000\n"))
     assert result.exit_code in (0, 1)
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("text, en, zh", [
+    ("model: Llama-3.1-70B\ntraffic: {peak_qps: -3}\n", "expected a number in", "范围内的数值"),
+    ("model: Llama-3.1-70B\ntraffic: {peek: 1}\n", "did you mean 'peak_qps'", "是否想写 'peak_qps'"),
+    ("model: Llama-3.1-70B\nmode: sometimes\n", "expected one of", "应为以下之一"),
+    ("traffic: {peak_qps: 1}\n", "missing required field", "缺少必填字段"),
+])
+def test_validation_messages_in_both_languages(tmp_path, cli, text, en, zh):
+    path = tmp_path / "w.yaml"
+    path.write_text(text, encoding="utf-8")
+    english = cli("plan", str(path))
+    chinese = cli("--lang", "zh", "plan", str(path))
+    assert english.exit_code == chinese.exit_code == 2
+    assert en in english.output and "error:" in english.output
+    assert zh in chinese.output and "错误" in chinese.output and "expected" not in chinese.output
