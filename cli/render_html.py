@@ -1,6 +1,6 @@
 """Render a plan as one self-contained, offline HTML report: inline CSS, no scripts, no fonts or
-images from elsewhere, and the explanation chain as an inline SVG graph laid out here (layered by
-step dependency). Pure formatting: no reasoning happens here."""
+images from elsewhere, and the explanation chain as an inline SVG graph laid out here (one band per
+stage, wide fan-outs collapsed). Pure formatting: no reasoning happens here."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ STAGE_COLOURS = {
     "inputs": "#e8eaf6", "derivations": "#e3f2fd", "candidates": "#e0f7fa", "filters": "#e8f5e9",
     "selection": "#fff8e1", "bom": "#fbe9e7", "facilities": "#f3e5f5", "cost": "#fce4ec", "checks": "#eceff1",
 }
-NODE_H, ROW_GAP, COL_GAP, MARGIN, CHAR_W, MAX_PER_ROW = 38, 56, 18, 16, 6.6, 4
+NODE_H, ROW_GAP, COL_GAP, MARGIN, CHAR_W, MAX_PER_ROW = 38, 40, 18, 16, 6.6, 5
+LABEL_W, BAND_PAD, BAND_GAP, FAN_MAX = 96, 10, 28, 5
 
 CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans CJK SC","Microsoft YaHei",sans-serif;
@@ -49,58 +50,120 @@ def layers(trace: list[dict[str, Any]]) -> dict[int, int]:
     return layer
 
 
-def layout(trace: list[dict[str, Any]]) -> tuple[dict[int, tuple[float, float]], float, float, float]:
-    """Node positions (top-left), node width, and the drawing's width and height.
+def _premise_steps(s: dict[str, Any], known: set[int] | dict[int, Any]) -> list[int]:
+    return list(dict.fromkeys(p["step"] for p in s["premises"] if p.get("step") in known))
 
-    Rows are layers; within a row, nodes are ordered by the mean position of their premises
-    (one barycentre sweep) to keep edges short, ties by step number.
+
+def consumers(trace: list[dict[str, Any]]) -> dict[int, list[int]]:
+    """For each step, the steps that use one of its conclusions as a premise."""
+    known = {s["step"] for s in trace}
+    out: dict[int, list[int]] = {n: [] for n in known}
+    for s in trace:
+        for p in _premise_steps(s, known):
+            out[p].append(s["step"])
+    return out
+
+
+def stage_bands(trace: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
+    """Steps grouped by the stage that produced them, in the engine's stage order."""
+    order = list(STAGE_COLOURS)
+    groups: dict[str, list[int]] = {}
+    for s in sorted(trace, key=lambda s: s["step"]):
+        stage = s.get("stage") or "?"
+        groups.setdefault(stage, []).append(s["step"])
+        if stage not in order:
+            order.append(stage)
+    return [(st, groups[st]) for st in order if st in groups]
+
+
+def layout(trace: list[dict[str, Any]]) -> tuple[dict[int, tuple[float, float]], float, float, float,
+                                                  list[tuple[str, float, float]]]:
+    """Node positions (top-left), node width, the drawing's width and height, and the stage bands.
+
+    One horizontal band per stage, in stage order (premises always come from the same or an earlier
+    stage, so edges point down). Within a band, nodes are ordered by the mean position of their
+    premises (one barycentre sweep) to keep edges short, ties by step number, and a wide band wraps
+    onto several lines; steps that use steps of their own stage go on a later line.
     """
-    layer = layers(trace)
     width = max([len(f"{s['step']}. {s['rule']}") for s in trace] + [12]) * CHAR_W + 16
-    deps = {s["step"]: [p["step"] for p in s["premises"] if p.get("step") in layer] for s in trace}
-    rows: dict[int, list[int]] = {}
-    for n in sorted(layer):
-        rows.setdefault(layer[n], []).append(n)
+    by_step = {s["step"]: s for s in trace}
     order: dict[int, float] = {}
-    for r in sorted(rows):
-        if r > 0:
-            rows[r].sort(key=lambda n: (sum(order[d] for d in deps[n]) / max(len(deps[n]), 1), n))
-        for i, n in enumerate(rows[r]):
-            order[n] = i
-    # a wide layer wraps onto several lines (its nodes never depend on each other)
-    lines = [nodes[i:i + MAX_PER_ROW] for r in sorted(rows) for nodes in [rows[r]]
-             for i in range(0, len(nodes), MAX_PER_ROW)]
-    widest = max(len(v) for v in lines) if lines else 1
-    total_w = 2 * MARGIN + widest * width + (widest - 1) * COL_GAP
+    bands = stage_bands(trace)
+    lines_per_band: list[tuple[str, list[list[int]]]] = []
+    for stage, nodes in bands:
+        def centre(n: int) -> tuple[float, int]:
+            deps = [order[d] for d in _premise_steps(by_step[n], order)]
+            return (sum(deps) / len(deps) if deps else -1.0, n)
+        depth: dict[int, int] = {}  # steps of a stage that use each other go on successive lines
+        for n in nodes:
+            inner = [depth[d] for d in _premise_steps(by_step[n], depth)]
+            depth[n] = 1 + max(inner) if inner else 0
+        lines: list[list[int]] = []
+        for level in sorted(set(depth.values())):
+            group = sorted((n for n in nodes if depth[n] == level), key=centre)
+            for i, n in enumerate(group):
+                order[n] = i * MAX_PER_ROW / max(len(group), 1)
+            lines += [group[i:i + MAX_PER_ROW] for i in range(0, len(group), MAX_PER_ROW)]
+        lines_per_band.append((stage, lines))
+    widest = max((len(line) for _, lines in lines_per_band for line in lines), default=1)
+    total_w = LABEL_W + 2 * MARGIN + widest * width + (widest - 1) * COL_GAP
     pos: dict[int, tuple[float, float]] = {}
-    for r, nodes in enumerate(lines):
-        row_w = len(nodes) * width + (len(nodes) - 1) * COL_GAP
-        x0 = (total_w - row_w) / 2
-        for i, n in enumerate(nodes):
-            pos[n] = (x0 + i * (width + COL_GAP), MARGIN + r * (NODE_H + ROW_GAP))
-    total_h = 2 * MARGIN + len(lines) * NODE_H + max(len(lines) - 1, 0) * ROW_GAP
-    return pos, width, total_w, total_h
+    band_boxes: list[tuple[str, float, float]] = []
+    y = MARGIN
+    for stage, lines in lines_per_band:
+        top = y - BAND_PAD
+        for nodes in lines:
+            row_w = len(nodes) * width + (len(nodes) - 1) * COL_GAP
+            x0 = LABEL_W + MARGIN + (total_w - LABEL_W - 2 * MARGIN - row_w) / 2
+            for i, n in enumerate(nodes):
+                pos[n] = (x0 + i * (width + COL_GAP), y)
+            y += NODE_H + ROW_GAP
+        band_boxes.append((stage, top, y - ROW_GAP + BAND_PAD))
+        y += BAND_GAP
+    total_h = y - ROW_GAP - BAND_GAP + MARGIN
+    return pos, width, total_w, total_h, band_boxes
 
 
 def svg_graph(plan: dict[str, Any], lang: str = "en") -> str:
-    """The explanation chain as inline SVG: one box per step (colour = stage), arrows from each
-    premise's step to the step that used it; boxes link to the step's details below."""
+    """The explanation chain as inline SVG: one band per stage, one box per step (colour = stage),
+    arrows from each premise's step to the step that used it; a step used by more than
+    ``FAN_MAX`` others gets one collapsed marker ("used by N steps") instead of N arrows.
+    Boxes link to the step's details below."""
     trace = plan["trace"]
     if not trace:
         return "<p>—</p>"
-    pos, w, total_w, total_h = layout(trace)
+    pos, w, total_w, total_h, bands = layout(trace)
+    users = consumers(trace)
     out = [f'<svg role="img" aria-label="explanation chain" width="{total_w:.0f}" height="{total_h:.0f}" '
            f'viewBox="0 0 {total_w:.0f} {total_h:.0f}">',
            '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
            'orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#8c959f"/></marker></defs>']
+    for stage, top, bottom in bands:
+        fill = STAGE_COLOURS.get(stage, "#ffffff")
+        out.append(f'<rect x="4" y="{top:.1f}" width="{total_w - 8:.1f}" height="{bottom - top:.1f}" rx="8" '
+                   f'fill="{fill}" fill-opacity="0.35" stroke="none"/>'
+                   f'<text x="12" y="{top + 18:.1f}" font-size="12" font-weight="bold" fill="#57606a">'
+                   f'{escape(stage)}</text>')
     for s in trace:
         x2, y2 = pos[s["step"]]
-        for p in dict.fromkeys(p["step"] for p in s["premises"] if p.get("step") in pos):
+        for p in _premise_steps(s, pos):
+            if len(users[p]) > FAN_MAX:
+                continue  # drawn once as a collapsed fan-out below
             x1, y1 = pos[p]
             ax, ay, bx, by = x1 + w / 2, y1 + NODE_H, x2 + w / 2, y2
             mid = (ay + by) / 2
             out.append(f'<path d="M{ax:.1f},{ay:.1f} C{ax:.1f},{mid:.1f} {bx:.1f},{mid:.1f} {bx:.1f},{by - 1:.1f}" '
                        f'fill="none" stroke="#8c959f" stroke-width="1.2" marker-end="url(#arrow)"/>')
+    for n, used in sorted(users.items()):
+        if len(used) > FAN_MAX:
+            x, y = pos[n]
+            label = (f"被 {len(used)} 个步骤使用" if lang == "zh" else f"used by {len(used)} steps")
+            listed = escape(", ".join(map(str, used)))
+            out.append(f'<g><title>{listed}</title>'
+                       f'<path d="M{x + w / 2:.1f},{y + NODE_H:.1f} v10" stroke="#8c959f" stroke-width="1.2" '
+                       f'stroke-dasharray="3,2" marker-end="url(#arrow)"/>'
+                       f'<text x="{x + w / 2 + 6:.1f}" y="{y + NODE_H + 14:.1f}" font-size="10" fill="#57606a">'
+                       f'{escape(label)}</text></g>')
     for s in trace:
         x, y = pos[s["step"]]
         fill = STAGE_COLOURS.get(s.get("stage", ""), "#ffffff")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,9 +27,6 @@ ALTERNATIVES: dict[str, tuple[str, ...]] = {
     "components.software.framework": ("vLLM", "TensorRT-LLM", "SGLang", "MindIE", "LMDeploy"),
 }
 PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
-_CATALOG_CALL = re.compile(r"catalog\('(\w+)', '([^']+)'")
-_GPU_FUNCS = re.compile(r"\b(estimate|max_concurrency)\('([^']+)', '([^']+)'")
-_PRICE_FUNCS = re.compile(r"\b(gpu_installed_cny|rent_cny_per_gpu_hour)\('([^']+)'")
 
 
 class ExplainError(LookupError):
@@ -132,13 +128,8 @@ def catalog_refs(step: dict[str, Any], conclusions: list[dict[str, Any]] | None 
         if origin.get("kind") == "catalog":
             refs.append(origin["ref"])
     for c in step["conclusions"] if conclusions is None else conclusions:
-        formula = c.get("formula") or ""
-        refs += [f"catalog:{kind}/{entry}" for kind, entry in _CATALOG_CALL.findall(formula)]
-        for _fn, model, gpu in _GPU_FUNCS.findall(formula):
-            refs += [f"catalog:models/{model}", f"catalog:gpus/{gpu}"]
-        for fn, gpu in _PRICE_FUNCS.findall(formula):
-            refs.append(f"catalog:prices ({'rent' if fn.startswith('rent') else 'purchase'} of {gpu})")
-        for d in c.get("details") or []:
+        for d in c.get("details") or []:  # recorded by the functions that read them (engine/provenance.py)
+            refs += [f"catalog:{ref}" for ref in d.get("catalog") or [] if isinstance(ref, str)]
             refs += [f"catalog:prices/{x['price']}" for x in d.get("from") or [] if "price" in x]
             cal = d.get("calibration") or {}
             if cal.get("source"):

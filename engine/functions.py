@@ -319,3 +319,12 @@ def _load_function_modules() -> None:
 
 
 _load_function_modules()
+
+
+def _declare_catalog_reads() -> None:
+    from .provenance import declare_catalog_reads
+
+    declare_catalog_reads(FUNCTIONS)
+
+
+_declare_catalog_reads()

@@ -173,6 +173,8 @@ def rule_schema() -> dict[str, Any]:
 
 
 MAX_FORMAT_WIDTH = 64
+MAX_RULES = 20_000  # all folders together: the built-in ~200 rules plus ample room for extensions
+MAX_RULE_FILES = 2_000
 MAX_FORMAT_PRECISION = 15
 _FORMAT_NUMBERS = re.compile(r"(\d*)(?:\.(\d+))?")
 
@@ -438,6 +440,9 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
         if not Path(d).exists():
             raise RuleLoadError([Problem(str(d), 0, "-", "rules folder or file not found")])
     files = rule_files(dirs)
+    if len(files) > MAX_RULE_FILES:
+        raise RuleLoadError([Problem(str(dirs[-1]), 0, "-", f"too many rule files ({len(files)}, at most "
+                                     f"{MAX_RULE_FILES} across all folders)")])
     rules: list[RuleSpec] = []
     problems: list[Problem] = []
     seen: dict[str, RuleSpec] = {}
@@ -446,6 +451,9 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
             specs, probs = _rule_specs(path, data, lines, _display(path), len(rules))
         else:
             specs = []
+        if len(rules) + len(specs) > MAX_RULES:
+            raise RuleLoadError([Problem(_display(path), 0, "-", f"too many rules: more than {MAX_RULES} "
+                                         "across all folders (split the knowledge or raise the limit)")])
         problems.extend(probs)
         for s in specs:
             if s.id in seen:

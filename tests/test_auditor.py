@@ -258,6 +258,33 @@ def test_html_report_is_self_contained(saved, tmp_path):
     assert re.search(r"knowledge <code>sha256:[0-9a-f]{16}</code>", html)
 
 
+def test_html_graph_is_laid_out_by_stage_with_fan_outs_collapsed(saved):
+    from servewise.cli.render_html import FAN_MAX, STAGE_COLOURS, consumers, layout, svg_graph
+
+    _, plan = saved
+    trace = plan["trace"]
+    pos, _, _, _, bands = layout(trace)
+    order = list(STAGE_COLOURS)
+    assert [b[0] for b in bands] == sorted((b[0] for b in bands), key=order.index)
+    for stage, top, bottom in bands:  # every step sits inside its own stage's band
+        for s in trace:
+            if s["stage"] == stage:
+                assert top <= pos[s["step"]][1] <= bottom
+    for s in trace:  # premises never sit below the step that uses them
+        for p in s["premises"]:
+            if p.get("step") in pos:
+                assert pos[p["step"]][1] <= pos[s["step"]][1]
+    svg = svg_graph(plan)
+    users = consumers(trace)
+    wide = [n for n, u in users.items() if len(u) > FAN_MAX]
+    assert wide, "the example has a step used by many others"
+    drawn = svg.count('marker-end="url(#arrow)"/>')
+    expected = sum(1 for s in trace for p in dict.fromkeys(p.get("step") for p in s["premises"])
+                   if p in users and len(users[p]) <= FAN_MAX) + len(wide)
+    assert drawn == expected
+    assert svg.count("used by ") == len(wide)
+
+
 def test_html_renders_in_headless_chromium(tmp_path):
     from render_html_check import chromium, problems, render
 

@@ -205,6 +205,22 @@ def test_answers_file_uses_the_strict_loader(tmp_path):
 
 # --------------------------------------------------------------------------------- 3. rule folders
 
+def test_total_rule_count_and_file_count_are_capped(tmp_path, monkeypatch):
+    import servewise.engine.rulebase as rb
+
+    monkeypatch.setattr(rb, "MAX_RULES", 3)
+    rule = ("- id: t.r{n}\n  stage: derivations\n  title: {{en: t, zh: t}}\n  source: {{guideline: [G-GPU-001]}}\n"
+            "  then: [{{derive: {{t.x{n}: 1}}}}]\n  because: {{en: x, zh: x}}\n")
+    (tmp_path / "many.yaml").write_text("".join(rule.format(n=n) for n in range(4)))
+    with pytest.raises(RuleLoadError, match="too many rules: more than 3"):
+        load_rules([tmp_path], builtin=False)
+    monkeypatch.setattr(rb, "MAX_RULES", 20_000)
+    monkeypatch.setattr(rb, "MAX_RULE_FILES", 1)
+    (tmp_path / "second.yaml").write_text("[]\n")
+    with pytest.raises(RuleLoadError, match="too many rule files"):
+        load_rules([tmp_path], builtin=False)
+
+
 def test_rule_folder_with_fifo_symlink_to_device_and_oversize_file(tmp_path):
     os.mkfifo(tmp_path / "fifo.yaml")
     (tmp_path / "zero.yaml").symlink_to("/dev/zero")
