@@ -173,8 +173,8 @@ def _flow(value: Any) -> str:
 def add_cases(path: Path, rb: RuleBase) -> int:
     text = path.read_text(encoding="utf-8")
     root = yaml.compose(text, Loader=Loader)
-    if root is None:
-        return 0
+    if not isinstance(root, yaml.SequenceNode):
+        return 0  # not a rule file (a list of rules)
     lines = text.splitlines(keepends=True)
     specs = {s.id: s for s in rb.rules}
     inserts: list[tuple[int, list[str]]] = []
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     DOMAIN.update(domain(rb))
     files: list[Path] = []
     for p in args.paths:
-        files += sorted(p.rglob("*.yaml")) if p.is_dir() else [p]
+        files += sorted(p.rglob("*.yaml")) if p.is_dir() else [p][:p.suffix == ".yaml"]
     total = 0
     for f in files:
         if args.dry_run:
