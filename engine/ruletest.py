@@ -17,6 +17,7 @@ from .functions import RunContext
 from .inputs import WorkloadError, fill_defaults, validate_workload
 from .plan import plan_workload
 from .rulebase import RuleBase, RuleSpec
+from .rulelint import coverage_gaps
 from .runner import Memory, Origin, Runner, _fmt, with_lets
 
 MAX_ITEMS_SHOWN = 3
@@ -180,23 +181,7 @@ def run_all(rulebase: RuleBase, only: str | None = None,
     return results
 
 
-def _checks_result(expect: dict[str, Any]) -> bool:
-    return bool(expect.get("values") or expect.get("rejected") or expect.get("says")
-                or "feasible" in expect)
-
-
 def case_coverage(specs: list[RuleSpec]) -> list[tuple[RuleSpec, list[str]]]:
-    """Rules lacking a case where they fire with a concrete result checked (values, rejections,
-    explanation text, feasibility; a bare ``warns: true`` is not enough) or a case where they must
-    not fire (``fires: false`` or ``warns: false``)."""
-    out = []
-    for spec in specs:
-        cases = [c.get("expect") or {} for c in spec.tests]
-        missing = []
-        if not any(_checks_result(e) and e.get("fires", True) is not False for e in cases):
-            missing.append("where it fires with a checked result")
-        if not any(e.get("fires") is False or e.get("warns") is False for e in cases):
-            missing.append("where it must not fire")
-        if missing:
-            out.append((spec, missing))
-    return out
+    """Rules lacking a case where they fire with a concrete result checked or a case where they
+    must not fire, with what is missing (see ``rulelint.coverage_gaps``)."""
+    return [(spec, gaps) for spec in specs if (gaps := coverage_gaps(spec))]
