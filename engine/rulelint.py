@@ -234,20 +234,23 @@ class Linter:
 
 
 def checks_result(expect: dict[str, Any]) -> bool:
-    """The case checks a concrete result: values, rejections, explanation text or feasibility."""
-    return bool(expect.get("values") or expect.get("rejected") or expect.get("says") or "feasible" in expect)
+    """The case checks a concrete result: values, rejections, questions asked, explanation text or
+    feasibility."""
+    return bool(expect.get("values") or expect.get("rejected") or expect.get("asks") or expect.get("says")
+                or "feasible" in expect)
 
 
 def coverage_gaps(spec: RuleSpec) -> list[str]:
     """What ``spec``'s test cases lack: a case where it fires with a checked result (a bare
     ``fires: true`` / ``warns: true`` is not enough) and a case where it must not fire (``fires:
-    false`` or ``warns: false``). Empty when both exist."""
+    false`` or ``warns: false``; not required of a rule without conditions, which fires whenever
+    the facts it reads exist). Empty when both exist."""
     cases = [c.get("expect") or {} for c in spec.tests]
     missing = []
     if not any(checks_result(e) and e.get("fires", True) is not False and e.get("warns", True) is not False
                for e in cases):
-        missing.append("where it fires with a checked result (values, rejected, says or feasible)")
-    if not any(e.get("fires") is False or e.get("warns") is False for e in cases):
+        missing.append("where it fires with a checked result (values, rejected, asks, says or feasible)")
+    if spec.when and not any(e.get("fires") is False or e.get("warns") is False for e in cases):
         missing.append("where it must not fire (fires: false or warns: false)")
     return missing
 

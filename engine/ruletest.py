@@ -2,7 +2,8 @@
 
 A case gives either a ``workload`` (planned with the whole rule base) or ``facts`` (the rule runs
 alone over exactly these facts), and what to expect: that the rule ``fires``, the ``values`` it
-sets, the options it ``rejected``, that it ``warns``, or the plan's feasibility.
+sets, the options it ``rejected``, the inputs it ``asks`` for, that it ``warns``, the text its
+explanation ``says``, or the plan's feasibility.
 """
 
 from __future__ import annotations
@@ -57,6 +58,10 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     for option in expect.get("rejected") or []:
         if not any(r["option"] == option and r["rule"] == spec.id for r in mem.rejections):
             problems.append(f"expected '{option}' to be rejected by this rule")
+    for key in expect.get("asks") or []:
+        if not any(a["input"] == key and a["rule"] == spec.id for a in mem.asks):
+            asked = [a["input"] for a in mem.asks if a["rule"] == spec.id]
+            problems.append(f"expected the rule to ask for '{key}'; it asked for {asked or 'nothing'}")
     if "warns" in expect:
         warned = any(w["rule"] == spec.id for w in mem.warnings)
         if warned != expect["warns"]:
@@ -64,6 +69,7 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     if expect.get("says"):
         texts = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id]
         texts += [w["message"].get("en", "") for w in mem.warnings if w["rule"] == spec.id]
+        texts += [a["because"].get("en", "") for a in mem.asks if a["rule"] == spec.id]
         for want in expect["says"]:
             if not any(want in t for t in texts):
                 shown = texts[0] if texts else "no explanation (the rule did not fire)"
