@@ -246,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     DOMAIN.update(domain(rb))
     files: list[Path] = []
     for p in args.paths:
-        files += sorted(p.rglob("*.yaml")) if p.is_dir() else [p][:p.suffix == ".yaml"]
+        files += sorted(p.rglob("*.yaml")) if p.is_dir() else ([p] if p.suffix == ".yaml" else [])
     total = 0
     for f in files:
         if args.dry_run:
