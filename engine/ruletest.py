@@ -48,8 +48,9 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     problems = []
     fired = mem.fired.get(spec.id, 0) > 0
     if "fires" in expect and expect["fires"] != fired:
+        said = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id][:1]
         problems.append(f"expected the rule {'to fire' if expect['fires'] else 'not to fire'}, "
-                        f"it {'fired' if fired else 'did not fire'}")
+                        f"it {'fired' if fired else 'did not fire'}" + (f" (it said: {said[0]})" if said else ""))
     for key, value in (expect.get("values") or {}).items():
         if key not in mem.values:
             problems.append(f"{key}: expected {value!r}, not set")

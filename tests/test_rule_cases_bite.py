@@ -79,7 +79,7 @@ def test_a_must_not_fire_case_catches_a_rule_that_fires_too_often(cli, tmp_path)
     (d / "my.yaml").write_text(text)
     result = cli("rules", "test", str(d))
     assert result.exit_code == 1
-    assert "my.hot: cool: expected the rule not to fire, it fired" in result.output
+    assert "my.hot: cool: expected the rule not to fire, it fired (it said: 0 °C above the limit)" in result.output
 
 
 def test_a_wrong_result_fails_even_though_the_rule_fires(cli, tmp_path):
