@@ -106,13 +106,17 @@ def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool
         elif verbose:
             click.echo(f"ok   {r.rule}: {r.name}")
     rules_with_cases = len({r.rule for r in results})
+    ids = {r.rule for r in results}
+    tested = [s for s in rb.rules if s.id in ids]
     if coverage:
-        ids = {r.rule for r in results}
-        gaps = case_coverage([s for s in rb.rules if s.id in ids])
+        gaps = case_coverage(tested)
         for spec, missing in gaps:
             click.echo(f"{spec.file}:{spec.line}: {spec.id}: no case {' and no case '.join(missing)}")
         click.echo(f"{len(ids) - len(gaps)} of {len(ids)} rules have both a firing case with a checked "
                    "result and a must-not-fire case")
+    else:  # your own rules (PATHS, --rules-dir) are told what their tests lack, as a warning
+        for spec, missing in case_coverage([s for s in tested if not s.builtin]):
+            click.echo(f"{spec.file}:{spec.line}: {spec.id}: warning: no case {' and no case '.join(missing)}")
     click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed "
                f"({len(results)} cases, {rules_with_cases} rules)")
     if failed:

@@ -96,6 +96,7 @@ class Linter:
             self.calls(spec)
             self.templates(spec)
             self.tests(spec)
+            self.test_coverage(spec)
             self.layout(spec)
             if not spec.builtin:
                 if spec.id in shipped and shipped[spec.id] is not spec:
@@ -214,6 +215,13 @@ class Linter:
                              f"unknown fact '{key}' in expect.values" + (f"; did you mean '{hint}'?" if hint else ""),
                              code="unknown-name")
 
+    def test_coverage(self, spec: RuleSpec) -> None:
+        """A shipped rule without a biting case is an error; a ``--rules-dir`` rule gets a warning."""
+        missing = coverage_gaps(spec)
+        if missing:
+            self.add(spec, ("tests",) if spec.tests else (), "no test case " + " and no case ".join(missing),
+                     "error" if spec.builtin else "warning", code="test-coverage")
+
     def layout(self, spec: RuleSpec) -> None:
         """Style: a shipped rule lives in rules/<stage>/ and its id starts with its file's name."""
         p = Path(spec.file)
@@ -223,6 +231,28 @@ class Linter:
         if spec.id.split(".")[0] != p.stem:
             self.add(spec, (), f"id prefix '{spec.id.split('.')[0]}' differs from its file '{p.stem}'",
                      "warning", code="layout")
+
+
+def checks_result(expect: dict[str, Any]) -> bool:
+    """The case checks a concrete result: values, rejections, questions asked, explanation text or
+    feasibility."""
+    return bool(expect.get("values") or expect.get("rejected") or expect.get("asks") or expect.get("says")
+                or "feasible" in expect)
+
+
+def coverage_gaps(spec: RuleSpec) -> list[str]:
+    """What ``spec``'s test cases lack: a case where it fires with a checked result (a bare
+    ``fires: true`` / ``warns: true`` is not enough) and a case where it must not fire (``fires:
+    false`` or ``warns: false``; not required of a rule without conditions, which fires whenever
+    the facts it reads exist). Empty when both exist."""
+    cases = [c.get("expect") or {} for c in spec.tests]
+    missing = []
+    if not any(checks_result(e) and e.get("fires", True) is not False and e.get("warns", True) is not False
+               for e in cases):
+        missing.append("where it fires with a checked result (values, rejected, asks, says or feasible)")
+    if spec.when and not any(e.get("fires") is False or e.get("warns") is False for e in cases):
+        missing.append("where it must not fire (fires: false or warns: false)")
+    return missing
 
 
 def lint(rulebase: RuleBase) -> list[Finding]:

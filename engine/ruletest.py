@@ -2,7 +2,8 @@
 
 A case gives either a ``workload`` (planned with the whole rule base) or ``facts`` (the rule runs
 alone over exactly these facts), and what to expect: that the rule ``fires``, the ``values`` it
-sets, the options it ``rejected``, that it ``warns``, or the plan's feasibility.
+sets, the options it ``rejected``, the inputs it ``asks`` for, that it ``warns``, the text its
+explanation ``says``, or the plan's feasibility.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .functions import RunContext
 from .inputs import WorkloadError, fill_defaults, validate_workload
 from .plan import plan_workload
 from .rulebase import RuleBase, RuleSpec
+from .rulelint import coverage_gaps
 from .runner import Memory, Origin, Runner, _fmt, with_lets
 
 MAX_ITEMS_SHOWN = 3
@@ -46,8 +48,9 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     problems = []
     fired = mem.fired.get(spec.id, 0) > 0
     if "fires" in expect and expect["fires"] != fired:
+        said = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id][:1]
         problems.append(f"expected the rule {'to fire' if expect['fires'] else 'not to fire'}, "
-                        f"it {'fired' if fired else 'did not fire'}")
+                        f"it {'fired' if fired else 'did not fire'}" + (f" (it said: {said[0]})" if said else ""))
     for key, value in (expect.get("values") or {}).items():
         if key not in mem.values:
             problems.append(f"{key}: expected {value!r}, not set")
@@ -56,6 +59,10 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     for option in expect.get("rejected") or []:
         if not any(r["option"] == option and r["rule"] == spec.id for r in mem.rejections):
             problems.append(f"expected '{option}' to be rejected by this rule")
+    for key in expect.get("asks") or []:
+        if not any(a["input"] == key and a["rule"] == spec.id for a in mem.asks):
+            asked = [a["input"] for a in mem.asks if a["rule"] == spec.id]
+            problems.append(f"expected the rule to ask for '{key}'; it asked for {asked or 'nothing'}")
     if "warns" in expect:
         warned = any(w["rule"] == spec.id for w in mem.warnings)
         if warned != expect["warns"]:
@@ -63,6 +70,7 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     if expect.get("says"):
         texts = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id]
         texts += [w["message"].get("en", "") for w in mem.warnings if w["rule"] == spec.id]
+        texts += [a["because"].get("en", "") for a in mem.asks if a["rule"] == spec.id]
         for want in expect["says"]:
             if not any(want in t for t in texts):
                 shown = texts[0] if texts else "no explanation (the rule did not fire)"
@@ -180,23 +188,7 @@ def run_all(rulebase: RuleBase, only: str | None = None,
     return results
 
 
-def _checks_result(expect: dict[str, Any]) -> bool:
-    return bool(expect.get("values") or expect.get("rejected") or expect.get("says")
-                or "feasible" in expect)
-
-
 def case_coverage(specs: list[RuleSpec]) -> list[tuple[RuleSpec, list[str]]]:
-    """Rules lacking a case where they fire with a concrete result checked (values, rejections,
-    explanation text, feasibility; a bare ``warns: true`` is not enough) or a case where they must
-    not fire (``fires: false`` or ``warns: false``)."""
-    out = []
-    for spec in specs:
-        cases = [c.get("expect") or {} for c in spec.tests]
-        missing = []
-        if not any(_checks_result(e) and e.get("fires", True) is not False for e in cases):
-            missing.append("where it fires with a checked result")
-        if not any(e.get("fires") is False or e.get("warns") is False for e in cases):
-            missing.append("where it must not fire")
-        if missing:
-            out.append((spec, missing))
-    return out
+    """Rules lacking a case where they fire with a concrete result checked or a case where they
+    must not fire, with what is missing (see ``rulelint.coverage_gaps``)."""
+    return [(spec, gaps) for spec in specs if (gaps := coverage_gaps(spec))]

@@ -3,8 +3,9 @@
 
 A development tool (not part of the shipped engine). For each rule without a ``fires: false`` /
 ``warns: false`` case that has a ``facts:`` case which fires, the tool takes the last condition of
-the form ``fact OP constant`` (``==  !=  <  <=  >  >=  in  not in``; guards such as ``x != None``
-are tried last), changes that one fact so the condition is false (a boundary value, or another
+the form ``fact OP constant`` or ``fact OP fact`` (``==  !=  <  <=  >  >=  in  not in``), a bare
+boolean fact, ``not fact`` or an ``or`` of these (guards such as ``x != None``, ``mode != 'edge'``,
+``x > 0`` are tried last), changes that one fact so the condition is false (a boundary value, or another
 value the fact takes elsewhere in the rule base), runs the rule alone over the changed facts and
 keeps the case only if the rule then does not fire (and still fires on the original facts). The
 case is appended after the rule's last test with line-based edits (comments and layout stay).
@@ -86,39 +87,68 @@ def _other(name: str, avoid: list[Any]) -> Any:
     return next((v for v in sorted(DOMAIN.get(name, [])) if v not in avoid), f"not-{avoid[0]}")
 
 
-def falsifier(source: str) -> tuple[str, Any] | None:
-    """(fact, value) that makes a ``fact OP constant`` condition false, or None."""
-    node = ast.parse(source, mode="eval").body
+def _falsify(node: ast.AST, facts: dict[str, Any]) -> dict[str, Any] | None:
+    """Fact changes that make the condition ``node`` false, or None."""
+    if isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
+        out: dict[str, Any] = {}
+        for operand in node.values:  # every alternative must become false
+            change = _falsify(operand, facts)
+            if change is None:
+                return None
+            out.update(change)
+        return out
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and _path(node.operand):
+        return {_path(node.operand): True}
+    if _path(node) and _path(node) not in ("True", "False", "None"):
+        return {_path(node): False}
     if not (isinstance(node, ast.Compare) and len(node.ops) == 1):
         return None
     name, const = _path(node.left), _constant(node.comparators[0])
+    other = _path(node.comparators[0])
+    if const is _MISSING and other in facts:  # fact OP fact: compare against the other fact's value
+        const = facts[other]
     if name is None or const is _MISSING or name in ("True", "False", "None"):
         return None
-    op = node.ops[0]
+    value = _falsifying_value(name, node.ops[0], const)
+    return None if value is _MISSING else {name: value}
+
+
+def _falsifying_value(name: str, op: ast.cmpop, const: Any) -> Any:
     number = isinstance(const, (int, float)) and not isinstance(const, bool)
     if isinstance(op, (ast.NotEq, ast.IsNot)):
-        return name, const
+        return const
     if isinstance(op, ast.Eq):
         if isinstance(const, bool):
-            return name, not const
+            return not const
         if number:
-            return name, const + 1
+            return const + 1
         if isinstance(const, str):
-            return name, _other(name, [const])
-        return None
-    if number and isinstance(op, ast.Gt):
-        return name, const
+            return _other(name, [const])
+        return _MISSING
+    if number and isinstance(op, (ast.Gt, ast.Lt)):
+        return const
     if number and isinstance(op, ast.GtE):
-        return name, const - 1 if isinstance(const, int) else const * 0.5
-    if number and isinstance(op, ast.Lt):
-        return name, const
+        return const - 1 if isinstance(const, int) else const * 0.5
     if number and isinstance(op, ast.LtE):
-        return name, const + 1 if isinstance(const, int) else const * 2 + 1
+        return const + 1 if isinstance(const, int) else const * 2 + 1
     if isinstance(op, ast.In) and isinstance(const, (list, tuple)) and const:
-        return name, _other(name, list(const))
+        return _other(name, list(const))
     if isinstance(op, ast.NotIn) and isinstance(const, (list, tuple)) and const:
-        return name, const[0]
-    return None
+        return const[0]
+    return _MISSING
+
+
+def falsifier(source: str, facts: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """Fact changes that make a condition false: ``fact OP constant`` or ``fact OP fact`` (``==  !=
+    <  <=  >  >=  in  not in``), a bare boolean fact, ``not fact``, or an ``or`` of these."""
+    return _falsify(ast.parse(source, mode="eval").body, facts or {})
+
+
+def is_guard(source: str) -> bool:
+    """Conditions that only say "there is something to work on" (tried last): ``x != None``,
+    ``mode != 'edge'``, ``x > 0``, ``x >= 1``."""
+    s = source.replace(" ", "")
+    return s.endswith("!=None") or s == "mode!='edge'" or s.endswith(">0") or s.endswith(">=1")
 
 
 def _fires(rb: RuleBase, spec: RuleSpec, facts: dict[str, Any]) -> bool:
@@ -146,21 +176,19 @@ def negative_case(rb: RuleBase, spec: RuleSpec) -> dict[str, Any] | None:
         except Exception:  # noqa: BLE001 - a case that errors is not a base for a new one
             continue
         # prefer the rule's own test (usually last) over guards such as `chosen.id != None`
-        guards = [c for c in spec.when if c.source.replace(" ", "").endswith("!=None")]
+        guards = [c for c in spec.when if is_guard(c.source)]
         for cond in [c for c in reversed(spec.when) if c not in guards] + guards:
-            change = falsifier(cond.source)
+            change = falsifier(cond.source, facts)
             if change is None:
                 continue
-            name, value = change
-            new = {**facts, name: value}
+            new = {**facts, **change}
             try:
                 if _fires(rb, spec, new):
                     continue
             except Exception:  # noqa: BLE001
                 continue
-            shown = "null" if value is None else yaml.safe_dump(value, default_flow_style=True).strip()
-            shown = shown.removesuffix("\n...").strip()
-            return {"name": f"does not fire with {name}: {shown} (needs {cond.source})", "facts": new,
+            shown = ", ".join(f"{k}: {_flow(v).removesuffix('...').strip()}" for k, v in change.items())
+            return {"name": f"does not fire with {shown} (needs {cond.source})", "facts": new,
                     "expect": {"fires": False}}
     return None
 
@@ -173,8 +201,8 @@ def _flow(value: Any) -> str:
 def add_cases(path: Path, rb: RuleBase) -> int:
     text = path.read_text(encoding="utf-8")
     root = yaml.compose(text, Loader=Loader)
-    if root is None:
-        return 0
+    if not isinstance(root, yaml.SequenceNode):
+        return 0  # not a rule file (a list of rules)
     lines = text.splitlines(keepends=True)
     specs = {s.id: s for s in rb.rules}
     inserts: list[tuple[int, list[str]]] = []
@@ -218,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     DOMAIN.update(domain(rb))
     files: list[Path] = []
     for p in args.paths:
-        files += sorted(p.rglob("*.yaml")) if p.is_dir() else [p]
+        files += sorted(p.rglob("*.yaml")) if p.is_dir() else ([p] if p.suffix == ".yaml" else [])
     total = 0
     for f in files:
         if args.dry_run:

@@ -73,7 +73,7 @@ def says_for(rb: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> list[str]:
 
 
 def _bare(expect: dict[str, Any]) -> bool:
-    return not (expect.get("values") or expect.get("rejected") or expect.get("says")
+    return not (expect.get("values") or expect.get("rejected") or expect.get("asks") or expect.get("says")
                 or "feasible" in expect) and expect.get("fires", True) is not False \
         and expect.get("warns", True) is not False
 
@@ -81,8 +81,8 @@ def _bare(expect: dict[str, Any]) -> bool:
 def add(path: Path, rb: RuleBase) -> int:
     text = path.read_text(encoding="utf-8")
     root = yaml.compose(text, Loader=Loader)
-    if root is None:
-        return 0
+    if not isinstance(root, yaml.SequenceNode):
+        return 0  # not a rule file (a list of rules)
     lines = text.splitlines(keepends=True)
     specs = {s.id: s for s in rb.rules}
     edits = []
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     rb = load_rules()
     total = 0
     for p in args.paths:
-        for f in sorted(p.rglob("*.yaml")) if p.is_dir() else [p]:
+        for f in sorted(p.rglob("*.yaml")) if p.is_dir() else ([p] if p.suffix == ".yaml" else []):
             n = add(f, rb)
             if n:
                 print(f"{f}: {n} case(s) now check the explanation's numbers")
