@@ -68,6 +68,10 @@ class RuleRuntimeError(RuntimeError):
         super().__init__(f"{rule.file}:{rule.line}: {rule.id}: {message}")
 
 
+_MISSING = object()  # an item attribute not derived yet (in condition-test memo keys)
+_EMPTY: dict[str, Any] = {}
+
+
 class _NotReady(Exception):
     """An item attribute a rule reads is not derived yet."""
 
@@ -220,11 +224,29 @@ class Runner:
             patterns.append(Item(kind=spec.for_each, id=MATCH.iid, rev=MATCH.irev))
             params += ["iid", "irev"]
         runner = self
+        rev_vars = tuple(revs.values())
+        prefix = f"{spec.for_each}."
+        item_attrs = tuple(dict.fromkeys(spec.item_names + tuple(
+            n[len(prefix):] for e in spec.when for n in spec.expand(e.names) if n.startswith(prefix))))
+        kind = spec.for_each
+        item_revs = self.mem.item_revs
+        memo: dict[tuple, bool] = {}
 
         def test(**bound):
-            # a pure function of the matched fact revisions, as the Rete network requires
-            WORK["condition_tests"] += 1
-            return runner._conditions_hold(spec, bound, revs)
+            # a pure function of the matched fact revisions, as the Rete network requires; so the
+            # result is remembered per value read: global values by revision, item attributes by
+            # identity (a new item revision copies the unchanged values, and every revision stays
+            # in memory, so an identity is never reused). The retraction of a token, and a new
+            # item revision that changed only attributes this rule does not read, cost a lookup.
+            key: tuple = tuple(bound[v] for v in rev_vars)
+            if kind:
+                attrs = item_revs.get((kind, bound["iid"], bound["irev"]), _EMPTY)
+                key += (bound["iid"],) + tuple(id(attrs.get(a, _MISSING)) for a in item_attrs)
+            hit = memo.get(key)
+            if hit is None:
+                WORK["condition_tests"] += 1
+                hit = memo[key] = runner._conditions_hold(spec, bound, revs)
+            return hit
 
         test.__signature__ = inspect.Signature(
             [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in params])
