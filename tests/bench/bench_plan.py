@@ -243,7 +243,11 @@ def fmt(m: dict | None, key: str = "wall") -> str:
 def write_doc(after: dict, before: dict | None, doc: Path) -> None:
     docs = doc.parent
     profile = profile_slowest(after, docs)
-    plot(after, before, docs / "performance.png")
+    try:
+        plot(after, before, docs / "performance.png")
+        plotted = True
+    except ImportError:  # matplotlib comes with `make bench-doc` (the bench extra)
+        plotted = False
     base = after["baseline"]["wall"]["median"]
     lines = [
         "# Performance",
@@ -257,8 +261,9 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         f"(cold start: interpreter, imports, rules, plan); {after['runs']} timed runs after one untimed "
         "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise); "
         f"`rules test`: {after.get('rules_test_runs', '?')} timed run(s). The rule-growth phases are wall "
-        "seconds inside the child process. \"before\" is the base commit (fddd03c) measured in the same "
-        "way with `--code` (a subset of the examples, for time), \"after\" this branch.",
+        "seconds inside the child process. \"before\" is the branch's base commit "
+        f"({(before or {}).get('label', '?')}) measured in the same way with `--code` (a subset of the "
+        "examples, for time), \"after\" this branch.",
         "",
         f"`python -c pass` in the same run: median {base:.3f} s.",
         "",
@@ -305,8 +310,9 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
             return f"{r['load']:.2f} / {r['build']:.2f} / {r['plan']:.2f} = **{r['total']:.2f}**"
 
         lines.append(f"| +{n:,} | {a.get('rules', '—')} | {cell(bb)} | {cell(a)} |")
-    lines += ["", "![cold plan per example and rule growth, before and after](performance.png)", "",
-              f"Profile of the slowest example: [{profile}]({profile}).", "", NOTES]
+    if plotted:
+        lines += ["", "![cold plan per example and rule growth, before and after](performance.png)"]
+    lines += ["", f"Profile of the slowest example: [{profile}]({profile}).", "", NOTES]
     doc.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
