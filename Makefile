@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip -qq --disable-pip-version-check
 
-.PHONY: expert-review run test lint rules-test bench bench-doc smoke clean
+.PHONY: expert-review run test test-fast lint rules-test bench bench-doc smoke clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,10 @@ test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -n 2 --ignore=tests/test_ask_pty.py
 	$(BIN)/python -m pytest tests/test_ask_pty.py   # pseudo-terminal tests: forkpty outside xdist's threads
 	@$(MAKE) --no-print-directory smoke
+
+# the quick loop while editing: everything but the tests marked slow (fresh-process determinism, pty)
+test-fast: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -n 2 -m "not slow" --ignore=tests/test_ask_pty.py
 
 # Build the wheel, install it (no dependencies: they come from .venv) into a throw-away venv and
 # run its console script: catches packaging mistakes (a missing data file) that the editable

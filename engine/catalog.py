@@ -104,7 +104,10 @@ class Catalog:
         self.tables = tables
 
     def table(self, kind: str) -> Table:
-        return self.tables.setdefault(kind, Table(kind))
+        table = self.tables.get(kind)  # on the hot path: no throw-away Table per lookup
+        if table is None:
+            table = self.tables[kind] = Table(kind)
+        return table
 
     def gpu(self, name: str) -> dict[str, Any]:
         return self.table("gpus").get(name)

@@ -58,7 +58,7 @@ from experta.matchers import ReteMatcher  # noqa: E402
 from experta.matchers.rete.abstract import Node  # noqa: E402
 from experta.matchers.rete.check import FeatureCheck  # noqa: E402
 from experta.matchers.rete.mixins import AnyChild, ChildNode, NoMemory  # noqa: E402
-from experta.matchers.rete.nodes import BusNode, FeatureTesterNode  # noqa: E402
+from experta.matchers.rete.nodes import BusNode, ConflictSetNode, FeatureTesterNode, WhereNode  # noqa: E402
 from experta.strategies import DepthStrategy as StockStrategy  # noqa: E402  (for the bug tests)
 
 
@@ -187,13 +187,41 @@ def index_alpha_network(node: Any) -> int:
     return done
 
 
+_READ_ONLY_NODES = (WhereNode, ConflictSetNode)  # they never change the token they receive
+
+
+def skip_token_copies(root: Any) -> int:
+    """Call read-only one-input nodes (``TEST`` and conflict-set nodes) without copying the token.
+
+    experta copies every token before every one-input node (``OneInputNode.activate``), which
+    only a node that changes the token's context needs (``FeatureTesterNode`` binding variables).
+    A ``WhereNode`` only reads the context and passes the token on; a ``ConflictSetNode`` only
+    reads it to make an activation. Returns how many callbacks were rebound."""
+    done, seen, todo = 0, set(), [root]
+    while todo:
+        node = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        children = getattr(node, "children", None) or []
+        for i, child in enumerate(children):
+            target = child.node
+            todo.append(target)
+            if isinstance(target, _READ_ONLY_NODES) and child.callback == target.activate:
+                children[i] = ChildNode(target, target._activate)
+                done += 1
+    return done
+
+
 class IndexedReteMatcher(ReteMatcher):
     """experta's Rete matcher with hashed constant tests in the alpha network (see
-    :class:`IndexedTesterNode`); the beta network, tokens and activations are experta's own."""
+    :class:`IndexedTesterNode`) and no token copies for read-only nodes (see
+    :func:`skip_token_copies`); the beta network, tokens and activations are experta's own."""
 
     def build_network(self) -> None:
         super().build_network()
         self.indexed_groups = index_alpha_network(self.root_node)
+        self.uncopied_callbacks = skip_token_copies(self.root_node)
 
     def changes(self, adding=None, deleting=None):
         """As experta's, but asks only the conflict-set nodes that saw a token since the last call

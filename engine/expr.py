@@ -279,6 +279,7 @@ class _Compiler:
         self.names: list[str] = []
         self.called: list[str] = []
         self.count = 0
+        self.variable = 0  # fact reads and domain-function calls compiled so far (see _fold)
 
     def fail(self, what: str) -> ExprError:
         return ExprError(f"{what} is not allowed in expressions: {self.src}")
@@ -302,9 +303,11 @@ class _Compiler:
                 return lambda r: value
             if path not in self.names:
                 self.names.append(path)
+            self.variable += 1
             return lambda r: r(path)
         if isinstance(node, ast.BinOp):
-            return self._fold(node, self._binop(node, d))
+            mark = self.variable
+            return self._fold(self._binop(node, d), mark)
         if isinstance(node, ast.UnaryOp):
             return self._unary(node, d)
         if isinstance(node, ast.BoolOp):
@@ -338,19 +341,17 @@ class _Compiler:
             items = [self.compile(e, d) for e in node.elts]
             return lambda r: [i(r) for i in items]
         if isinstance(node, ast.Call):
-            return self._fold(node, self._call(node, d))
+            mark = self.variable
+            return self._fold(self._call(node, d), mark)
         raise self.fail(type(node).__name__)
 
-    def _fold(self, node: ast.AST, fn: Callable[[Resolver], Any]) -> Callable[[Resolver], Any]:
+    def _fold(self, fn: Callable[[Resolver], Any], mark: int) -> Callable[[Resolver], Any]:
         """A constant sub-expression (no fact names, only built-in functions) is evaluated now, so
-        bad arithmetic (NaN, complex, overflow, division by zero) fails at load, not in a plan."""
-        for n in ast.walk(node):
-            if isinstance(n, (ast.Name, ast.Attribute)) and not (
-                    isinstance(n, ast.Name) and n.id in ("True", "False", "None")):
-                if not any(isinstance(c, ast.Call) and c.func is n for c in ast.walk(node)):
-                    return fn
-            if isinstance(n, ast.Call) and _path(n.func) not in BUILTIN_FUNCTIONS:
-                return fn
+        bad arithmetic (NaN, complex, overflow, division by zero) fails at load, not in a plan.
+        ``mark`` is ``self.variable`` before the sub-expression was compiled: unchanged means
+        constant (counted while compiling, so nested sub-expressions are not walked again)."""
+        if self.variable != mark:
+            return fn
         try:
             value = _num_guard(fn(lambda name: None))
         except (EvalError, ArithmeticError, TypeError, ValueError) as exc:
@@ -454,6 +455,8 @@ class _Compiler:
         if any(isinstance(a, ast.Starred) for a in node.args):
             raise self.fail("*args")
         fn = self.functions[name]
+        if name not in BUILTIN_FUNCTIONS:
+            self.variable += 1
         args = [self.compile(a, d) for a in node.args]
         if name not in self.called:
             self.called.append(name)

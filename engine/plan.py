@@ -1,8 +1,10 @@
-"""Build a plan: workload → input facts → rule run → the plan document of CONTRACTS §4."""
+"""Build a plan: workload → input facts → rule run → the plan document of CONTRACTS §4.
+
+A workload with several models (``models:``) is planned one pool at a time and combined by
+engine/pools.py; both share the plan's parts through engine/plan_contract.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -10,26 +12,13 @@ from typing import Any
 from .catalog import UnknownEntry, load_catalog
 from .functions import RunContext
 from .inputs import WorkloadError, flatten, get_path, input_defs, load_workload
+from .memory import Memory, Origin
 from .messages import both, message
-from .rulebase import RuleBase, guidelines, load_rules
-from .runner import Memory, Origin, Runner
+from .plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
+from .pools import combine, sub_workload
+from .rulebase import RuleBase, load_rules
+from .runner import Runner
 
-COMPONENT_FIELDS: dict[str, tuple[str, ...]] = {
-    "gpu": ("model", "count", "per_server", "precision", "tensor_parallel", "replicas",
-            "vram_per_gpu_gib"),
-    "servers": ("count", "form"),
-    "cpu": ("model", "sockets", "cores_total"),
-    "memory": ("capacity_gb", "type", "channels_populated"),
-    "interconnect": ("intra_node", "pcie_lanes_per_gpu"),
-    "network": ("inter_node", "switch_features"),
-    "storage": ("system", "model_store", "raid", "capacity_tb"),
-    "power": ("server_draw_w", "psu_total_w", "redundancy"),
-    "cooling": ("type",),
-    "rack": ("power_kw_per_rack", "servers_per_rack"),
-    "software": ("framework", "settings"),
-}
-PERFORMANCE_FIELDS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "max_concurrency", "meets_sla")
-COST_FIELDS = ("capex_cny", "capex_range_cny", "monthly_opex_cny", "cny_per_million_tokens", "buy_or_rent")
 MODEL_FACT_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads",
     "num_kv_heads", "head_dim", "intermediate_size", "vocab_size", "max_context",
@@ -43,29 +32,6 @@ def servewise_version() -> str:
         return version("servewise")
     except PackageNotFoundError:
         return "0+unknown"
-
-
-def cite(source: dict[str, Any]) -> dict[str, Any]:
-    """A rule's source with the guideline's section and verbatim quote attached."""
-    out = dict(source)
-    ids = source.get("guideline")
-    first = ids[0] if isinstance(ids, list) else ids
-    if first and first in guidelines():
-        g = guidelines()[first]
-        out.setdefault("doc", g["source"]["doc"])
-        out.setdefault("section", g["source"]["section"])
-        out.setdefault("quote", g["quote"])
-    return out
-
-
-@dataclass
-class PlanResult:
-    plan: dict[str, Any]
-    memory: Memory
-
-    @property
-    def feasible(self) -> bool:
-        return bool(self.plan["feasible"])
 
 
 def custom_model(spec: dict[str, Any]) -> dict[str, Any]:
@@ -219,8 +185,6 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
     """Run the rules over a validated, default-filled workload."""
     rulebase = rulebase or load_rules()
     if workload.get("model") is None and workload.get("models"):
-        from .pools import combine, sub_workload
-
         entries = workload["models"]
         results = []
         for entry in entries:

@@ -12,7 +12,7 @@ import copy
 from typing import Any
 
 from .messages import both
-from .plan import COMPONENT_FIELDS, PlanResult, cite
+from .plan_contract import COMPONENT_FIELDS, PlanResult, cite
 
 SUMMED = {("gpu", "count"), ("gpu", "replicas"), ("servers", "count"), ("storage", "capacity_tb")}
 STEP_OFFSET = 100_000

@@ -10,7 +10,7 @@ for a whole set of rule files in one pickle file, named by a key that hashes:
 
 Any change to one of these gives a new key, so a stale entry is never read; expressions are
 compiled again from the cached data on every load (compiled expressions are closures and cannot
-be pickled). Entries are written atomically (temporary file + ``os.replace``), so concurrent
+be pickled). Entries are written atomically (engine/yamlio.py's ``write_bytes_atomic``), so concurrent
 processes read either a whole entry or none. A cache that cannot be read or written is ignored:
 loading then works as without it.
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -72,28 +71,20 @@ def read(key: str) -> Any | None:
 
 def write(key: str, data: Any) -> bool:
     """Store ``data`` under ``key`` atomically; False (and nothing raised) when that is impossible."""
+    from .yamlio import write_bytes_atomic
+
     folder = cache_dir()
     if folder is None:
         return False
-    tmp = None
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".rules-", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump({"version": CACHE_VERSION, "key": key, "data": data}, fh,
-                        protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, folder / f"rules-{key}.pickle")
-        tmp = None
+        blob = pickle.dumps({"version": CACHE_VERSION, "key": key, "data": data},
+                            protocol=pickle.HIGHEST_PROTOCOL)
+        write_bytes_atomic(folder / f"rules-{key}.pickle", blob)
         _prune(folder)
         return True
     except Exception:  # noqa: BLE001 - an unwritable cache must never break loading
         return False
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
 
 
 def _prune(folder: Path) -> None:

@@ -25,7 +25,8 @@ EXAMPLE = EXAMPLES / "chat-70b-online.yaml"
 SERVEWISE = Path(sys.executable).parent / "servewise"
 PROMPT = re.compile(r"\n([a-z][a-z0-9_.]*)> ")
 TIMEOUT = 90
-pytestmark = pytest.mark.skipif(not SERVEWISE.exists(), reason="console script not installed next to python")
+pytestmark = [pytest.mark.skipif(not SERVEWISE.exists(), reason="console script not installed next to python"),
+              pytest.mark.slow]
 
 
 def spawn(cwd: Path, *args: str, color: bool = False, lang: str = "en_US.UTF-8"):

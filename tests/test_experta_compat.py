@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 
+import pytest
 from conftest import ROOT
 
 
@@ -105,6 +106,7 @@ def test_equal_salience_order_is_load_order():
     assert fired == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.slow
 def test_plan_is_byte_identical_in_five_fresh_processes():
     code = (
         "import sys\n"

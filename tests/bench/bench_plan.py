@@ -35,31 +35,51 @@ TARGETS = {"plan chat-70b-online": 0.5, "plan (every example)": 1.0, "rules test
            "+3000 rules load+build+plan": 2.0}
 MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewise'; main()"
 
-NOTES = """## What changed, and what did not (#14, branch speed)
+NOTES = """## What changed, and what did not (#14)
 
-- **Suggestions only on the error path.** `catalog.Table.get` computed difflib close matches on
-  every miss; domain functions probe names on purpose (e.g. `gpus_per_server_max`: 855 misses per
-  70B plan), so that was ~0.6 s under the profiler. `UnknownEntry` now computes its suggestions when
-  its message or `suggestions` is read.
-- **Rule cache** (engine/rulecache.py): the parsed, schema-checked rule files are stored in one
-  pickle per rule set (built-in + `--rules-dir`), keyed by the file bytes, the schema and the code
-  that produces them; expressions are compiled again on every load. Load goes from ~0.28 s to
-  ~0.1 s CPU. `SERVEWISE_NO_CACHE=1` disables it, `SERVEWISE_CACHE_DIR` moves it.
-- **Matcher** (engine/experta_compat.py, `IndexedReteMatcher`): experta tried every sibling
-  `key == constant` alpha test in turn (one per fact key any rule reads) and asked every rule's
-  conflict-set node for changes after every working-memory change; both are now a dict lookup /
-  a check of the nodes that changed. The beta network, tokens and activations are experta's.
-- **Not reached:** the remaining time is experta's beta network and the condition tests of the
-  twelve `for_each: candidate` filter rules, re-tested on every candidate revision (~1,170 times
-  each for the 70B example). Cutting that needs fewer candidate revisions or candidates evaluated
-  as a table by domain functions — a change of rules/*.yaml, left for a session that may edit them.
-  `rules test` plans 26 distinct workloads; it scales with the plan time.
-- **Interview** (answer → next prompt) is not measured or changed here: re-running only what an
-  answer can change needs changes inside engine/interview.py, which another session is editing.
-- **Guards in CI (non-timing):** tests/test_plan_work.py checks every example's plan JSON against
-  digests recorded before this work, the stock matcher and an uncached load against the optimised
-  path, and the engine work per example (firings, activations, condition tests) against
-  tests/plans/work-baseline.json (+10 % allowed; a new baseline needs a note).
+Session 18 (branch s18-speed), profile first (cProfile of `plan chat-70b-online`, in-process):
+experta's Rete network (`changes()`: join-node activations, token copies) ≈ 50 % of planning,
+the rules' condition tests ≈ 25 % (25,736 tests, half of them on retraction: experta re-runs a
+`TEST` to retract the token it built), firing (domain functions: perf model, BOM server SKUs)
+≈ 25 %, justification recording (formulas, JSON copies of details) ≈ 8 %; loading the rules
+0.4–0.6 s of which compiling 1,216 expressions most (constant folding walked every sub-tree).
+
+- **Condition tests remembered per values read** (engine/compiler.py). A rule's `TEST` is a pure
+  function of the matched revisions; its result is kept per (global revisions, item id, identity
+  of each item attribute the conditions read). A retraction and an item revision that changed only
+  attributes the rule does not read cost a dict lookup: 25,736 → 5,092 condition evaluations for
+  the 70B example (work baseline re-recorded); the whole CLI run went from 15.2 M to 12.0 M
+  Python calls under cProfile.
+- **No token copies for read-only Rete nodes** (engine/experta_compat.py): experta copies the token
+  before every one-input node; `TEST` and conflict-set nodes only read it (394 callbacks rebound).
+- **Loading**: expression constant folding counts fact reads while compiling instead of walking
+  every sub-tree again (it was quadratic); `Catalog.table` no longer builds a throw-away `Table`
+  per lookup (88k per plan).
+- **Time budget in CPU seconds** (60 s per pool): on this shared machine a multi-model plan hit
+  60 s wall while needing ~5 s CPU.
+- **Engine split** (#14 item 4): runner.py now only runs stages and firings; compiler.py,
+  memory.py, resolve.py, actions.py (`ActionContext` + registry), justify.py, runtime_errors.py,
+  plan_contract.py (see docs/architecture.md).
+- **Not reached**: the targets (0.5 s / 1 s / 100 ms / 5 s / 2 s). What is left is experta's beta
+  network (a join, `TEST` and conflict-set activation per rule reading a changed fact: ~1,430
+  fact declarations and ~970 retractions in the 70B plan), the domain functions called by derive actions
+  (perf model, `fn_bom._skus` scanning server capacities: other sessions' files) and start-up
+  (imports ~0.8 s and the catalog's YAML ~0.25 s wall on this loaded machine: jsonschema, yaml,
+  click, experta). Ideas not done: one shared Rete
+  network for the pools of a several-model plan (each pool builds its own, ~0.3 s); converting
+  `details` to JSON only for steps kept in the trace; dirty-list conflict-set nodes and an indexed
+  agenda removal in the compat layer; interview answers that re-run only the stages an answer can
+  change (engine/interview.py).
+
+Session 17 (branch speed): difflib suggestions only on the error path (`catalog.UnknownEntry`);
+the rule cache (engine/rulecache.py: parsed, schema-checked rule files keyed by their bytes, the
+schema and the producing code; `SERVEWISE_NO_CACHE=1` disables it); `IndexedReteMatcher` (hashed
+`key == constant` alpha tests, conflict sets read only when they changed).
+
+**Guards in CI (non-timing):** tests/test_plan_work.py checks every example's plan JSON against
+stored digests, the stock matcher and an uncached load against the optimised path, and the
+engine work per example (firings, activations, condition tests) against
+tests/plans/work-baseline.json (+10 % allowed; a new baseline needs a note).
 """
 
 GROWTH_CHILD = r"""
@@ -243,7 +263,11 @@ def fmt(m: dict | None, key: str = "wall") -> str:
 def write_doc(after: dict, before: dict | None, doc: Path) -> None:
     docs = doc.parent
     profile = profile_slowest(after, docs)
-    plot(after, before, docs / "performance.png")
+    try:
+        plot(after, before, docs / "performance.png")
+        plotted = True
+    except ImportError:  # matplotlib comes with `make bench-doc` (the bench extra)
+        plotted = False
     base = after["baseline"]["wall"]["median"]
     lines = [
         "# Performance",
@@ -257,8 +281,9 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         f"(cold start: interpreter, imports, rules, plan); {after['runs']} timed runs after one untimed "
         "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise); "
         f"`rules test`: {after.get('rules_test_runs', '?')} timed run(s). The rule-growth phases are wall "
-        "seconds inside the child process. \"before\" is the base commit (fddd03c) measured in the same "
-        "way with `--code` (a subset of the examples, for time), \"after\" this branch.",
+        "seconds inside the child process. \"before\" is the branch's base commit "
+        f"({(before or {}).get('label', '?')}) measured in the same way with `--code` (a subset of the "
+        "examples, for time), \"after\" this branch.",
         "",
         f"`python -c pass` in the same run: median {base:.3f} s.",
         "",
@@ -305,8 +330,9 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
             return f"{r['load']:.2f} / {r['build']:.2f} / {r['plan']:.2f} = **{r['total']:.2f}**"
 
         lines.append(f"| +{n:,} | {a.get('rules', '—')} | {cell(bb)} | {cell(a)} |")
-    lines += ["", "![cold plan per example and rule growth, before and after](performance.png)", "",
-              f"Profile of the slowest example: [{profile}]({profile}).", "", NOTES]
+    if plotted:
+        lines += ["", "![cold plan per example and rule growth, before and after](performance.png)"]
+    lines += ["", f"Profile of the slowest example: [{profile}]({profile}).", "", NOTES]
     doc.write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 

@@ -1,0 +1,122 @@
+"""Justifications: what a firing records so that every conclusion can be explained.
+
+A step holds the rule, its source, the premises (each fact read with its value and the step or
+origin it came from), the conclusions (value, expression, the formula with the numbers
+substituted, details such as the performance model's formula steps) and the rendered
+``because``. This module is also the engine's one home for formatting a value in a sentence.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .expr import EvalError, Expr
+from .memory import Memory, item_fact_name
+from .messages import message
+from .resolve import NotReady, Resolver
+from .rulebase import RuleSpec, Template
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists, unknown objects strings)."""
+    if type(value) in _PLAIN:  # exact types: what json.dumps/loads gives back unchanged
+        return value
+    return json.loads(json.dumps(value, default=str))
+
+
+def fmt(value: Any, spec: str | None, lang: str = "en") -> str:
+    """A value in a sentence: ``spec`` is a format spec (``.1f``) when the template gives one."""
+    if value is None:
+        return "—"
+    if spec:
+        try:
+            return format(value, spec)
+        except (ValueError, TypeError):
+            pass
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    if isinstance(value, list):
+        return ", ".join(map(str, value))
+    if isinstance(value, bool):
+        return message("yes" if value else "no", lang)
+    return str(value)
+
+
+def score_text(values: tuple, labels: list[str]) -> str:
+    """A ranking score as ``label value, ...`` (large numbers grouped)."""
+    return ", ".join(
+        f"{label} " + (f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else fmt(v, None))
+        for label, v in zip(labels, values, strict=False))
+
+
+def render(template: Template, resolve: Resolver, lang: str = "en") -> str:
+    """A ``because`` template with its fields filled in; an unknown field shows as ``?``."""
+    from .rulebase import TEMPLATE_FIELD
+
+    def sub(m):
+        name = m.group(1)
+        try:
+            if name.startswith("="):
+                expr = template.expr(name)
+                value = expr.evaluate(resolve) if expr is not None else None
+            else:
+                value = resolve(name)
+            return fmt(value, m.group(2), lang)
+        except (NotReady, EvalError, KeyError):
+            return "?"
+
+    return TEMPLATE_FIELD.sub(sub, template.text)
+
+
+def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],
+               details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One concluded fact with the expression and the formula with its numbers."""
+    out: dict[str, Any] = {"fact": fact, "value": jsonable(value)}
+    if expr is not None and expr.names:
+        out["expression"] = expr.source
+        out["formula"] = f"{expr.render(read)} = {fmt(value, None)}"
+    if details:
+        out["details"] = jsonable(details)
+    return out
+
+
+def premises(mem: Memory, read: dict[str, Any], spec: RuleSpec, iid: str | None) -> list[dict[str, Any]]:
+    """The facts a firing read (not those it produced), each with the step or origin behind it."""
+    out = []
+    prefix = f"{spec.for_each}." if spec.for_each else None
+    for name, value in read.items():
+        if name in spec.produces:
+            continue
+        entry: dict[str, Any] = {"fact": name, "value": jsonable(value)}
+        if prefix and iid is not None and name.startswith(prefix):
+            attr = name[len(prefix):]
+            entry["fact"] = item_fact_name(spec.for_each, iid, attr)
+            step = mem.step_of(attr, (spec.for_each, iid))
+        else:
+            step = mem.step_of(name)
+            origin = mem.origins.get(name)
+            if origin is not None and step is None:
+                entry["origin"] = {"kind": origin.kind, "ref": origin.ref}
+        if step is not None:
+            entry["step"] = step
+        out.append(entry)
+    return out
+
+
+def make_step(mem: Memory, spec: RuleSpec, iid: str | None, step_no: int, read: dict[str, Any],
+              extra_premises: list[dict[str, Any]], conclusions: list[dict[str, Any]],
+              because: dict[str, str]) -> dict[str, Any]:
+    """The trace step of one firing that concluded something."""
+    step = {
+        "step": step_no, "rule": spec.id, "stage": spec.stage,
+        "source": spec.sources[0] if len(spec.sources) == 1 else spec.sources,
+        "item": f"{spec.for_each}[{iid}]" if spec.for_each else None,
+        "premises": premises(mem, read, spec, iid) + extra_premises,
+        "conclusions": conclusions, "because": because,
+    }
+    if spec.corrects:
+        step["corrects"] = spec.corrects
+    return step
