@@ -151,6 +151,11 @@ class Expr:
 
         return self.evaluate(resolve)
 
+    @property
+    def is_path(self) -> bool:
+        """The expression is one fact path (a copy, not a computation)."""
+        return _path(self.tree.body) is not None
+
     def render(self, values: Mapping[str, Any]) -> str:
         """The expression with each fact path replaced by its value (for explanations)."""
         return _render(self.tree.body, values)

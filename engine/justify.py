@@ -36,9 +36,11 @@ def fmt(value: Any, spec: str | None, lang: str = "en") -> str:
             return format(value, spec)
         except (ValueError, TypeError):
             pass
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1e6 else f"{value:,.0f}"
+    if isinstance(value, float):  # never an exponent for everyday magnitudes (1.752e+05)
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
     if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            return f"[{len(value)} records]"  # e.g. BOM lines: listed in full as the conclusion's value
         return ", ".join(map(str, value))
     if isinstance(value, bool):
         return message("yes" if value else "no", lang)
@@ -77,7 +79,8 @@ def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],
     out: dict[str, Any] = {"fact": fact, "value": jsonable(value)}
     if expr is not None and expr.names:
         out["expression"] = expr.source
-        out["formula"] = f"{expr.render(read)} = {fmt(value, None)}"
+        if not expr.is_path:  # a copied fact needs no formula (no "'fp8' = fp8" tautologies)
+            out["formula"] = f"{expr.render(read)} = {fmt(value, None)}"
     if details:
         out["details"] = jsonable(details)
     return out
