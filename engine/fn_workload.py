@@ -134,25 +134,33 @@ def _entry(kind: str, name: str) -> dict[str, Any] | None:
 @domain_function
 def asr_capacity(model: str, gpu: str, precision: str) -> dict[str, Any]:
     """Audio seconds per second one GPU transcribes: the model's sourced real-time factor
-    (batched, measured on a reference GPU) scaled by the ratio of 16-bit dense tensor TFLOPS,
-    (an estimate: Whisper's encoder is compute-bound). Returns ``audio_s_per_s``, ``rtf``,
+    (batched, measured on a reference GPU) scaled by the smaller of the GPU's ratios to the
+    reference in 16-bit dense tensor TFLOPS (the encoder is compute-bound) and in memory
+    bandwidth (the token-by-token decoder is bandwidth-bound); an estimate. Returns ``audio_s_per_s``, ``rtf``,
     the reference, the ratio, the decoder's tokens/s at that load and ``gflops_per_audio_s``."""
     m = current().model(model)
     ref = m.get("asr_reference") or {}
     tflops = _perf().compute_rate(current().catalog.gpu(gpu), "bf16")[0]
     if not ref or not tflops:
         return {"audio_s_per_s": None, "rtf": None}
-    ratio = float(tflops) / float(ref["gpu_fp16_tflops"])
+    bw = current().catalog.gpu(gpu).get("bandwidth_gbs")
+    compute_ratio = float(tflops) / float(ref["gpu_fp16_tflops"])
+    bandwidth_ratio = float(bw) / float(ref["gpu_bandwidth_gbs"]) if bw else compute_ratio
+    ratio = min(compute_ratio, bandwidth_ratio)
     rtf = float(ref["rtf"]) / ratio
     out = {"audio_s_per_s": 1.0 / rtf, "rtf": rtf, "rtf_reference": float(ref["rtf"]),
            "reference_gpu": ref["gpu"], "reference_tflops": float(ref["gpu_fp16_tflops"]),
-           "gpu_tflops": float(tflops), "ratio": ratio,
+           "reference_bandwidth_gbs": float(ref["gpu_bandwidth_gbs"]),
+           "gpu_tflops": float(tflops), "gpu_bandwidth_gbs": float(bw) if bw else None,
+           "compute_ratio": compute_ratio, "bandwidth_ratio": bandwidth_ratio, "ratio": ratio,
+           "bound": "compute (encoder)" if compute_ratio <= bandwidth_ratio else "bandwidth (decoder)",
            "decoder_tokens_per_audio_s": float(ref["decoder_tokens_per_audio_s"]),
            "gflops_per_audio_s": float(ref["gflops_per_audio_s"]),
            "precision_note": "16-bit reference; int8/int4 speed-ups are not assumed"}
     out["eta_flops"] = out["audio_s_per_s"] * out["gflops_per_audio_s"] / 1e3 / float(tflops)
     note_detail({"function": "asr_capacity", "result": round(out["audio_s_per_s"], 1),
-                 "formula": "audio_s_per_s = 1 / (rtf_ref x tflops_ref / tflops_gpu)",
+                 "formula": "audio_s_per_s = min(tflops_gpu / tflops_ref, bandwidth_gpu / bandwidth_ref)"
+                            " / rtf_ref",
                  "values": {k: v for k, v in out.items() if isinstance(v, (int, float))}})
     return out
 
