@@ -163,3 +163,22 @@ def test_open_questions_do_not_ask_for_a_given_ttft():
     assert "sla.ttft_ms" not in asked
     assert "sla.tpot_ms" in asked and "default TPOT" in asked["sla.tpot_ms"]["because"]["en"]
     assert "uses the defaults TTFT" not in asked["sla.tpot_ms"]["because"]["en"]
+
+
+def test_vision_and_asr_catalog_numbers_have_sources():
+    """Every number the class physics reads names a source covering it (field-level)."""
+    from servewise.engine.catalog import load_catalog
+
+    cat = load_catalog()
+    for entry in cat.table("vision-models"):
+        fields = {f for s in entry["sources"] for f in s.get("fields", [])}
+        for name in ("gflops_per_frame", "measured.ms_per_frame", "measured.device_fp16_tflops"):
+            assert name in fields, (entry["id"], name)
+    whisper = cat.model("Whisper-large-v3")
+    fields = {f for s in whisper["sources"] for f in s.get("fields", [])}
+    for key in whisper["asr_reference"]:
+        assert f"asr_reference.{key}" in fields, key
+    for gpu in ("NVIDIA Jetson AGX Orin 64GB", "Ascend Atlas 200I A2", "T4"):
+        g = cat.gpu(gpu)
+        assert g["video_decode_1080p_fps"] > 0
+        assert any("video_decode_1080p_fps" in s.get("fields", []) for s in g["sources"]), gpu
