@@ -202,7 +202,8 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append(f"  latency {perf['latency_ms']} ms (worst case {_v(perf.get('latency_p99_ms'))} ms), "
                    f"{_v(perf['requests_per_s'])} requests/s at full batches "
                    f"(planned {_v(perf.get('planned_requests_per_s'))}), "
-                   f"{perf['max_concurrency']} requests per batch in total; "
+                   f"{_v(perf.get('batch_requests'))} requests ({perf['max_concurrency']} sequences) "
+                   f"per batch in total; "
                    f"meets SLA: {_v(perf['meets_sla'])}")
         if perf.get("compute_needed_tflops") is not None:
             out.append(f"  prefill compute {_v(perf['compute_needed_tflops'])} TFLOP/s needed, "
