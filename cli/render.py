@@ -196,12 +196,43 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
                    f"{perf['tpot_ms']} ms{band_p}, "
                    f"{_v(perf['output_tokens_per_s'])} output tokens/s, "
                    f"{perf['max_concurrency']} requests in flight; meets SLA: {_v(perf['meets_sla'])}")
+    elif perf.get("latency_ms") is not None:  # an encoder: requests/s and latency, no token stream
+        out.append("")
+        out.append(t("performance", lang))
+        out.append(f"  latency {perf['latency_ms']} ms (worst case {_v(perf.get('latency_p99_ms'))} ms), "
+                   f"{_v(perf['requests_per_s'])} requests/s at full batches "
+                   f"(planned {_v(perf.get('planned_requests_per_s'))}), "
+                   f"{_v(perf.get('batch_requests'))} requests ({perf['max_concurrency']} sequences) "
+                   f"per batch in total; "
+                   f"meets SLA: {_v(perf['meets_sla'])}")
+        if perf.get("compute_needed_tflops") is not None:
+            out.append(f"  prefill compute {_v(perf['compute_needed_tflops'])} TFLOP/s needed, "
+                       f"{_v(perf.get('compute_delivered_tflops'))} TFLOP/s delivered at efficiency "
+                       f"{_v(perf.get('efficiency'))}")
+    elif perf.get("audio_s_per_s_needed") is not None:  # ASR: audio seconds per second
+        out.append("")
+        out.append(t("performance", lang))
+        out.append(f"  {_v(perf['audio_s_per_s_needed'])} audio seconds per second needed, "
+                   f"{_v(perf.get('audio_s_per_s_capacity'))} transcribed at real-time factor "
+                   f"{perf.get('rtf')} per GPU, about {_v(perf.get('decoder_tokens_per_s'))} text "
+                   f"tokens/s; meets SLA: {_v(perf['meets_sla'])}")
+    if perf.get("video_streams"):
+        out.append(f"  video: {perf['video_streams']} streams, {_v(perf['video_frames_per_s_needed'])} "
+                   f"frames/s of {perf['video_detector']} ({_v(perf['video_compute_needed_tflops'])} of "
+                   f"{_v(perf['video_compute_delivered_tflops'])} TFLOP/s), decode "
+                   f"{_v(perf['video_decode_fps_needed'])} of {_v(perf.get('video_decode_fps_capacity'))} "
+                   f"frames/s")
     cost = plan["cost"]
     if cost.get("capex_cny") is not None:
         out.append("")
         out.append(t("cost", lang))
-        out.append(f"  {capex_line(cost)}, opex {_v(cost['monthly_opex_cny'])} CNY/month, "
-                   f"{_v(cost.get('cny_per_million_tokens'))} CNY per million tokens, "
+        if cost.get("cny_per_audio_hour") is not None:
+            unit = f"{cost['cny_per_audio_hour']} CNY per hour of audio"
+        elif cost.get("cny_per_million_requests") is not None:
+            unit = f"{_v(cost['cny_per_million_requests'])} CNY per million requests"
+        else:
+            unit = f"{_v(cost.get('cny_per_million_tokens'))} CNY per million tokens"
+        out.append(f"  {capex_line(cost)}, opex {_v(cost['monthly_opex_cny'])} CNY/month, {unit}, "
                    f"{cost.get('buy_or_rent')}")
         if cost.get("unpriced_parts"):
             out.append(f"  unpriced, not in capex: {', '.join(cost['unpriced_parts'])}")

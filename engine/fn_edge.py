@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .catalog import UnknownEntry
 from .functions import current, domain_function
 
@@ -21,3 +23,21 @@ def edge_module(gpu: str) -> str | None:
             except UnknownEntry:
                 continue
     return None
+
+
+@domain_function
+def edge_bom_lines(gpu: str, units: int, region: str, store_tb: float) -> list[dict[str, Any]]:
+    """Bill of materials of ``units`` edge boxes: the module at its market price for ``region``
+    (the catalog's dated, sourced range), and per box the carrier board, enclosure, DC supply and
+    NVMe SSD, each unpriced unless the market file has a price (never invented)."""
+    from .fn_bom import _line, gpu_price, market_price
+
+    n = max(1, int(units))
+    lines = [_line(gpu, "gpu", n, gpu_price(gpu, region))]
+    store_gb = max(1, int(round(float(store_tb or 0) * 1000)))
+    for part, category in (("edge carrier board (industrial, wide-temperature)", "platform"),
+                           ("edge enclosure (sealed, wide-temperature) with DC supply", "platform"),
+                           (f"NVMe M.2 SSD ≥ {store_gb} GB", "ssd")):
+        lines.append(_line(part, category, n, market_price(part, region),
+                           unpriced="no sourced price for this part; quote it with the module"))
+    return lines

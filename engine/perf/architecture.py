@@ -66,8 +66,8 @@ def params(m: dict[str, Any]) -> Params:
     h = _num(m, "hidden_size", 0) or 0
     vocab = _num(m, "vocab_size", 0) or 0
     emb = vocab * h
-    # encoders (embedding models) have no LM head; tied heads reuse the embedding
-    head = 0.0 if m.get("tie_word_embeddings") or m.get("task") == "embedding" else emb
+    # encoders (embedding, reranker models) have no LM head; tied heads reuse the embedding
+    head = 0.0 if m.get("tie_word_embeddings") or m.get("task") in ("embedding", "reranker") else emb
     e = int(_num(m, "num_experts", 0) or 0)
     k = int(_num(m, "experts_per_token", 0) or 0)
     total_b = _num(m, "total_params_b")
