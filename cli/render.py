@@ -128,7 +128,8 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         shown = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None)
         return c["framework"] + (f" ({shown})" if shown else "")
     if name == "availability" and c.get("target_pct") is not None:
-        spare = (f"; +{c['redundant_replicas']} spare replica(s) ({c.get('redundant_gpus')} GPUs) recommended"
+        spare = (f"; +{c['redundant_replicas']} spare replica(s) ({c.get('redundant_gpus')} GPUs)"
+                 + (" included in the counts" if c.get("included_in_counts") else " recommended")
                  if c.get("redundant_replicas") else "")
         return f"{c['target_pct']}% target ({c.get('downtime_min_per_month')} min/month downtime){spare}"
     fields = SUMMARY_FIELDS.get(name)
