@@ -206,6 +206,9 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
                    f"{cost.get('buy_or_rent')}")
         if cost.get("unpriced_parts"):
             out.append(f"  unpriced, not in capex: {', '.join(cost['unpriced_parts'])}")
+        if cost.get("software_services_cny_per_year") is not None:
+            out.append(f"  software licences and services {_v(cost['software_services_cny_per_year'])} CNY/year "
+                       f"(buyer input), TCO {_v(cost.get('tco_cny'))} CNY over the horizon")
     if plan.get("bom"):
         out.append("")
         out.append(t("bom", lang))
