@@ -208,3 +208,15 @@ def test_g_gpu_030(run):
         "traffic.avg_output_tokens": 256, "deployment.region": "cn"}).values
     assert v["thumb.a100_batch"] > v["thumb.a6000_batch"] >= 1
     assert v["thumb.a100_tokens_per_s_per_gpu"] > v["thumb.a6000_tokens_per_s_per_gpu"] > 0
+
+
+def test_g_sla_006(plan, run):
+    """Top-down SLOs: P99 latency, peak QPS, availability and a cost cap per inference (per million output
+    tokens) are inputs; a configuration above the cap is rejected and a plan above it is infeasible."""
+    capped = plan(_with(SMALL, sla={"max_cny_per_million_tokens": 0.01}))
+    assert capped.feasible is False
+    assert capped.rejected_by("cost.candidate-over-token-cost-cap")
+    loose = plan(_with(SMALL, sla={"max_cny_per_million_tokens": 1000}))
+    assert loose.feasible is True and not loose.rejected_by("cost.candidate-over-token-cost-cap")
+    check = run("check.token-cost-cap", {"sla.max_cny_per_million_tokens": 1, "cost.cny_per_million_tokens": 2.2})
+    assert check.values["plan.feasible"] is False
