@@ -128,7 +128,8 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         shown = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None)
         return c["framework"] + (f" ({shown})" if shown else "")
     if name == "availability" and c.get("target_pct") is not None:
-        spare = (f"; +{c['redundant_replicas']} spare replica(s) ({c.get('redundant_gpus')} GPUs) recommended"
+        spare = (f"; +{c['redundant_replicas']} spare replica(s) ({c.get('redundant_gpus')} GPUs)"
+                 + (" included in the counts" if c.get("included_in_counts") else " recommended")
                  if c.get("redundant_replicas") else "")
         return f"{c['target_pct']}% target ({c.get('downtime_min_per_month')} min/month downtime){spare}"
     fields = SUMMARY_FIELDS.get(name)
@@ -236,6 +237,9 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
                    f"{cost.get('buy_or_rent')}")
         if cost.get("unpriced_parts"):
             out.append(f"  unpriced, not in capex: {', '.join(cost['unpriced_parts'])}")
+        if cost.get("software_services_cny_per_year") is not None:
+            out.append(f"  software licences and services {_v(cost['software_services_cny_per_year'])} CNY/year "
+                       f"(buyer input), TCO {_v(cost.get('tco_cny'))} CNY over the horizon")
     if plan.get("bom"):
         out.append("")
         out.append(t("bom", lang))

@@ -48,10 +48,12 @@ from .yamlio import YamlError, display_name, load_text, read_text, write_text_at
 PRIORITY: tuple[str, ...] = (
     "model", "mode", "traffic.peak_qps", "sla.ttft_ms", "sla.tpot_ms",
     "traffic.avg_input_tokens", "traffic.avg_output_tokens", "traffic.max_context_tokens",
-    "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.p99", "sla.availability",
+    "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.network_ms", "sla.preprocess_ms",
+    "sla.postprocess_ms", "sla.p99", "sla.availability", "constraints.allow_single_point_of_failure",
     "constraints.domestic_only", "deployment.region", "constraints.exclude_restricted",
     "constraints.vendors", "constraints.gpu_models",
     "constraints.team_skills", "constraints.allow_unskilled_vendor", "constraints.capex_budget_cny",
+    "sla.max_cny_per_million_tokens",
     "constraints.multi_tenant",
     "constraints.accept_used_hardware", "constraints.rack_power_kw", "constraints.cooling_available",
     "constraints.electricity_cny_per_kwh", "deployment.horizon_months", "deployment.buy_or_rent",

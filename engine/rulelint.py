@@ -218,6 +218,9 @@ class Linter:
     def test_coverage(self, spec: RuleSpec) -> None:
         """A shipped rule without a biting case is an error; a ``--rules-dir`` rule gets a warning."""
         missing = coverage_gaps(spec)
+        reason = spec.raw.get("no_firing_case")
+        if reason:
+            self.add(spec, ("no_firing_case",), f"no firing case: {reason}", "warning", code="test-coverage")
         if missing:
             self.add(spec, ("tests",) if spec.tests else (), "no test case " + " and no case ".join(missing),
                      "error" if spec.builtin else "warning", code="test-coverage")
@@ -247,8 +250,9 @@ def coverage_gaps(spec: RuleSpec) -> list[str]:
     the facts it reads exist). Empty when both exist."""
     cases = [c.get("expect") or {} for c in spec.tests]
     missing = []
-    if not any(checks_result(e) and e.get("fires", True) is not False and e.get("warns", True) is not False
-               for e in cases):
+    if not spec.raw.get("no_firing_case") and not any(
+            checks_result(e) and e.get("fires", True) is not False and e.get("warns", True) is not False
+            for e in cases):
         missing.append("where it fires with a checked result (values, rejected, asks, says or feasible)")
     if spec.when and not any(e.get("fires") is False or e.get("warns") is False for e in cases):
         missing.append("where it must not fire (fires: false or warns: false)")

@@ -103,6 +103,9 @@ def run_case(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> CaseRe
             alone = RuleBase([spec], rulebase.files, rulebase.knowledge_hash)
             runner = Runner(alone)
             facts = {k: (v, Origin("input", f"test:{k}")) for k, v in case["facts"].items()}
+            for kind, items in (case.get("items") or {}).items():  # e.g. candidates for a for_each rule
+                for iid, attrs in items.items():
+                    runner.store.create_item(kind, str(iid), attrs, 0)
             mem = runner.run(facts, RunContext(load_catalog()))
             feasible = None
     except WorkloadError as exc:

@@ -201,3 +201,14 @@ def test_saved_answers_plan_like_the_example(tmp_path, rulebase):
     target = tmp_path / "a.yaml"
     iv.save_answers(target, session)
     assert plan_file(target, rulebase).plan == plan_file(EXAMPLE, rulebase).plan
+
+
+def test_latency_segments_are_asked_with_an_end_to_end_target(rulebase):
+    """G-SLA-007: network, pre- and post-processing budgets are asked once an end-to-end target is given."""
+    plain = iv.Session(answers={"model": "Llama-3.1-8B", "mode": "online"})
+    got = keys(iv.open_questions(plain, plan_of(plain.answers, rulebase), rulebase))
+    assert "sla.network_ms" not in got
+    e2e = iv.Session(answers={"model": "Llama-3.1-8B", "mode": "online", "sla": {"e2e_p99_ms": 6000}})
+    got = keys(iv.open_questions(e2e, plan_of(e2e.answers, rulebase), rulebase))
+    assert [k for k in got if k in ("sla.network_ms", "sla.preprocess_ms", "sla.postprocess_ms")] == [
+        "sla.network_ms", "sla.preprocess_ms", "sla.postprocess_ms"]

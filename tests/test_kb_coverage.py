@@ -30,11 +30,18 @@ def test_every_guideline_has_one_verdict_and_no_problem(report):
     assert sum(report.counts.values()) == len(guidelines()) == 243
 
 
-def test_sample_partial_ones_are_partial_with_what_is_missing(report):
+def test_sample_partial_ones_are_finished_or_say_what_is_missing(report):
+    """The sample of issue #16: each is now encoded with a test named after it, or still partial with what is
+    missing; and at most 5 % of the 243 stay partial, each with its reason."""
     by_id = {e.id: e for e in report.entries}
     for gid in SAMPLE_PARTIAL:
-        assert by_id[gid].status == "partial", gid
-        assert len(by_id[gid].note) > 40, gid
+        if by_id[gid].status == "encoded":
+            assert by_id[gid].tests, gid
+        else:
+            assert by_id[gid].status == "partial" and len(by_id[gid].note) > 40, gid
+    partial = [e for e in report.entries if e.status == "partial"]
+    assert len(partial) <= 12, [e.id for e in partial]
+    assert all(len(e.note) > 40 for e in partial)
 
 
 def test_non_encoded_verdicts_give_a_reason(report):
@@ -125,7 +132,8 @@ def test_cli_json_lists_every_id(cli):
     data = json.loads(result.output)
     assert data["total"] == 243 and set(data["counts"]) == set(STATUSES)
     row = {g["id"]: g for g in data["guidelines"]}
-    assert row["G-SLA-007"]["status"] == "partial" and "50 ms" in row["G-SLA-007"]["missing"]
+    assert row["G-COOL-007"]["status"] == "partial" and "hot/cold-aisle" in row["G-COOL-007"]["missing"]
+    assert row["G-SLA-007"]["status"] == "encoded" and row["G-SLA-007"]["tests"]
     assert row["G-COST-002"]["catalog"] == ["prices/price-h200-nvl-card-d0"]
     assert "cooling.air-below-4kw" in row["G-COOL-001"]["rules"]
     assert row["G-COOL-001"]["tests"][0].endswith("::test_g_cool_001")
@@ -136,4 +144,4 @@ def test_cli_text_shows_counts_and_the_partial_ones(cli):
     out = cli("kb", "coverage", "--format", "text").output
     for status in STATUSES:
         assert re.search(rf"^  {re.escape(status)}\s+\d+", out, re.M), status
-    assert "G-OPS-006:" in out and "G-COOL-001:" not in out
+    assert "G-COOL-007:" in out and "G-COOL-001:" not in out

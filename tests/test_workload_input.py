@@ -78,6 +78,9 @@ def test_every_numeric_bound_is_a_number():
         for bound in ("minimum", "maximum"):
             value = getattr(d, bound, None)
             assert value is None or isinstance(value, (int, float)) and not isinstance(value, bool), (d.key, bound, value)
+        if d.type in ("number", "integer"):
+            assert d.default is None or isinstance(d.default, (int, float)) and not isinstance(d.default, bool), d.key
+            assert d.minimum is None or d.maximum is None or d.minimum < d.maximum, d.key
 
 
 def test_a_budget_never_crashes(tmp_path, cli):
@@ -100,3 +103,14 @@ def test_validation_messages_in_both_languages(tmp_path, cli, text, en, zh):
     assert english.exit_code == chinese.exit_code == 2
     assert en in english.output and "error:" in english.output
     assert zh in chinese.output and "错误" in chinese.output and "expected" not in chinese.output
+def test_a_budget_is_honoured(tmp_path, cli):
+    """#11 item 5: the best plan within the budget; none within it -> exit 1 with what the budget buys and what
+    meeting the SLA costs."""
+    base = "model: Qwen2.5-7B\nprecision: fp8\nsla: {ttft_ms: 800, tpot_ms: 50}\ntraffic: {peak_qps: 5}\n"
+    short = cli("--lang", "en", "plan", write(tmp_path, base + "constraints: {capex_budget_cny: 100000}\n"))
+    assert short.exit_code == 1, short.output[-800:]
+    flat = " ".join(short.output.split())
+    assert "fits the 100,000 CNY budget. Meeting it costs at least" in flat and "What the budget buys:" in flat
+    plenty = cli("--lang", "en", "plan", "--format", "json",
+                 write(tmp_path, base + "constraints: {capex_budget_cny: 5000000}\n"))
+    assert plenty.exit_code == 0 and json.loads(plenty.output)["cost"]["capex_cny"] <= 5000000

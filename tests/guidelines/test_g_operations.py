@@ -198,15 +198,18 @@ def test_g_cost_025(run, used):
         assert checks is None
 
 
-AVAILABILITY = {**CHOSEN, "mode": "online", "chosen.tp": 2, "chosen.replicas": 2, "chosen.servers": 1,
+AVAILABILITY = {**CHOSEN, "mode": "online", "chosen.tp": 2, "chosen.pp": 1, "chosen.replicas": 2, "chosen.servers": 2,
                 "chosen.gpu": "H100 SXM", "chosen.gpu_price_cny": 100000}
 
 
 @pytest.mark.parametrize("availability,spare", [(99.9, True), (99.99, True), (99.5, False)])
 def test_g_ops_002(run, availability, spare):
     """Availability ≥ 99.9 % (43.8 min a month) calls for a spare replica; below it, none is bought."""
+    policy = run("sla.availability-policy", {"sla.availability": availability, "mode": "online",
+                                             "constraints.allow_single_point_of_failure": None})
     out = run(["monitoring.availability-n-plus-1", "monitoring.availability-best-effort"],
-              {**AVAILABILITY, "sla.availability": availability})
+              {**AVAILABILITY, "sla.availability": availability,
+               "chosen.spare_replicas": policy.values["sla.spare_replicas"]})
     assert ("bom.redundant_replicas" in out.values and out.values["bom.redundant_replicas"] == 1) is spare
     minutes = round((100 - availability) / 100 * 730 * 60, 1)
     if spare:
@@ -214,9 +217,16 @@ def test_g_ops_002(run, availability, spare):
 
 
 def test_g_ops_001(run):
-    """7×24 load: at ≥ 99.9 % a one-server plan is told it is a single point of failure."""
-    out = run("monitoring.availability-n-plus-1", {**AVAILABILITY, "sla.availability": 99.9})
-    assert "single point of failure" in out.values["components.availability.placement"]
+    """7×24 load: at ≥ 99.9 % a single server is a single point of failure, so the replicas are spread over
+    servers behind a load balancer (the spare is counted; a one-server plan needs the buyer's consent)."""
+    policy = run("sla.availability-policy", {"sla.availability": 99.9, "mode": "online",
+                                             "constraints.allow_single_point_of_failure": None})
+    assert policy.values["sla.spof_allowed"] is False
+    out = run("monitoring.availability-n-plus-1", {**AVAILABILITY, "sla.availability": 99.9, "chosen.spare_replicas": 1})
+    assert "spread over 2 servers" in out.values["components.availability.placement"]
+    single = run("monitoring.availability-n-plus-1", {**AVAILABILITY, "sla.availability": 99.9,
+                                                      "chosen.spare_replicas": 1, "chosen.servers": 1})
+    assert "single point of failure" in single.values["components.availability.placement"]
 
 
 @pytest.mark.parametrize("multi,method", [(False, "containers"), (True, "whole-GPU containers")])
@@ -344,7 +354,8 @@ def test_g_test_002(run):
 @pytest.mark.parametrize("capex,warns", [(500000, True), (300000, False)])
 def test_g_cost_016(run, capex, warns):
     """Over- and under-provisioning both fail: the SLA sets the hardware and a budget overrun is flagged."""
-    out = run("check.over-budget", {"constraints.capex_budget_cny": 400000, "cost.capex_cny": capex})
+    out = run("check.over-budget", {"constraints.capex_budget_cny": 400000, "cost.capex_cny": capex,
+                                    "chosen.capex_cny": 300000})
     assert out.warned("check.over-budget") is warns
 
 

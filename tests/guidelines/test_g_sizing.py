@@ -30,7 +30,8 @@ def test_g_cnt_008(plan):
     for out, qps in ((small, 5), (busy, 40)):
         v = out.values
         assert v["chosen.replicas"] >= math.ceil(qps / v["chosen.requests_per_s"])
-        assert v["chosen.gpus"] == v["chosen.replicas"] * v["chosen.tp"] * v["chosen.pp"]
+        assert v["chosen.gpus"] == v["chosen.replicas_installed"] * v["chosen.tp"] * v["chosen.pp"]
+        assert v["chosen.replicas_installed"] == v["chosen.replicas"] + v["chosen.spare_replicas"]
     assert busy.values["chosen.gpus"] > small.values["chosen.gpus"]
 
 
