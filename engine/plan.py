@@ -228,7 +228,13 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
             results.append(plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
                                                or entry.get("peak_qps") is None] + extra,
                                          rulebase, file, provided))
-        return PlanResult(combine(workload, defaults_used, entries, results), results[0].memory)
+
+        def replan(entry: dict[str, Any], gpu: str) -> PlanResult:  # the pool on another host GPU
+            sub, extra = sub_workload(workload, entry)
+            sub["constraints"]["gpu_models"] = [gpu]
+            return plan_workload(sub, [d for d in defaults_used if d != "constraints.gpu_models" and (
+                d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided)
+        return PlanResult(combine(workload, defaults_used, entries, results, replan), results[0].memory)
     if provided is None:
         provided = frozenset(d.key for d in input_defs()
                              if d.key not in defaults_used and get_path(workload, d.key) is not None)

@@ -9,14 +9,20 @@ composition step per component links the combined value to the pool steps that d
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
+from .catalog import load_catalog
+from .functions import RunContext, reset_context, use_context
 from .messages import both
 from .plan import COMPONENT_FIELDS, PlanResult, cite
+from .pools_pack import PackedOption, packed_option, separate_rack
 
 SUMMED = {("gpu", "count"), ("gpu", "replicas"), ("servers", "count"), ("storage", "capacity_tb")}
 STEP_OFFSET = 100_000
 COMBINE_SOURCE = {"guideline": ["G-ISO-010", "G-ISO-002", "G-MEM-007"]}
+PACK_SOURCE = {"guideline": ["G-ISO-010", "G-ISO-003", "G-ISO-006", "G-STO-008", "G-MEM-020"]}
+PACKED_COMPONENTS = ("servers", "cpu", "memory", "storage", "power", "cooling", "rack")
 
 
 def sub_workload(workload: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -57,9 +63,134 @@ def _shift(step: dict[str, Any], offset: int, prefix: str) -> dict[str, Any]:
     return out
 
 
+def _monthly(capex: Any, opex: Any, months: int) -> float | None:
+    if not isinstance(capex, (int, float)) or not isinstance(opex, (int, float)):
+        return None
+    return round(capex / months + opex)
+
+
+def _tenants(option: PackedOption | None, labels: list[str], results: list[PlanResult]) -> list[dict[str, Any]]:
+    """What separates each tenant (pool) from the others."""
+    out = []
+    for i, label in enumerate(labels):
+        v = results[i].memory.values
+        if option is None or not v.get("pack.may_share_server", True):
+            texts = both("pools.tenant-own-servers")
+            out.append({"pool": label, "isolation": texts["en"], "isolation_i18n": texts, "servers": []})
+            continue
+        where = [k for k, s in enumerate(option.servers) if label in s["pools"]]
+        others_en = others_zh = ""
+        for k in where:
+            mates = [p for p in option.servers[k]["pools"] if p != label]
+            if mates:
+                t = both("pools.tenant-shares-with", server=k + 1, pools=", ".join(mates))
+                others_en += t["en"]
+                others_zh += t["zh"]
+        unit = v.get("pack.unit")
+        if unit in ("mig", "mps"):
+            texts = both(f"pools.tenant-{unit}", profile=v.get("pack.slice_profile"), others=others_en,
+                         others_zh=others_zh)
+        else:
+            texts = both("pools.tenant-gpu", gpus=v.get("chosen.gpus"), gpu=v.get("chosen.gpu"),
+                         others=others_en, others_zh=others_zh)
+        out.append({"pool": label, "isolation": texts["en"], "isolation_i18n": texts,
+                    "unit": unit, "servers": [k + 1 for k in where]})
+    return out
+
+
+def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], labels: list[str],
+                  results: list[PlanResult], replan: Callable[[dict[str, Any], str], PlanResult] | None
+                  ) -> tuple[list[PlanResult], PackedOption | None, dict[str, Any]]:
+    """Separate servers per pool vs the pools packed into shared servers of one host GPU model (each
+    GPU model some pool chose, the others re-planned on it): the cheapest per month (capex written off
+    over min(horizon, 36) months + opex) within what the rules allow each pool to share."""
+    months = min(workload["deployment"]["horizon_months"], 36)
+    plans = [r.plan for r in results]
+    sep_capex = sum(p["cost"].get("capex_cny") or 0 for p in plans)
+    sep_opex = sum(p["cost"].get("monthly_opex_cny") or 0 for p in plans)
+    sep_servers = sum(p["components"]["servers"].get("count") or 0 for p in plans)
+    separate = {"option": "separate", "servers": sep_servers, "capex_cny": sep_capex,
+                "monthly_opex_cny": sep_opex, "monthly_cost_cny": _monthly(sep_capex, sep_opex, months)}
+    options: list[dict[str, Any]] = [separate]
+    best: tuple[float, list[PlanResult], PackedOption] | None = None
+    reasons: list[str] = []
+    if replan is not None and len(results) > 1 and all(r.feasible for r in results) and workload["mode"] != "edge":
+        order = sorted(range(len(results)), key=lambda i: (-(results[i].memory.values.get("chosen.gpus") or 0), i))
+        hosts = list(dict.fromkeys(str(results[i].memory.values.get("chosen.gpu")) for i in order))
+        token = use_context(RunContext(load_catalog()))
+        try:
+            for gpu in hosts:
+                used = [r if r.memory.values.get("chosen.gpu") == gpu else replan(e, gpu)
+                        for e, r in zip(entries, results, strict=True)]
+                if not all(u.feasible for u in used):
+                    missing = [lb for lb, u in zip(labels, used, strict=True) if not u.feasible]
+                    reasons.append(f"{', '.join(missing)} cannot run on {gpu}")
+                    options.append({"option": f"packed on {gpu}", "feasible": False,
+                                    "reason": f"{', '.join(missing)}: no feasible configuration on {gpu}"})
+                    continue
+                values = {lb: u.memory.values for lb, u in zip(labels, used, strict=True)}
+                limit = max(float(v.get("facility.rack_limit_kw") or 0) for v in values.values()) or 6.0
+                opt = packed_option(gpu, labels, values, workload, limit)
+                if opt is None:
+                    reasons.append(f"a pool on {gpu} spans servers or has no packing conclusion")
+                    continue
+                options.append({"option": f"packed on {gpu}", "feasible": True, "servers": len(opt.servers),
+                                "capex_cny": opt.cost["capex_cny"], "monthly_opex_cny": opt.cost["monthly_opex_cny"],
+                                "monthly_cost_cny": opt.cost["monthly_cost_cny"]})
+                if best is None or opt.cost["monthly_cost_cny"] < best[0]:
+                    best = (opt.cost["monthly_cost_cny"], used, opt)
+        finally:
+            reset_context(token)
+    sep_monthly = separate["monthly_cost_cny"]
+    packed = best is not None and sep_monthly is not None and best[0] < sep_monthly
+    fmt = {"count": len(results), "sep_servers": sep_servers, "sep_monthly": sep_monthly or 0}
+    if packed and best is not None:
+        _, used, opt = best
+        level = workload["constraints"].get("tenant_isolation") or "hard"
+        texts = both("pools.packed-chosen", servers=len(opt.servers), gpu=opt.host_gpu, monthly=best[0],
+                     capex=int(opt.cost["capex_cny"]), months=months, opex=opt.cost["monthly_opex_cny"],
+                     isolation=level, **fmt)
+        tenants = _tenants(opt, labels, used)
+    else:
+        if best is not None:
+            why = both("pools.packed-dearer", servers=len(best[2].servers), gpu=best[2].host_gpu, monthly=best[0])
+        else:
+            reason = "; ".join(reasons) or "one pool only, or a pool is infeasible"
+            why = both("pools.no-packing", reason=reason)
+        texts = both("pools.separate-chosen", why=why["en"], why_zh=why["zh"], **fmt)
+        used, opt = results, None
+        tenants = _tenants(None, labels, results)
+    packing = {"chosen": "packed" if opt else "separate", "host_gpu": opt.host_gpu if opt else None,
+               "because": texts["en"], "because_i18n": texts, "options": options, "tenants": tenants,
+               "tenant_isolation": workload["constraints"].get("tenant_isolation"),
+               "servers": opt.servers if opt else []}
+    return used, opt, packing
+
+
+def _dedupe_warnings(warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A warning several pools share (same rule, same text) appears once, naming the pools."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for w in warnings:
+        groups.setdefault((w["rule"], w["raw"]), []).append(w)
+    out = []
+    for ws in groups.values():
+        w = dict(ws[0])
+        pools = [x["pool"] for x in ws]
+        raw, raw_i18n = w.pop("raw"), w.pop("raw_i18n")
+        if len(pools) > 1 or pools[0] is not None:
+            names = ", ".join(p for p in pools if p)
+            texts = {lang: f"[{names}] {raw_i18n.get(lang, raw)}" for lang in raw_i18n}
+            w.update(message=texts.get("en", raw), message_i18n=texts, pool=names,
+                     pools=[p for p in pools if p])
+        out.append(w)
+    return out
+
+
 def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[dict[str, Any]],
-            results: list[PlanResult]) -> dict[str, Any]:
+            results: list[PlanResult],
+            replan: Callable[[dict[str, Any], str], PlanResult] | None = None) -> dict[str, Any]:
     labels = [_label(e) for e in entries]
+    results, option, packing = choose_layout(workload, entries, labels, results, replan)
     plans = [r.plan for r in results]
     first = plans[0]
     trace: list[dict[str, Any]] = []
@@ -106,8 +237,38 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
     weighted = (round(sum(t * c for t, c in zip(tokens, per_m, strict=True)) / sum(tokens), 3)
                 if sum(tokens) > 0 and all(isinstance(c, (int, float)) for c in per_m) else None)
     decisions = {c.get("buy_or_rent") for c in cost}
-    warnings = [dict(w, message=f"[{labels[i]}] {w['message']}", pool=labels[i])
-                for i, p in enumerate(plans) for w in p["warnings"]]
+    warnings = _dedupe_warnings([dict(w, raw=w["message"], raw_i18n=w.get("message_i18n") or {"en": w["message"]},
+                                      pool=labels[i]) for i, p in enumerate(plans) for w in p["warnings"]])
+    if option is not None:
+        for comp in PACKED_COMPONENTS:
+            components[comp] = option.components[comp]
+        components["gpu"] = dict(components["gpu"], count=sum(sv["gpus_installed"] for sv in option.servers),
+                                 per_server=max(sv["gpus_installed"] for sv in option.servers))
+    else:
+        components["rack"] = dict(components["rack"], **separate_rack(plans))
+    components["isolation"] = dict(components.get("isolation") or {},
+                                   per_tenant={t["pool"]: t["isolation"] for t in packing["tenants"]})
+    premises = [{"fact": f"pools[{labels[i]}].pack.unit", "value": r.memory.values.get("pack.unit"),
+                 "step": r.memory.value_step["pack.unit"] + (i + 1) * STEP_OFFSET}
+                for i, r in enumerate(results) if "pack.unit" in r.memory.value_step]
+    kept = {s["step"] for s in trace}
+    for i, r in enumerate(results):  # the pack.* steps join the trace (they are not component steps)
+        for st in r.memory.steps:
+            shifted = st["step"] + (i + 1) * STEP_OFFSET
+            if any(c["fact"].startswith("pack.") for c in st["conclusions"]) and shifted not in kept:
+                step = dict(st)
+                src = step["source"]
+                step["source"] = [cite(x) for x in src] if isinstance(src, list) else cite(src)
+                step["because_i18n"] = step["because"]
+                step["because"] = step["because"]["en"]
+                trace.append(_shift(step, (i + 1) * STEP_OFFSET, labels[i]))
+    trace.append({"step": next_step, "rule": "pools.pack", "stage": "bom", "source": cite(PACK_SOURCE),
+                  "item": None, "premises": premises,
+                  "conclusions": [{"fact": "packing.chosen", "value": packing["chosen"]},
+                                  {"fact": "components.servers.count", "value": components["servers"].get("count")},
+                                  {"fact": "packing.options", "value": packing["options"]}],
+                  "because": packing["because"], "because_i18n": packing["because_i18n"]})
+    trace.sort(key=lambda st: st["step"])
     if len(decisions) > 1:
         texts = both("pools.buy-or-rent-differ")
         warnings.append({"rule": "pools.combine", "severity": "warning", "pool": None,
@@ -125,8 +286,10 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
             "max_concurrency": total("max_concurrency", perf),
             "meets_sla": all(r.get("meets_sla") for r in perf),
         },
-        "bom": [dict(line, pool=labels[i]) for i, p in enumerate(plans) for line in p.get("bom") or []],
-        "cost": {
+        "bom": (option.bom if option is not None else
+                [dict(line, pool=labels[i]) for i, p in enumerate(plans) for line in p.get("bom") or []]),
+        "packing": packing,
+        "cost": option.cost | {"cny_per_million_tokens": weighted, "buy_or_rent": "buy"} if option is not None else {
             "capex_cny": total("capex_cny", cost),
             "capex_range_cny": ([total("lo", [{"lo": (c.get("capex_range_cny") or [None, None])[0]} for c in cost]),
                                  total("hi", [{"hi": (c.get("capex_range_cny") or [None, None])[1]} for c in cost])]
