@@ -120,13 +120,15 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
         token = use_context(RunContext(load_catalog()))
         try:
             for gpu in hosts:
-                used = [r if r.memory.values.get("chosen.gpu") == gpu else replan(e, gpu)
-                        for e, r in zip(entries, results, strict=True)]
+                used: list[PlanResult] = []
+                for e, r, lb in zip(entries, results, labels, strict=True):  # stop at the first misfit
+                    used.append(r if r.memory.values.get("chosen.gpu") == gpu else replan(e, gpu))
+                    if not used[-1].feasible:
+                        reasons.append(f"{lb} cannot run on {gpu}")
+                        options.append({"option": f"packed on {gpu}", "feasible": False,
+                                        "reason": f"{lb}: no feasible configuration on {gpu}"})
+                        break
                 if not all(u.feasible for u in used):
-                    missing = [lb for lb, u in zip(labels, used, strict=True) if not u.feasible]
-                    reasons.append(f"{', '.join(missing)} cannot run on {gpu}")
-                    options.append({"option": f"packed on {gpu}", "feasible": False,
-                                    "reason": f"{', '.join(missing)}: no feasible configuration on {gpu}"})
                     continue
                 values = {lb: u.memory.values for lb, u in zip(labels, used, strict=True)}
                 limit = max(float(v.get("facility.rack_limit_kw") or 0) for v in values.values()) or 6.0
@@ -167,6 +169,31 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
     return used, opt, packing
 
 
+def _component_texts(option: PackedOption | None, components: dict[str, Any],
+                     packing: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The explanation of each component sized once per physical server (or of the shared racks)."""
+    rack = components["rack"]
+    rack_args = {"count": components["servers"].get("count"), "limit": rack.get("rack_limit_kw"),
+                 "per_rack": rack.get("servers_per_rack"), "racks": rack.get("racks"),
+                 "draw": (option.components["power"]["server_draw_w"] if option else
+                          components["power"].get("server_draw_w"))}
+    if option is None:
+        return {"rack": both("pools.pack-rack", **rack_args)} if rack.get("racks") else {}
+    sv = option.servers
+    return {
+        "servers": both("pools.pack-servers", count=len(sv), gpu=option.host_gpu,
+                        gpus=", ".join(str(x["gpus_installed"]) for x in sv), sku=", ".join(x["sku"] for x in sv)),
+        "cpu": both("pools.pack-cpu", detail="; ".join(components["cpu"]["per_server"])),
+        "memory": both("pools.pack-memory", detail="; ".join(components["memory"]["per_server"])),
+        "storage": both("pools.pack-storage", detail="; ".join(
+            f"{x['models_tb']} TB models + {x['logs_tb']} TB logs = {x['store_tb']} TB on {x['drives']} × "
+            f"{x['drive_tb']} TB {x['ssd']} ({x['raid']})" for x in sv)),
+        "power": both("pools.pack-power", detail=", ".join(str(x["draw_w"]) for x in sv)),
+        "cooling": both("pools.pack-cooling", type=components["cooling"]["type"]),
+        "rack": both("pools.pack-rack", **rack_args),
+    }
+
+
 def _dedupe_warnings(warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A warning several pools share (same rule, same text) appears once, naming the pools."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -178,10 +205,8 @@ def _dedupe_warnings(warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
         pools = [x["pool"] for x in ws]
         raw, raw_i18n = w.pop("raw"), w.pop("raw_i18n")
         if len(pools) > 1 or pools[0] is not None:
-            names = ", ".join(p for p in pools if p)
-            texts = {lang: f"[{names}] {raw_i18n.get(lang, raw)}" for lang in raw_i18n}
-            w.update(message=texts.get("en", raw), message_i18n=texts, pool=names,
-                     pools=[p for p in pools if p])
+            names = ", ".join(p for p in pools if p)  # message_i18n stays unprefixed (renderers add the pool)
+            w.update(message=f"[{names}] {raw}", message_i18n=raw_i18n, pool=names, pools=[p for p in pools if p])
         out.append(w)
     return out
 
@@ -205,6 +230,8 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
             section[f] = _combine_field(comp, f, [(lb, p["components"].get(comp, {}).get(f))
                                                    for lb, p in zip(labels, plans, strict=True)])
         components[comp] = section
+        if option is not None and comp in PACKED_COMPONENTS:
+            continue  # sized once per physical server: the pools.pack steps below
         premises = []
         for i, plan in enumerate(plans):
             for s in plan["trace"]:
@@ -262,13 +289,25 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
                 step["because_i18n"] = step["because"]
                 step["because"] = step["because"]["en"]
                 trace.append(_shift(step, (i + 1) * STEP_OFFSET, labels[i]))
-    trace.append({"step": next_step, "rule": "pools.pack", "stage": "bom", "source": cite(PACK_SOURCE),
+    decision = next_step
+    trace.append({"step": decision, "rule": "pools.pack", "stage": "bom", "source": cite(PACK_SOURCE),
                   "item": None, "premises": premises,
                   "conclusions": [{"fact": "packing.chosen", "value": packing["chosen"]},
-                                  {"fact": "components.servers.count", "value": components["servers"].get("count")},
                                   {"fact": "packing.options", "value": packing["options"]}],
                   "because": packing["because"], "because_i18n": packing["because_i18n"]})
+    for comp, texts in _component_texts(option, components, packing).items():
+        next_step += 1
+        trace.append({"step": next_step, "rule": "pools.pack", "stage": "bom", "source": cite(PACK_SOURCE),
+                      "item": None,
+                      "premises": [{"fact": "packing.chosen", "value": packing["chosen"], "step": decision}],
+                      "conclusions": [{"fact": f"components.{comp}.{f}", "value": v}
+                                      for f, v in sorted(components[comp].items())],
+                      "because": texts["en"], "because_i18n": texts})
     trace.sort(key=lambda st: st["step"])
+    if option is not None and len(option.servers) == 1:
+        texts = both("pools.packed-one-server", count=len(plans))
+        warnings.append({"rule": "pools.pack", "severity": "warning", "pool": ", ".join(labels),
+                         "pools": labels, "message": texts["en"], "message_i18n": texts})
     if len(decisions) > 1:
         texts = both("pools.buy-or-rent-differ")
         warnings.append({"rule": "pools.combine", "severity": "warning", "pool": None,

@@ -20,7 +20,7 @@ from typing import Any
 from .fn_bom import bom_lines, bom_total, server_capacity, server_gpus, server_label, server_sku
 from .fn_facilities import raid10_drive_tb, raid10_drives
 from .fn_packing import Demand, Server, gpu_share_of, pack_servers
-from .functions import balanced_dimm_gb, catalog
+from .functions import balanced_dimm_gb, catalog, current
 
 OPS_LABOUR_CNY_PER_SERVER_MONTH = 2000  # rules/cost/cost.yaml cost.monthly-opex
 HOURS_PER_MONTH = 730
@@ -56,6 +56,23 @@ def _v(values: dict[str, Any], key: str, default: float = 0.0) -> float:
     return float(val) if isinstance(val, (int, float)) else default
 
 
+def _cpu(cores: int, pool_cpus: list[str], sku: str | None) -> tuple[str | None, int]:
+    """The CPU of the family the pools' rules chose (EPYC, Xeon, Kunpeng, ...) with the fewest cores
+    ≥ ``cores`` in at most the sockets the server SKU has (default 2); else the largest, all sockets."""
+    if not pool_cpus:
+        return None, 1
+    families = {c.split()[0] for c in pool_cpus}
+    table = current().catalog.table("cpus")
+    options = sorted({str(e["id"]) for e in table if str(e["id"]).split()[0] in families} | set(pool_cpus))
+    max_sockets = int(catalog("servers", sku, "cpu_sockets") or 2) if sku else 2
+    fits = sorted(((catalog("cpus", c, "cores") or 0) * n, n, c) for c in options for n in range(1, max_sockets + 1)
+                  if (catalog("cpus", c, "cores") or 0) * n >= cores)
+    if fits:
+        return fits[0][2], fits[0][1]
+    largest = max(options, key=lambda c: (catalog("cpus", c, "cores") or 0, c))
+    return largest, max_sockets
+
+
 def _size_server(server: Server, gpu: str, pools: dict[str, dict[str, Any]], workload: dict[str, Any],
                  logs_once_tb: float | None, first: bool) -> dict[str, Any]:
     """One physical server sized for the pools it hosts."""
@@ -63,12 +80,10 @@ def _size_server(server: Server, gpu: str, pools: dict[str, dict[str, Any]], wor
     sku = server_sku(gpu, installed)
     here = server.pools()
     frac = {p: gpu_share_of(server, p) / max(_v(pools[p], "chosen.gpus", 1), 1) for p in here}
-    cores = math.ceil(sum(_v(pools[p], "bom.cpu_cores_needed") * frac[p] for p in here))
-    cpus = sorted({str(pools[p].get("components.cpu.model")) for p in here if pools[p].get("components.cpu.model")},
-                  key=lambda c: (catalog("cpus", c, "cores") or 0, c))
-    cpu = next((c for c in cpus if (catalog("cpus", c, "cores") or 0) >= cores), cpus[-1] if cpus else None)
-    per_socket = (catalog("cpus", cpu, "cores") or 1) if cpu else 1
-    sockets = max(1, math.ceil(cores / per_socket))
+    floor = min(_v(pools[p], "bom.cpu_cores_needed") for p in here)
+    cores = max(floor, math.ceil(sum(_v(pools[p], "pack.cpu_cores_per_gpu") * gpu_share_of(server, p) for p in here)))
+    cpu, sockets = _cpu(cores, [str(pools[p].get("components.cpu.model")) for p in here
+                                if pools[p].get("components.cpu.model")], sku)
     memory_gb = catalog("gpus", gpu, "memory_gb") or 0
     ram_need = max(installed * memory_gb / 2, sum(_v(pools[p], "bom.ram_load_kv_gb") * frac[p] for p in here))
     channels = int(max(_v(pools[p], "bom.memory_channels", 8) for p in here))
@@ -163,6 +178,7 @@ def _components(gpu: str, sized: list[dict[str, Any]], pools: dict[str, dict[str
         "memory": {"capacity_gb": sum(s["memory_gb"] for s in sized),
                    "type": _join([pools[lb].get("components.memory.type") for lb in labels]),
                    "channels_populated": max(s["channels"] for s in sized),
+                   "dimm_gb": _join([s["dimm_gb"] for s in sized]),
                    "per_server": [f"{s['channels']} × {s['dimm_gb']} GB = {s['memory_gb']} GB "
                                   f"(needs {s['ram_need_gb']} GB)" for s in sized]},
         "storage": {"system": "2 × 480 GB SSD, RAID 1 (OS only) per server",
@@ -170,6 +186,7 @@ def _components(gpu: str, sized: list[dict[str, Any]], pools: dict[str, dict[str
                                           for s in sized]),
                     "raid": _join([f"RAID 1 (system) + {s['raid']} (model store)" for s in sized]),
                     "capacity_tb": round(sum(s["store_tb"] for s in sized), 3),
+                    "usable_tb": round(sum(s["drives"] * (s["drive_tb"] or 0) / 2 for s in sized), 2),
                     "single_store": "one model store per server for every model version it hosts; logs counted once",
                     "per_server": [f"{s['models_tb']} TB models + {s['logs_tb']} TB logs" for s in sized]},
         "power": {"server_draw_w": max(s["draw_w"] for s in sized), "psu_total_w": max(s["psu_w"] for s in sized),
