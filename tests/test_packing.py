@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from engine.catalog import load_catalog
-from engine.fn_packing import Demand, mig_fit, pack_servers
-from engine.functions import RunContext, reset_context, use_context
-from engine.plan import plan_file
-from engine.pools import _dedupe_warnings
-from engine.pools_pack import packed_option, separate_rack
+from servewise.engine.catalog import load_catalog
+from servewise.engine.fn_packing import Demand, mig_fit, pack_servers
+from servewise.engine.functions import RunContext, reset_context, use_context
+from servewise.engine.plan import plan_file
+from servewise.engine.pools import _dedupe_warnings
+from servewise.engine.pools_pack import packed_option, separate_rack
 
 ROOT = Path(__file__).resolve().parents[1]
 
