@@ -40,13 +40,17 @@ def _mig_geometry(gpu: str) -> tuple[int, float, tuple[tuple[int, float], ...]] 
 
 @domain_function
 def mig_fit(gpu: str, weights_gib: float, overhead_gib: float, kv_gib_per_request: float,
-            needed_concurrency: float, load_share: float, usable_fraction: float) -> dict[str, Any] | None:
+            needed_concurrency: float, load_share: float, usable_fraction: float,
+            tpot_ms: float | None = None, ttft_ms: float | None = None,
+            tpot_target: float | None = None, ttft_target: float | None = None) -> dict[str, Any] | None:
     """The smallest MIG instance (smaller than the whole GPU) of ``gpu`` that holds one replica as
     sized: ``weights + overhead + kv_per_request × concurrency ≤ usable_fraction × instance memory``
     for ``needed_concurrency`` requests in flight, with a compute share ≥ ``load_share`` (the GPUs'
-    worth of throughput the pool needs). Returns ``{profile, share, memory_share, concurrency}``
-    (``concurrency``: the requests in flight the instance holds, re-derived from its memory), or
-    None when no instance short of the whole GPU qualifies (keep whole GPUs)."""
+    worth of throughput the pool needs) and, when targets are given, the latency within them:
+    ``tpot_ms`` / ``ttft_ms`` (the whole GPU at that concurrency) scaled by the instance's memory
+    (bandwidth) and compute share — a first-order estimate. Returns ``{profile, share, memory_share,
+    concurrency, tpot_ms, ttft_ms}`` (``concurrency``: the requests in flight the instance holds,
+    re-derived from its memory), or None when no instance short of the whole GPU qualifies."""
     geo = _mig_geometry(gpu)
     if geo is None or kv_gib_per_request <= 0:
         return None
@@ -58,14 +62,20 @@ def mig_fit(gpu: str, weights_gib: float, overhead_gib: float, kv_gib_per_reques
         room = gb * GIB_PER_GB * usable_fraction - weights_gib - overhead_gib
         holds = math.floor(room / kv_gib_per_request) if room > 0 else 0
         share = compute / slices
-        if holds >= needed_concurrency and share >= load_share:
-            result = {"profile": f"{compute}g.{gb}gb", "share": round(share, 4),
-                      "memory_share": mem_share, "concurrency": int(holds)}
+        tpot = tpot_ms / mem_share if tpot_ms is not None else None
+        ttft = ttft_ms / share if ttft_ms is not None else None
+        fast = ((tpot_target is None or tpot is None or tpot <= tpot_target)
+                and (ttft_target is None or ttft is None or ttft <= ttft_target))
+        if holds >= needed_concurrency and share >= load_share and fast:
+            result = {"profile": f"{compute}g.{gb}gb", "share": round(share, 4), "memory_share": mem_share,
+                      "concurrency": int(holds), "tpot_ms": None if tpot is None else round(tpot, 2),
+                      "ttft_ms": None if ttft is None else round(ttft, 1)}
             note_detail({"function": "mig_fit", "gpu": gpu, "result": result["profile"],
                          "formula": (f"({gb} GB × {GIB_PER_GB:.4f} GiB/GB × {usable_fraction} − {weights_gib:.1f} GiB "
                                      f"weights − {overhead_gib:.1f} GiB overhead) ÷ {kv_gib_per_request:.3f} GiB "
                                      f"per request = {holds} requests ≥ {needed_concurrency:.0f} needed; compute "
-                                     f"{compute}/{slices} ≥ load {load_share:.2f} GPU")})
+                                     f"{compute}/{slices} ≥ load {load_share:.2f} GPU; TPOT ÷ {mem_share:g}, "
+                                     f"TTFT ÷ {share:.3f} within the targets")})
             return result
     return None
 

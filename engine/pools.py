@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .catalog import load_catalog
-from .functions import RunContext, reset_context, use_context
+from .functions import RunContext, catalog, reset_context, use_context
 from .messages import both
 from .plan import COMPONENT_FIELDS, PlanResult, cite
 from .pools_pack import PackedOption, packed_option, separate_rack
@@ -98,6 +98,19 @@ def _tenants(option: PackedOption | None, labels: list[str], results: list[PlanR
     return out
 
 
+def _mig_host(results: list[PlanResult], hosts: list[str]) -> str | None:
+    """A MIG-capable GPU to try as host besides the pools' own choices: the best-ranked feasible
+    alternative with MIG instances among the pools' ranked options (largest pool first), where MIG
+    slices may let several small pools share one card."""
+    for r in results:
+        for rej in r.plan["rejected"]:
+            gpu = str(rej["option"]).split(" | ")[0]
+            if rej.get("ranked") and gpu not in hosts and catalog("gpus", gpu, "mig") is True \
+                    and catalog("gpus", gpu, "mig_max_instances"):
+                return gpu
+    return None
+
+
 def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], labels: list[str],
                   results: list[PlanResult], replan: Callable[[dict[str, Any], str], PlanResult] | None
                   ) -> tuple[list[PlanResult], PackedOption | None, dict[str, Any]]:
@@ -119,6 +132,8 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
         hosts = list(dict.fromkeys(str(results[i].memory.values.get("chosen.gpu")) for i in order))
         token = use_context(RunContext(load_catalog()))
         try:
+            mig = _mig_host([results[i] for i in order], hosts)
+            hosts += [mig] if mig else []
             for gpu in hosts:
                 used: list[PlanResult] = []
                 for e, r, lb in zip(entries, results, labels, strict=True):  # stop at the first misfit

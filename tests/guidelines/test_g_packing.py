@@ -13,7 +13,8 @@ from servewise.engine.pools_pack import packed_option
 
 GIB_PER_GB = 1e9 / 2**30
 # Llama-3.1-8B bf16 on an H100 sized for 181 requests in flight: 15 + 2 + 25.6 = 42.6 GiB per GPU
-EIGHT_B = {"chosen.id": "x", "mode": "online", "chosen.gpu": "H100 SXM", "chosen.tp": 1, "chosen.pp": 1,
+EIGHT_B = {"chosen.id": "x", "mode": "online", "model.id": "Llama-3.1-8B", "chosen.precision": "bf16",
+           "traffic.avg_input_tokens": 1024, "traffic.avg_output_tokens": 256, "chosen.gpu": "H100 SXM", "chosen.tp": 1, "chosen.pp": 1,
            "chosen.replicas": 1, "chosen.max_concurrency": 181, "chosen.requests_per_s": 20,
            "performance.memory_weights_gib": 15, "performance.memory_overhead_gib": 2,
            "performance.memory_kv_cache_gib": 25.6, "performance.memory_per_gpu_gib": 42.6,
