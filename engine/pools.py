@@ -14,7 +14,8 @@ from typing import Any
 
 from .catalog import load_catalog
 from .functions import RunContext, catalog, reset_context, use_context
-from .messages import both
+from .inputs import input_defs
+from .messages import LANGS, both, message
 from .plan import COMPONENT_FIELDS, PlanResult, cite
 from .pools_pack import PackedOption, packed_option, separate_rack
 
@@ -63,6 +64,11 @@ def _shift(step: dict[str, Any], offset: int, prefix: str) -> dict[str, Any]:
     return out
 
 
+def _both_by_lang(code: str, per_lang: dict[str, dict[str, Any]], **args: Any) -> dict[str, str]:
+    """Like ``both`` where some arguments are themselves language-specific texts."""
+    return {lang: message(code, lang, **args, **per_lang.get(lang, per_lang["en"])) for lang in LANGS}
+
+
 def _monthly(capex: Any, opex: Any, months: int) -> float | None:
     if not isinstance(capex, (int, float)) or not isinstance(opex, (int, float)):
         return None
@@ -88,11 +94,11 @@ def _tenants(option: PackedOption | None, labels: list[str], results: list[PlanR
                 others_zh += t["zh"]
         unit = v.get("pack.unit")
         if unit in ("mig", "mps"):
-            texts = both(f"pools.tenant-{unit}", profile=v.get("pack.slice_profile"), others=others_en,
-                         others_zh=others_zh)
+            texts = _both_by_lang(f"pools.tenant-{unit}", {"en": {"others": others_en}, "zh": {"others": others_zh}},
+                                  profile=v.get("pack.slice_profile"))
         else:
-            texts = both("pools.tenant-gpu", gpus=v.get("chosen.gpus"), gpu=v.get("chosen.gpu"),
-                         others=others_en, others_zh=others_zh)
+            texts = _both_by_lang("pools.tenant-gpu", {"en": {"others": others_en}, "zh": {"others": others_zh}},
+                                  gpus=v.get("chosen.gpus"), gpu=v.get("chosen.gpu"))
         out.append({"pool": label, "isolation": texts["en"], "isolation_i18n": texts,
                     "unit": unit, "servers": [k + 1 for k in where]})
     return out
@@ -164,9 +170,11 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
     if packed and best is not None:
         _, used, opt = best
         level = workload["constraints"].get("tenant_isolation") or "hard"
-        texts = both("pools.packed-chosen", servers=len(opt.servers), gpu=opt.host_gpu, monthly=best[0],
-                     capex=int(opt.cost["capex_cny"]), months=months, opex=opt.cost["monthly_opex_cny"],
-                     isolation=level, **fmt)
+        labels_zh = next((d.labels.get("zh", {}) for d in input_defs() if d.key == "constraints.tenant_isolation"), {})
+        texts = _both_by_lang("pools.packed-chosen", {"en": {"isolation": level},
+                                                      "zh": {"isolation": labels_zh.get(level, level)}},
+                              servers=len(opt.servers), gpu=opt.host_gpu, monthly=best[0],
+                              capex=int(opt.cost["capex_cny"]), months=months, opex=opt.cost["monthly_opex_cny"], **fmt)
         tenants = _tenants(opt, labels, used)
     else:
         if best is not None:
@@ -174,7 +182,7 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
         else:
             reason = "; ".join(reasons) or "one pool only, or a pool is infeasible"
             why = both("pools.no-packing", reason=reason)
-        texts = both("pools.separate-chosen", why=why["en"], why_zh=why["zh"], **fmt)
+        texts = _both_by_lang("pools.separate-chosen", {lang: {"why": why[lang]} for lang in why}, **fmt)
         used, opt = results, None
         tenants = _tenants(None, labels, results)
     packing = {"chosen": "packed" if opt else "separate", "host_gpu": opt.host_gpu if opt else None,
