@@ -16,7 +16,7 @@ from .catalog import load_catalog
 from .functions import RunContext, catalog, reset_context, use_context
 from .inputs import input_defs
 from .messages import LANGS, both, message
-from .plan import COMPONENT_FIELDS, PlanResult, cite
+from .plan import COMPONENT_FIELDS, PlanResult, _closure, cite
 from .pools_pack import PackedOption, packed_option, separate_rack
 
 SUMMED = {("gpu", "count"), ("gpu", "replicas"), ("servers", "count"), ("storage", "capacity_tb")}
@@ -302,10 +302,12 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
                  "step": r.memory.value_step["pack.unit"] + (i + 1) * STEP_OFFSET}
                 for i, r in enumerate(results) if "pack.unit" in r.memory.value_step]
     kept = {s["step"] for s in trace}
-    for i, r in enumerate(results):  # the pack.* steps join the trace (they are not component steps)
-        for st in r.memory.steps:
+    for i, r in enumerate(results):  # the pack.* steps and what they read join the trace
+        roots = [st["step"] for st in r.memory.steps if any(c["fact"].startswith("pack.") for c in st["conclusions"])]
+        for st in _closure(r.memory, roots):
             shifted = st["step"] + (i + 1) * STEP_OFFSET
-            if any(c["fact"].startswith("pack.") for c in st["conclusions"]) and shifted not in kept:
+            if shifted not in kept:
+                kept.add(shifted)
                 step = dict(st)
                 src = step["source"]
                 step["source"] = [cite(x) for x in src] if isinstance(src, list) else cite(src)

@@ -140,3 +140,18 @@ def test_packed_vs_separate_chosen_by_cost(three_tenants: dict[str, Any]) -> Non
     # warnings shared by the pools appear once
     messages = [w["message"] for w in three_tenants["warnings"]]
     assert len(messages) == len(set(messages))
+
+
+def test_the_packed_plan_is_a_valid_explainable_plan_file(three_tenants: dict[str, Any]) -> None:
+    """The packed plan passes the plan-file checks `explain` applies (every premise an earlier step)
+    and each shared component is explained by a pools.pack step."""
+    import json
+
+    from servewise.engine.planfile import validate_plan
+
+    validate_plan(json.loads(json.dumps(three_tenants)), "multi-model-tenants")
+    for comp in ("servers", "cpu", "memory", "storage", "power", "rack"):
+        steps = [s for s in three_tenants["trace"] if s.get("pool") is None  # not a pool's own step
+                 and any(c["fact"].startswith(f"components.{comp}.") for c in s["conclusions"])]
+        assert [s["rule"] for s in steps] == ["pools.pack"], comp
+        assert steps[0]["because_i18n"]["zh"]
