@@ -169,14 +169,29 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     out.append(t("configuration", lang))
     extras = [n for n in plan["components"] if n not in CONTRACT_COMPONENTS]
     pools = plan.get("pools") or []
+    packing = plan.get("packing") or {}
+    packed = packing.get("chosen") == "packed"
+    per_pool = ("gpu", "software") if packed else CONTRACT_COMPONENTS
     for pool in pools:
         out.append(f"  [{pool['model']}, {pool['peak_qps']} QPS]")
-        for name in CONTRACT_COMPONENTS:
+        for name in per_pool:
             label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
             out.append(f"    {pad(label, 13)} {component_line(name, pool['components'].get(name, {}))}")
     if pools:
         gpu, servers = plan["components"]["gpu"], plan["components"]["servers"]
         out.append(f"  total: {gpu.get('count')} GPUs in {servers.get('count')} servers")
+    if packed:
+        out.append(f"  [{t('packed_servers', lang)}]")
+        for name in CONTRACT_COMPONENTS[1:-1]:  # every component but the GPUs and the software
+            label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
+            out.append(f"    {pad(label, 13)} {component_line(name, plan['components'].get(name, {}))}")
+        for k, srv in enumerate(packing.get("servers") or [], 1):
+            gpus = "; ".join(" + ".join(f"{r['pool']} ({r['as']})" for r in g) for g in srv["gpu_residents"])
+            out.append(f"    #{k} {srv['form']}: {gpus}")
+    if packing:
+        out.append(f"  {t('layout', lang)}: {pick(packing.get('because_i18n') or packing.get('because'), lang)}")
+        for tenant in packing.get("tenants") or []:
+            out.append(f"    {tenant['pool']}: {pick(tenant.get('isolation_i18n') or tenant['isolation'], lang)}")
     for name in CONTRACT_COMPONENTS if not pools else ():
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)

@@ -15,6 +15,7 @@ from .inputs import WorkloadError, flatten, get_path, input_defs, load_workload
 from .memory import Memory, Origin
 from .messages import both, message
 from .plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
+from .plan_contract import closure as _closure
 from .pools import combine, sub_workload
 from .rulebase import RuleBase, load_rules
 from .runner import Runner
@@ -75,21 +76,6 @@ def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunCont
     for f in MODEL_FACT_FIELDS:
         facts[f"model.{f}"] = (entry.get(f), Origin("catalog", ref))
     return facts
-
-
-def _closure(mem: Memory, roots: list[int]) -> list[dict[str, Any]]:
-    by_no = {s["step"]: s for s in mem.steps}
-    keep: set[int] = set()
-    todo = [r for r in roots if r is not None]
-    while todo:
-        n = todo.pop()
-        if n in keep or n not in by_no:
-            continue
-        keep.add(n)
-        for p in by_no[n]["premises"]:
-            if "step" in p:
-                todo.append(p["step"])
-    return [by_no[n] for n in sorted(keep)]
 
 
 def _section(mem: Memory, prefix: str, fields: tuple[str, ...]) -> tuple[dict[str, Any], list[int]]:
@@ -192,7 +178,13 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
             results.append(plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
                                                or entry.get("peak_qps") is None] + extra,
                                          rulebase, file, provided))
-        return PlanResult(combine(workload, defaults_used, entries, results), results[0].memory)
+
+        def replan(entry: dict[str, Any], gpu: str) -> PlanResult:  # the pool on another host GPU
+            sub, extra = sub_workload(workload, entry)
+            sub["constraints"]["gpu_models"] = [gpu]
+            return plan_workload(sub, [d for d in defaults_used if d != "constraints.gpu_models" and (
+                d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided)
+        return PlanResult(combine(workload, defaults_used, entries, results, replan), results[0].memory)
     if provided is None:
         provided = frozenset(d.key for d in input_defs()
                              if d.key not in defaults_used and get_path(workload, d.key) is not None)

@@ -48,3 +48,19 @@ def cite(source: dict[str, Any]) -> dict[str, Any]:
         out.setdefault("section", g["source"]["section"])
         out.setdefault("quote", g["quote"])
     return out
+
+
+def closure(mem: Memory, roots: list[int]) -> list[dict[str, Any]]:
+    """The steps behind ``roots``: the roots and, recursively, the steps of their premises."""
+    by_no = {s["step"]: s for s in mem.steps}
+    keep: set[int] = set()
+    todo = [r for r in roots if r is not None]
+    while todo:
+        n = todo.pop()
+        if n in keep or n not in by_no:
+            continue
+        keep.add(n)
+        for p in by_no[n]["premises"]:
+            if "step" in p:
+                todo.append(p["step"])
+    return [by_no[n] for n in sorted(keep)]

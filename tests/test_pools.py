@@ -18,7 +18,13 @@ def test_pools_plan_each_model_and_add_up(cli):
         "Qwen2.5-7B (customer-service)", "Qwen2.5-14B (developers)", "Llama-3.2-3B (search-summaries)"]
     assert [p["peak_qps"] for p in pools] == [8, 2, 10]
     assert plan["components"]["gpu"]["count"] == sum(p["components"]["gpu"]["count"] for p in pools)
-    assert plan["cost"]["capex_cny"] == round(sum(p["cost"]["capex_cny"] for p in pools), 3)
+    separate = round(sum(p["cost"]["capex_cny"] for p in pools), 3)
+    if plan["packing"]["chosen"] == "separate":
+        assert plan["cost"]["capex_cny"] == separate
+    else:  # the pools as planned on the host GPU, packed into fewer servers
+        chosen = next(o for o in plan["packing"]["options"] if o["option"] == f"packed on {plan['packing']['host_gpu']}")
+        assert plan["cost"]["capex_cny"] == chosen["capex_cny"]
+        assert plan["components"]["servers"]["count"] < sum(p["components"]["servers"]["count"] for p in pools)
     steps = {s["step"]: s for s in plan["trace"]}
     combine = [s for s in plan["trace"] if s["rule"] == "pools.combine"
                and any(c["fact"].startswith("components.gpu.") for c in s["conclusions"])]

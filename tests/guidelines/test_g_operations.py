@@ -6,6 +6,9 @@ from __future__ import annotations
 import pytest
 
 CHOSEN = {"chosen.id": "x"}
+# a replica the packing rules placed in a MIG instance (rules/bom/packing.yaml)
+MIG_SLICE = {"chosen.max_concurrency": 64, "performance.memory_per_gpu_gib": 25.0, "pack.unit": "mig",
+             "pack.slice_profile": "3g.40gb", "pack.slice_concurrency": 64}
 SERVING = {**CHOSEN, "chosen.tp": 1, "chosen.replicas": 2, "chosen.max_concurrency": 32, "chosen.precision": "fp8",
            "traffic.max_context_tokens": 8192, "model.attention_type": "GQA"}
 FRAMEWORKS = ["software.vllm-default", "software.trtllm-for-tensorrt-teams", "software.mindie-for-ascend",
@@ -117,7 +120,7 @@ def test_g_sw_004(run):
 def test_g_iso_003(run, gpu, method):
     """Multi-tenant on a MIG-capable GPU → MIG instances with dedicated memory and compute."""
     out = run("isolation.mig-for-tenants", {**CHOSEN, "constraints.multi_tenant": True, "chosen.gpu": gpu,
-                                            "chosen.tp": 1, "chosen.weights_gib": 15})
+                                            "chosen.tp": 1, **MIG_SLICE})
     assert out.values["components.isolation.method"] == method
 
 
@@ -241,7 +244,7 @@ def test_g_iso_001(run, multi, method):
 def test_g_iso_004(run):
     """With MIG each replica sits in its own instance, so one tenant's OOM cannot reach another."""
     out = run("isolation.mig-for-tenants", {**CHOSEN, "constraints.multi_tenant": True, "chosen.gpu": "H100 SXM",
-                                            "chosen.tp": 1, "chosen.weights_gib": 15})
+                                            "chosen.tp": 1, **MIG_SLICE})
     assert out.values["components.isolation.layout"].startswith("each replica in a ")
     assert out.values["components.isolation.mig_max_instances_per_gpu"] == 7
 
@@ -253,11 +256,11 @@ def test_g_iso_006(run):
     assert out.warned("isolation.no-mig-whole-gpus")
 
 
-@pytest.mark.parametrize("weights_gib,shares", [(15, True), (30, False)])
-def test_g_iso_009(run, weights_gib, shares):
-    """One card hosts a second model when a replica (weights × 1.5) fits in 45 % of its memory."""
+@pytest.mark.parametrize("sized_gib,shares", [(30, True), (40, False)])
+def test_g_iso_009(run, sized_gib, shares):
+    """One card hosts a second model when a replica as sized (weights + KV + overhead) fits in 45 % of it."""
     out = run("isolation.split-memory-between-instances",
-              {**CHOSEN, "constraints.multi_tenant": True, "chosen.tp": 1, "chosen.weights_gib": weights_gib,
+              {**CHOSEN, "constraints.multi_tenant": True, "chosen.tp": 1, "performance.memory_per_gpu_gib": sized_gib,
                "chosen.memory_gb": 80})
     assert out.fired("isolation.split-memory-between-instances") is shares
     if shares:
