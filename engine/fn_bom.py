@@ -138,36 +138,57 @@ def _canonical(part: str) -> str:
     return normalise_name(part)
 
 
-def _price_index() -> dict[tuple[str, str], dict[str, Any]]:
+def _price_index() -> dict[tuple[str, str], tuple[dict[str, Any], str | None]]:
+    """(part key, region) → (market entry, the covered name it was reached through or None). An
+    entry's own part wins over another entry's ``covers`` (the part-class → price mapping)."""
     ctx = current()
     if "market_index" not in ctx.cache:
-        index: dict[tuple[str, str], dict[str, Any]] = {}
-        for entry in ctx.catalog.table("market-prices"):
+        index: dict[tuple[str, str], tuple[dict[str, Any], str | None]] = {}
+        entries = list(ctx.catalog.table("market-prices"))
+        for entry in entries:
             key = (_canonical(str(entry.get("part", ""))), str(entry.get("region", "")))
-            index.setdefault(key, entry)
+            index.setdefault(key, (entry, None))
+        for entry in entries:
+            for name in entry.get("covers") or []:
+                index.setdefault((_canonical(str(name)), str(entry.get("region", ""))), (entry, str(name)))
         ctx.cache["market_index"] = index
     return ctx.cache["market_index"]
 
 
-def _market_line(entry: dict[str, Any], fallback_region: bool) -> dict[str, Any]:
+def _market_line(entry: dict[str, Any], fallback_region: bool, via: str | None = None,
+                 size_tb: float | None = None) -> dict[str, Any]:
     refs = [s.get("ref") for s in entry.get("sources") or [] if s.get("ref")]
     note = f"{entry['id']} ({entry.get('status', 'estimate')}"
     note += ", price of the other market: none sourced for this one)" if fallback_region else ")"
-    return {"unit_price_cny": [float(entry["low_cny"]), float(entry["high_cny"])],
+    if via:
+        note += f", priced as {entry['part']}"
+    low, high = float(entry["low_cny"]), float(entry["high_cny"])
+    if entry.get("per_tb"):
+        note += f" × {size_tb:g} TB"
+        low, high = round(low * float(size_tb or 0), 0), round(high * float(size_tb or 0), 0)
+    return {"unit_price_cny": [low, high],
             "source": note + (": " + refs[0] if refs else ""), "date": str(entry.get("date", "")),
             "status": entry.get("status", "estimate")}
 
 
 @domain_function
-def market_price(part: str, region: str) -> dict[str, Any] | None:
-    """Dated market price of a part for a region (market-prices.yaml): ``{unit_price_cny: [low,
-    high], source, date, status}``; the other region's price, marked, when this one has none."""
+def market_price(part: str, region: str, size_tb: float | None = None) -> dict[str, Any] | None:
+    """Dated market price of a part for a region (market-prices.yaml), directly or through an
+    entry's ``covers`` (part class → price entry): ``{unit_price_cny: [low, high], source, date,
+    status}``; the other region's price, marked, when this one has none. A per-TB entry
+    (``per_tb``) needs the part's capacity ``size_tb`` and is None without it."""
     index = _price_index()
     key = _canonical(part)
     for reg, fallback in ((region, False), ("global" if region == "cn" else "cn", True)):
-        entry = index.get((key, reg))
-        if entry and entry.get("low_cny") is not None and entry.get("high_cny") is not None:
-            return _market_line(entry, fallback)
+        found = index.get((key, reg))
+        if not found:
+            continue
+        entry, via = found
+        if entry.get("low_cny") is None or entry.get("high_cny") is None:
+            continue
+        if entry.get("per_tb") and not size_tb:
+            continue
+        return _market_line(entry, fallback, via, size_tb)
     return None
 
 
@@ -263,14 +284,14 @@ def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: 
 
 
 BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "mem_type", "dimm_gb", "dimms", "data_ssd",
-            "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling")
+            "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling", "data_ssd_tb")
 
 
 @domain_function
 def bom_lines(*args: Any) -> list[dict[str, Any]]:
     """Bill of materials of the chosen configuration, from the parts and counts named in ``BOM_ARGS``
     order (per-server counts for sockets, DIMMs, drives and NICs; totals for GPUs and switches)."""
-    spec = dict(zip(BOM_ARGS, args, strict=True))
+    spec = dict(zip(BOM_ARGS, args + (None,) * (len(BOM_ARGS) - len(args)), strict=True))
     region = str(spec.get("region") or "cn")
     servers = int(spec.get("servers") or 0)
     sku = spec.get("sku")
@@ -293,19 +314,24 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
         lines.append(pline)
         inc = pline["part"] if platform else None
 
-    def add(part_name: str | None, category: str, qty: float, lookup: str | None = None) -> None:
+    def add(part_name: str | None, category: str, qty: float, lookup: str | None = None,
+            size_tb: float | None = None) -> None:
         if not part_name or not qty:
             return
         if category in includes and inc:
             lines.append(_line(part_name, category, qty, None, included_in=inc))
             return
-        lines.append(_line(part_name, category, qty, market_price(lookup or part_name, region)))
+        lines.append(_line(part_name, category, qty, market_price(lookup or part_name, region, size_tb),
+                           unpriced=f"no sourced {region} price for {lookup or part_name} in market-prices.yaml "
+                                    "(its part or a price class covering it)"))
 
     add(spec.get("cpu"), "cpu", servers * int(spec.get("sockets") or 0))
     if spec.get("dimm_gb"):
         add(f"{spec.get('mem_type') or 'DDR5 RDIMM'} {int(spec['dimm_gb'])}GB", "memory",
             servers * int(spec.get("dimms") or 0))
-    add(spec.get("data_ssd"), "ssd", servers * int(spec.get("data_ssds") or 0))
+    ssd_tb = float(spec["data_ssd_tb"]) if spec.get("data_ssd_tb") else None
+    add(f"{spec['data_ssd']} {ssd_tb:g} TB" if spec.get("data_ssd") and ssd_tb else spec.get("data_ssd"), "ssd",
+        servers * int(spec.get("data_ssds") or 0), lookup=spec.get("data_ssd"), size_tb=ssd_tb)
     add("system-ssd-480gb", "ssd-system", servers * int(spec.get("system_ssds") or 0))
     nic = spec.get("nic")
     add(nic, "nic-frontend" if nic and str(nic).startswith("ethernet") else "nic",
