@@ -477,10 +477,26 @@ def seed_price_check(gpu: str, per_server: int, low: float, high: float) -> str 
         lo = float(entry["min_cny"])
         hi = float(entry.get("max_cny") or lo)
         if high < lo:
-            verdict = "the BOM is below it"
+            verdict = "the BOM is below it" + _why_apart(entry, gpu, per_server, above=False)
         elif low > hi:
-            verdict = "the BOM is above it"
+            verdict = "the BOM is above it" + _why_apart(entry, gpu, per_server, above=True)
         else:
             verdict = "the ranges overlap"
         parts.append(f"{entry['id']} {lo:,.0f}-{hi:,.0f} CNY: {verdict}")
     return f"{per_server} × {gpu} per server, BOM {low:,.0f}-{high:,.0f} CNY vs " + "; ".join(parts)
+
+
+def _why_apart(seed: dict[str, Any], gpu: str, per_server: int, above: bool) -> str:
+    """Why a seed's whole-server price and the BOM do not overlap: the dates and status of the two
+    figures, and (BOM above) whether the seed's server price is below its own cards' seed price."""
+    market = market_price(gpu, "cn") or _seed_card_price(gpu)
+    why = []
+    if market:
+        why.append(f"the BOM's {gpu} price is {market.get('status', 'estimate')} ({market.get('date') or 'undated'}), "
+                   f"the seed's server price {seed.get('date') or 'undated'}")
+    card = _seed_card_price(gpu)
+    if above and card and per_server * card["unit_price_cny"][0] > float(seed.get("max_cny") or seed["min_cny"]):
+        why.append(f"{per_server} × the seeds' own card price ({card['unit_price_cny'][0]:,.0f}) already exceeds it")
+    if not above and market and market.get("status") == "estimate":
+        why.append("the BOM's card price is an estimate; use the seed figure as a check on it")
+    return " (" + "; ".join(why) + ")" if why else ""
