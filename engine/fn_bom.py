@@ -500,3 +500,33 @@ def _why_apart(seed: dict[str, Any], gpu: str, per_server: int, above: bool) -> 
     if not above and market and market.get("status") == "estimate":
         why.append("the BOM's card price is an estimate; use the seed figure as a check on it")
     return " (" + "; ".join(why) + ")" if why else ""
+
+
+@domain_function
+def foreign_parts(lines: list[dict[str, Any]] | None) -> list[str]:
+    """BOM parts bought separately (not included in a server price) whose catalog entry is marked
+    ``domestic: false`` — what a domestic-compliance (信创) bill of materials must still replace."""
+    cat = current().catalog
+    out: list[str] = []
+    for ln in lines or []:
+        if str(ln.get("source", "")).startswith("included in"):
+            continue
+        name = str(ln["part"])
+        for kind in ("gpus", "servers", "cpus", "ssds", "nics", "switches"):
+            table = cat.table(kind)
+            entry = None
+            for probe in (name, " ".join(name.split()[:-2]) if name.endswith(" TB") else name):
+                if probe in table:
+                    entry = table.get(probe)
+                    break
+            if entry is not None:
+                if entry.get("domestic") is False and name not in out:
+                    out.append(name)
+                break
+    return out
+
+
+@domain_function
+def joined(items: list[Any] | None, sep: str = ", ") -> str:
+    """The items of a list as one text, ``sep`` between them ('' for an empty list)."""
+    return sep.join(str(i) for i in items or [])
