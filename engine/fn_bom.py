@@ -163,8 +163,9 @@ def _market_line(entry: dict[str, Any], fallback_region: bool, via: str | None =
     if via:
         note += f", priced as {entry['part']}"
     low, high = float(entry["low_cny"]), float(entry["high_cny"])
-    if entry.get("per_tb"):
-        note += f" × {size_tb:g} TB"
+    if entry.get("per_tb") or entry.get("per_gb"):
+        unit = "TB" if entry.get("per_tb") else "GB"
+        note += f" × {size_tb:g} {unit}"
         low, high = round(low * float(size_tb or 0), 0), round(high * float(size_tb or 0), 0)
     return {"unit_price_cny": [low, high],
             "source": note + (": " + refs[0] if refs else ""), "date": str(entry.get("date", "")),
@@ -175,8 +176,8 @@ def _market_line(entry: dict[str, Any], fallback_region: bool, via: str | None =
 def market_price(part: str, region: str, size_tb: float | None = None) -> dict[str, Any] | None:
     """Dated market price of a part for a region (market-prices.yaml), directly or through an
     entry's ``covers`` (part class → price entry): ``{unit_price_cny: [low, high], source, date,
-    status}``; the other region's price, marked, when this one has none. A per-TB entry
-    (``per_tb``) needs the part's capacity ``size_tb`` and is None without it."""
+    status}``; the other region's price, marked, when this one has none. A per-TB (``per_tb``) or
+    per-GB (``per_gb``) entry needs the part's size in that unit (``size_tb``) and is None without it."""
     index = _price_index()
     key = _canonical(part)
     for reg, fallback in ((region, False), ("global" if region == "cn" else "cn", True)):
@@ -186,7 +187,7 @@ def market_price(part: str, region: str, size_tb: float | None = None) -> dict[s
         entry, via = found
         if entry.get("low_cny") is None or entry.get("high_cny") is None:
             continue
-        if entry.get("per_tb") and not size_tb:
+        if (entry.get("per_tb") or entry.get("per_gb")) and not size_tb:
             continue
         return _market_line(entry, fallback, via, size_tb)
     return None
@@ -319,7 +320,12 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
         if not part_name or not qty:
             return
         if category in includes and inc:
-            lines.append(_line(part_name, category, qty, None, included_in=inc))
+            line = _line(part_name, category, qty, None, included_in=inc)
+            own = market_price(lookup or part_name, region, size_tb)
+            if own:  # shown for the buyer's negotiation, not added (the platform price covers it)
+                line["source"] += " (bought alone: {:,.0f}-{:,.0f} CNY each, {})".format(
+                    *own["unit_price_cny"], own["source"].split(":")[0])
+            lines.append(line)
             return
         lines.append(_line(part_name, category, qty, market_price(lookup or part_name, region, size_tb),
                            unpriced=f"no sourced {region} price for {lookup or part_name} in market-prices.yaml "
@@ -328,7 +334,7 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
     add(spec.get("cpu"), "cpu", servers * int(spec.get("sockets") or 0))
     if spec.get("dimm_gb"):
         add(f"{spec.get('mem_type') or 'DDR5 RDIMM'} {int(spec['dimm_gb'])}GB", "memory",
-            servers * int(spec.get("dimms") or 0))
+            servers * int(spec.get("dimms") or 0), size_tb=float(spec["dimm_gb"]))
     ssd_tb = float(spec["data_ssd_tb"]) if spec.get("data_ssd_tb") else None
     add(f"{spec['data_ssd']} {ssd_tb:g} TB" if spec.get("data_ssd") and ssd_tb else spec.get("data_ssd"), "ssd",
         servers * int(spec.get("data_ssds") or 0), lookup=spec.get("data_ssd"), size_tb=ssd_tb)
