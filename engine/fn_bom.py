@@ -138,36 +138,58 @@ def _canonical(part: str) -> str:
     return normalise_name(part)
 
 
-def _price_index() -> dict[tuple[str, str], dict[str, Any]]:
+def _price_index() -> dict[tuple[str, str], tuple[dict[str, Any], str | None]]:
+    """(part key, region) → (market entry, the covered name it was reached through or None). An
+    entry's own part wins over another entry's ``covers`` (the part-class → price mapping)."""
     ctx = current()
     if "market_index" not in ctx.cache:
-        index: dict[tuple[str, str], dict[str, Any]] = {}
-        for entry in ctx.catalog.table("market-prices"):
+        index: dict[tuple[str, str], tuple[dict[str, Any], str | None]] = {}
+        entries = list(ctx.catalog.table("market-prices"))
+        for entry in entries:
             key = (_canonical(str(entry.get("part", ""))), str(entry.get("region", "")))
-            index.setdefault(key, entry)
+            index.setdefault(key, (entry, None))
+        for entry in entries:
+            for name in entry.get("covers") or []:
+                index.setdefault((_canonical(str(name)), str(entry.get("region", ""))), (entry, str(name)))
         ctx.cache["market_index"] = index
     return ctx.cache["market_index"]
 
 
-def _market_line(entry: dict[str, Any], fallback_region: bool) -> dict[str, Any]:
+def _market_line(entry: dict[str, Any], fallback_region: bool, via: str | None = None,
+                 size_tb: float | None = None) -> dict[str, Any]:
     refs = [s.get("ref") for s in entry.get("sources") or [] if s.get("ref")]
     note = f"{entry['id']} ({entry.get('status', 'estimate')}"
     note += ", price of the other market: none sourced for this one)" if fallback_region else ")"
-    return {"unit_price_cny": [float(entry["low_cny"]), float(entry["high_cny"])],
+    if via:
+        note += f", priced as {entry['part']}"
+    low, high = float(entry["low_cny"]), float(entry["high_cny"])
+    if entry.get("per_tb") or entry.get("per_gb"):
+        unit = "TB" if entry.get("per_tb") else "GB"
+        note += f" × {size_tb:g} {unit}"
+        low, high = round(low * float(size_tb or 0), 0), round(high * float(size_tb or 0), 0)
+    return {"unit_price_cny": [low, high],
             "source": note + (": " + refs[0] if refs else ""), "date": str(entry.get("date", "")),
             "status": entry.get("status", "estimate")}
 
 
 @domain_function
-def market_price(part: str, region: str) -> dict[str, Any] | None:
-    """Dated market price of a part for a region (market-prices.yaml): ``{unit_price_cny: [low,
-    high], source, date, status}``; the other region's price, marked, when this one has none."""
+def market_price(part: str, region: str, size_tb: float | None = None) -> dict[str, Any] | None:
+    """Dated market price of a part for a region (market-prices.yaml), directly or through an
+    entry's ``covers`` (part class → price entry): ``{unit_price_cny: [low, high], source, date,
+    status}``; the other region's price, marked, when this one has none. A per-TB (``per_tb``) or
+    per-GB (``per_gb``) entry needs the part's size in that unit (``size_tb``) and is None without it."""
     index = _price_index()
     key = _canonical(part)
     for reg, fallback in ((region, False), ("global" if region == "cn" else "cn", True)):
-        entry = index.get((key, reg))
-        if entry and entry.get("low_cny") is not None and entry.get("high_cny") is not None:
-            return _market_line(entry, fallback)
+        found = index.get((key, reg))
+        if not found:
+            continue
+        entry, via = found
+        if entry.get("low_cny") is None or entry.get("high_cny") is None:
+            continue
+        if (entry.get("per_tb") or entry.get("per_gb")) and not size_tb:
+            continue
+        return _market_line(entry, fallback, via, size_tb)
     return None
 
 
@@ -263,14 +285,14 @@ def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: 
 
 
 BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "mem_type", "dimm_gb", "dimms", "data_ssd",
-            "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling")
+            "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling", "data_ssd_tb")
 
 
 @domain_function
 def bom_lines(*args: Any) -> list[dict[str, Any]]:
     """Bill of materials of the chosen configuration, from the parts and counts named in ``BOM_ARGS``
     order (per-server counts for sockets, DIMMs, drives and NICs; totals for GPUs and switches)."""
-    spec = dict(zip(BOM_ARGS, args, strict=True))
+    spec = dict(zip(BOM_ARGS, args + (None,) * (len(BOM_ARGS) - len(args)), strict=True))
     region = str(spec.get("region") or "cn")
     servers = int(spec.get("servers") or 0)
     sku = spec.get("sku")
@@ -293,19 +315,29 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
         lines.append(pline)
         inc = pline["part"] if platform else None
 
-    def add(part_name: str | None, category: str, qty: float, lookup: str | None = None) -> None:
+    def add(part_name: str | None, category: str, qty: float, lookup: str | None = None,
+            size_tb: float | None = None) -> None:
         if not part_name or not qty:
             return
         if category in includes and inc:
-            lines.append(_line(part_name, category, qty, None, included_in=inc))
+            line = _line(part_name, category, qty, None, included_in=inc)
+            own = market_price(lookup or part_name, region, size_tb)
+            if own:  # shown for the buyer's negotiation, not added (the platform price covers it)
+                line["source"] += " (bought alone: {:,.0f}-{:,.0f} CNY each, {})".format(
+                    *own["unit_price_cny"], own["source"].split(":")[0])
+            lines.append(line)
             return
-        lines.append(_line(part_name, category, qty, market_price(lookup or part_name, region)))
+        lines.append(_line(part_name, category, qty, market_price(lookup or part_name, region, size_tb),
+                           unpriced=f"no sourced {region} price for {lookup or part_name} in market-prices.yaml "
+                                    "(its part or a price class covering it)"))
 
     add(spec.get("cpu"), "cpu", servers * int(spec.get("sockets") or 0))
     if spec.get("dimm_gb"):
         add(f"{spec.get('mem_type') or 'DDR5 RDIMM'} {int(spec['dimm_gb'])}GB", "memory",
-            servers * int(spec.get("dimms") or 0))
-    add(spec.get("data_ssd"), "ssd", servers * int(spec.get("data_ssds") or 0))
+            servers * int(spec.get("dimms") or 0), size_tb=float(spec["dimm_gb"]))
+    ssd_tb = float(spec["data_ssd_tb"]) if spec.get("data_ssd_tb") else None
+    add(f"{spec['data_ssd']} {ssd_tb:g} TB" if spec.get("data_ssd") and ssd_tb else spec.get("data_ssd"), "ssd",
+        servers * int(spec.get("data_ssds") or 0), lookup=spec.get("data_ssd"), size_tb=ssd_tb)
     add("system-ssd-480gb", "ssd-system", servers * int(spec.get("system_ssds") or 0))
     nic = spec.get("nic")
     add(nic, "nic-frontend" if nic and str(nic).startswith("ethernet") else "nic",
@@ -451,10 +483,56 @@ def seed_price_check(gpu: str, per_server: int, low: float, high: float) -> str 
         lo = float(entry["min_cny"])
         hi = float(entry.get("max_cny") or lo)
         if high < lo:
-            verdict = "the BOM is below it"
+            verdict = "the BOM is below it" + _why_apart(entry, gpu, per_server, above=False)
         elif low > hi:
-            verdict = "the BOM is above it"
+            verdict = "the BOM is above it" + _why_apart(entry, gpu, per_server, above=True)
         else:
             verdict = "the ranges overlap"
         parts.append(f"{entry['id']} {lo:,.0f}-{hi:,.0f} CNY: {verdict}")
     return f"{per_server} × {gpu} per server, BOM {low:,.0f}-{high:,.0f} CNY vs " + "; ".join(parts)
+
+
+def _why_apart(seed: dict[str, Any], gpu: str, per_server: int, above: bool) -> str:
+    """Why a seed's whole-server price and the BOM do not overlap: the dates and status of the two
+    figures, and (BOM above) whether the seed's server price is below its own cards' seed price."""
+    market = market_price(gpu, "cn") or _seed_card_price(gpu)
+    why = []
+    if market:
+        why.append(f"the BOM's {gpu} price is {market.get('status', 'estimate')} ({market.get('date') or 'undated'}), "
+                   f"the seed's server price {seed.get('date') or 'undated'}")
+    card = _seed_card_price(gpu)
+    if above and card and per_server * card["unit_price_cny"][0] > float(seed.get("max_cny") or seed["min_cny"]):
+        why.append(f"{per_server} × the seeds' own card price ({card['unit_price_cny'][0]:,.0f}) already exceeds it")
+    if not above and market and market.get("status") == "estimate":
+        why.append("the BOM's card price is an estimate; use the seed figure as a check on it")
+    return " (" + "; ".join(why) + ")" if why else ""
+
+
+@domain_function
+def foreign_parts(lines: list[dict[str, Any]] | None) -> list[str]:
+    """BOM parts bought separately (not included in a server price) whose catalog entry is marked
+    ``domestic: false`` — what a domestic-compliance (信创) bill of materials must still replace."""
+    cat = current().catalog
+    out: list[str] = []
+    for ln in lines or []:
+        if str(ln.get("source", "")).startswith("included in"):
+            continue
+        name = str(ln["part"])
+        for kind in ("gpus", "servers", "cpus", "ssds", "nics", "switches"):
+            table = cat.table(kind)
+            entry = None
+            for probe in (name, " ".join(name.split()[:-2]) if name.endswith(" TB") else name):
+                if probe in table:
+                    entry = table.get(probe)
+                    break
+            if entry is not None:
+                if entry.get("domestic") is False and name not in out:
+                    out.append(name)
+                break
+    return out
+
+
+@domain_function
+def joined(items: list[Any] | None, sep: str = ", ") -> str:
+    """The items of a list as one text, ``sep`` between them ('' for an empty list)."""
+    return sep.join(str(i) for i in items or [])

@@ -108,8 +108,8 @@ def test_explain_cost_reaches_each_bom_line_source(v3_h100, cli, tmp_path):
     path.write_text(json.dumps(v3_h100), encoding="utf-8")
     out = cli("explain", str(path), "cost").output
     for ln in v3_h100["bom"]:
-        if ln["unit_price_cny"]:
-            assert ln["source"].split(":")[0] in out
+        if ln["unit_price_cny"]:  # the price entry id (the text after it is wrapped)
+            assert ln["source"].split(" ")[0].split(":")[0] in out
 
 
 # 4. every orderable GPU has a price or a stated reason
@@ -154,3 +154,117 @@ def test_rejected_alternatives_never_list_the_chosen_gpu_against_itself(v3_h100)
     chosen = v3_h100["components"]["gpu"]["model"]
     assert f"  - {chosen}:" not in block
     assert "size-tier GPU 0" not in block and "size-tier GPU 1" not in block
+
+
+# ------------------------------------------------------------------ session 18: gaps of #10, #11 item 4
+
+def _costed(example_plans) -> dict[str, dict]:
+    return {name: ex.plan for name, ex in example_plans.items() if ex.plan.get("bom")}
+
+
+def test_every_example_bom_line_is_priced_and_capex_is_its_midpoint_sum(example_plans):
+    costed = _costed(example_plans)
+    assert len(costed) >= 15
+    for name, plan in costed.items():
+        unpriced = [ln["part"] for ln in plan["bom"] if ln["unit_price_cny"] is None]
+        assert not unpriced, f"{name}: unpriced BOM lines {unpriced}"
+        assert plan["cost"]["capex_cny"] == pytest.approx(_mid_sum(plan), abs=2), name
+        for ln in plan["bom"]:
+            assert ln["source"], (name, ln["part"])
+
+
+def test_ssd_nic_switch_and_optics_lines_name_their_price_entry(v3_h100):
+    ids = {p["id"] for p in load_catalog().table("market-prices")}
+    by_cat = {}
+    for ln in v3_h100["bom"]:
+        by_cat.setdefault(ln["category"], []).append(ln)
+    for cat in ("ssd", "nic", "switch", "optics"):
+        assert cat in by_cat, cat
+        for ln in by_cat[cat]:
+            assert ln["source"].split(" ")[0] in ids, ln
+    ssd = by_cat["ssd"][0]
+    tb = float(ssd["part"].split()[-2])
+    per_tb = next(p for p in load_catalog().table("market-prices") if p["id"] == "mp-nvme-per-tb-cn")
+    assert ssd["unit_price_cny"] == pytest.approx([per_tb["low_cny"] * tb, per_tb["high_cny"] * tb], abs=1)
+
+
+def test_estimated_prices_are_marked_as_estimates(example_plans):
+    status = {p["id"]: p["status"] for p in load_catalog().table("market-prices")}
+    for plan in _costed(example_plans).values():
+        for ln in plan["bom"]:
+            entry = ln["source"].split(" ")[0]
+            if status.get(entry) == "estimate":
+                assert "(estimate" in ln["source"], ln
+
+
+def test_hgx_and_oem_8_gpu_platforms_are_dual_socket_in_plan_and_bom(example_plans):
+    servers = {e["id"]: e for e in load_catalog().table("servers")}
+    checked = 0
+    for name, plan in _costed(example_plans).items():
+        sku = plan["components"]["servers"].get("sku")
+        entry = servers.get(sku)
+        if not entry or (entry.get("cpu_sockets_min") or 1) < 2:
+            continue
+        cpu = plan["components"]["cpu"]
+        assert cpu["sockets"] == entry["cpu_sockets_min"] == 2, name
+        cpu_lines = [ln for ln in plan["bom"] if ln["category"] == "cpu"]
+        assert sum(ln["qty"] for ln in cpu_lines) == 2 * plan["components"]["servers"]["count"], name
+        assert plan["components"]["memory"]["channels_populated"] % 2 == 0, name
+        checked += 1
+    assert checked >= 5
+
+
+def test_every_sxm_and_system_sku_has_a_maximum_draw_with_its_status():
+    for entry in load_catalog().table("servers"):
+        if entry["type"] == "baseboard" and entry["gpus_max"] >= 4:
+            assert entry.get("max_power_w"), entry["id"]
+            assert entry.get("max_power_status") in ("verified", "datasheet-recall", "estimate"), entry["id"]
+            fields = [f for s in entry["sources"] for f in s.get("fields") or []]
+            assert "max_power_w" in fields, entry["id"]
+
+
+def test_h20_server_draw_is_the_skus_maximum_not_the_gpu_sum(example_plans):
+    plan = example_plans["deepseek-r1-h20"].plan
+    sku = load_catalog().table("servers").get(plan["components"]["servers"]["sku"])
+    draw = plan["components"]["power"]["server_draw_w"]
+    assert draw == sku["max_power_w"] and 5500 <= draw <= 6500
+    assert draw > 8 * load_catalog().gpu("H20")["tdp_w"] * 1.5
+
+
+def test_seed_cross_check_says_why_ranges_disagree():
+    from servewise.engine.kbcheck import seed_price_crosscheck
+
+    apart = [c["check"] for c in seed_price_crosscheck() if "the BOM is above it" in c["check"]]
+    assert apart and all("the seed's server price" in c for c in apart)
+
+
+def test_restricted_part_names_closest_unrestricted_alternative_with_cost_difference():
+    plan = _plan({"model": "Llama-3.1-8B", "sla": {"ttft_ms": 2000, "tpot_ms": 60},
+                  "traffic": {"peak_qps": 40, "avg_input_tokens": 1024, "avg_output_tokens": 256},
+                  "constraints": {"gpu_models": ["H100 PCIe", "L20"]}})
+    if plan["components"]["gpu"]["model"] != "H100 PCIe":
+        pytest.skip("the cheaper unrestricted L20 won outright; nothing to warn")
+    warn = next(w for w in plan["warnings"] if w["rule"] == "market.restricted-part-warning")
+    assert "av-h100-pcie-cn" in warn["message"] and "× L20" in warn["message"] and "CNY (" in warn["message"]
+
+
+# #11 item 4: domestic compliance through the BOM
+@pytest.mark.parametrize("name", ["qwen-72b-domestic", "domestic-14b", "domestic-compliance"])
+def test_domestic_plans_use_ascend_tools_os_and_name_foreign_parts(example_plans, name):
+    plan = example_plans[name].plan
+    comps = plan["components"]
+    assert comps["cpu"]["model"].startswith("Kunpeng")
+    assert comps["software"]["framework"] == "MindIE"
+    assert "openEuler" in comps["software"]["os"] and "Kylin" in comps["software"]["os"]
+    assert comps["loadtest"]["tool"].startswith("MindIE Benchmark")
+    assert "vllm bench" not in comps["loadtest"]["command"]
+    dom = [w for w in plan["warnings"] if w["rule"] == "market.domestic-bom"]
+    assert dom and "Samsung PM1743" in dom[0]["message"]
+    notes = {w["rule"] for w in plan["warnings"]}
+    assert not notes & {"thumb.l40s-bandwidth", "thumb.four-l20-preset", "thumb.tier-large-model"}
+
+
+def test_domestic_examples_carry_an_expert_rationale():
+    for name in ("qwen-72b-domestic", "domestic-14b", "domestic-compliance"):
+        head = (EXAMPLES / f"{name}.yaml").read_text(encoding="utf-8")
+        assert "Expert rationale" in head, name
