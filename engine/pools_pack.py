@@ -65,7 +65,9 @@ def _cpu(cores: int, pool_cpus: list[str], sku: str | None) -> tuple[str | None,
     table = current().catalog.table("cpus")
     options = sorted({str(e["id"]) for e in table if str(e["id"]).split()[0] in families} | set(pool_cpus))
     max_sockets = int(catalog("servers", sku, "cpu_sockets") or 2) if sku else 2
-    fits = sorted(((catalog("cpus", c, "cores") or 0) * n, n, c) for c in options for n in range(1, max_sockets + 1)
+    min_sockets = min(int(catalog("servers", sku, "cpu_sockets_min") or 1) if sku else 1, max_sockets)
+    fits = sorted(((catalog("cpus", c, "cores") or 0) * n, n, c) for c in options
+                  for n in range(min_sockets, max_sockets + 1)
                   if (catalog("cpus", c, "cores") or 0) * n >= cores)
     if fits:
         return fits[0][2], fits[0][1]
@@ -86,7 +88,9 @@ def _size_server(server: Server, gpu: str, pools: dict[str, dict[str, Any]], wor
                                 if pools[p].get("components.cpu.model")], sku)
     memory_gb = catalog("gpus", gpu, "memory_gb") or 0
     ram_need = max(installed * memory_gb / 2, sum(_v(pools[p], "bom.ram_load_kv_gb") * frac[p] for p in here))
-    channels = int(max(_v(pools[p], "bom.memory_channels", 8) for p in here))
+    per_socket = catalog("cpus", cpu, "memory_channels") if cpu else None  # one DIMM per channel, every socket
+    channels = int(per_socket * sockets) if per_socket else int(max(_v(pools[p], "bom.memory_channels", 8)
+                                                                   for p in here))
     dimm = balanced_dimm_gb(ram_need, channels)
     versions = workload["deployment"]["model_versions"]
     models_tb = sum(_v(pools[p], "bom.weights_gb") / 1000 * versions * 2 for p in here)
@@ -133,7 +137,8 @@ def packed_option(gpu: str, labels: list[str], pools: dict[str, dict[str, Any]],
     for s in sized:
         for ln in bom_lines(gpu, s["gpus_installed"], 1, s["sku"], region, s["cpu"], s["sockets"],
                             str(pools[s["pools"][0]].get("components.memory.type") or "DDR5 RDIMM"),
-                            s["dimm_gb"], s["channels"], s["ssd"], s["drives"], 2, None, 0, None, 0, s["cooling"]):
+                            s["dimm_gb"], s["channels"], s["ssd"], s["drives"], 2, None, 0, None, 0, s["cooling"],
+                            s["drive_tb"]):
             same = next((x for x in lines if {k: v for k, v in x.items() if k != "qty"}
                          == {k: v for k, v in ln.items() if k != "qty"}), None)
             if same:
