@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-COOLING = ["cooling.air-below-4kw", "cooling.hybrid-4-to-6kw", "cooling.liquid-above-6kw"]
+COOLING = ["cooling.air-below-4kw", "cooling.hybrid-4-to-6kw", "cooling.liquid-above-6kw",
+           "cooling.air-only-server-above-6kw"]
 
 
-def _facts(draw_w: float) -> dict:
-    """One server per rack at ``draw_w``; the site not described (the seeds' bands then recommend)."""
+def _facts(draw_w: float, sku: str = "NVIDIA HGX H100 8-GPU") -> dict:
+    """One server per rack at ``draw_w``; the site not described (the seeds' bands then recommend); the
+    server a board sold with an air or a liquid variant."""
     return {"mode": "online", "facility.server_draw_w": draw_w, "components.rack.power_kw_per_rack": draw_w / 1000,
-            "constraints.cooling_available": "unknown"}
+            "constraints.cooling_available": "unknown", "components.servers.sku": sku}
 
 
 def _cooling(run, draw_w: float) -> str | None:
@@ -39,6 +41,13 @@ def test_g_cool_003(run, draw_w, expected):
     if expected == "liquid":
         out = run(COOLING, _facts(draw_w))
         assert "rack-level" in out.values["components.cooling.chassis"]
+
+
+def test_g_cool_003_only_where_the_server_has_a_liquid_variant(run):
+    """A server sold air-cooled only stays air-cooled above 6 kW, in high-density racks (no liquid retrofit)."""
+    out = run(COOLING, _facts(6300, "NVIDIA HGX H20 8-GPU"))
+    assert out.values["components.cooling.type"] == "air"
+    assert "high-density air" in out.values["components.cooling.chassis"]
 
 
 def test_g_cool_004(run):

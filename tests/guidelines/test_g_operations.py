@@ -292,7 +292,8 @@ def test_g_scen_003(run, gpu, warns):
 @pytest.mark.parametrize("domestic", [True, False])
 def test_g_vend_009(run, domestic):
     """Domestic (信创) projects get the Ascend stack: Atlas 800 + Kunpeng + MindIE."""
-    out = run("procurement.domestic-stack", {"constraints.domestic_only": domestic})
+    out = run("procurement.domestic-stack", {"constraints.domestic_only": domestic,
+                                             "chosen.sku": "Huawei Atlas 800 inference server (model 3000)"})
     assert ("components.procurement.domestic_stack" in out.values) is domestic
 
 
@@ -324,7 +325,7 @@ def test_g_vend_012(run):
 @pytest.mark.parametrize("gpu,route", [("H100 SXM", "OEM / vendor-certified 8-GPU baseboard system")])
 def test_g_vend_007(run, gpu, route):
     """Baseboard GPUs are bought as OEM turnkey systems (Dell XE9680, Supermicro TNHR, DGX)."""
-    out = run("procurement.oem-system", {**CHOSEN, "chosen.gpu": gpu})
+    out = run("procurement.oem-system", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia"})
     assert out.values["components.procurement.route"] == route
     assert "Dell PowerEdge XE9680" in out.values["components.procurement.systems"]
 
@@ -332,7 +333,7 @@ def test_g_vend_007(run, gpu, route):
 @pytest.mark.parametrize("gpu,pcie", [("L40S", True), ("H200 NVL", True), ("H100 SXM", False)])
 def test_g_vend_010(run, gpu, pcie):
     """PCIe cards can go into a self-assembled (barebones + parts) server; baseboard GPUs cannot."""
-    out = run("procurement.pcie-server", {**CHOSEN, "chosen.gpu": gpu})
+    out = run("procurement.pcie-server", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia"})
     assert out.fired("procurement.pcie-server") is pcie
 
 
@@ -394,7 +395,9 @@ def test_g_gpu_031(run, precision):
 def test_g_vend_005(run, gpu, domestic, rule):
     """Server families: DGX/HGX systems for baseboard GPUs, custom PCIe servers, Ascend Atlas for domestic."""
     rules = ["procurement.oem-system", "procurement.pcie-server", "procurement.domestic-stack"]
-    out = run(rules, {**CHOSEN, "chosen.gpu": gpu, "constraints.domestic_only": domestic})
+    out = run(rules, {**CHOSEN, "chosen.gpu": gpu, "constraints.domestic_only": domestic,
+                      "chosen.vendor": "huawei" if domestic else "nvidia",
+                      "chosen.sku": "Huawei Atlas 800 inference server (model 3000)" if domestic else None})
     assert out.fired(rule)
     assert out.fired("procurement.oem-system") is (gpu == "H100 SXM")
     assert out.fired("procurement.domestic-stack") is domestic
