@@ -36,18 +36,15 @@ def test_g_cool_002(run, draw_w, expected):
 
 @pytest.mark.parametrize("draw_w,expected", [(6000, "hybrid"), (6001, "liquid"), (10200, "liquid")])
 def test_g_cool_003(run, draw_w, expected):
-    """Above 6 kW full liquid cooling is mandatory, bought as a rack-level solution."""
+    """Above 6 kW full liquid cooling is mandatory, bought as a rack-level solution, where the server has a
+    liquid variant; a server sold air-cooled only stays on air in high-density racks (no liquid retrofit)."""
     assert _cooling(run, draw_w) == expected
     if expected == "liquid":
         out = run(COOLING, _facts(draw_w))
         assert "rack-level" in out.values["components.cooling.chassis"]
-
-
-def test_g_cool_003_only_where_the_server_has_a_liquid_variant(run):
-    """A server sold air-cooled only stays air-cooled above 6 kW, in high-density racks (no liquid retrofit)."""
-    out = run(COOLING, _facts(6300, "NVIDIA HGX H20 8-GPU"))
-    assert out.values["components.cooling.type"] == "air"
-    assert "high-density air" in out.values["components.cooling.chassis"]
+        air_only = run(COOLING, _facts(draw_w, "NVIDIA HGX H20 8-GPU"))
+        assert air_only.values["components.cooling.type"] == "air"
+        assert "high-density air" in air_only.values["components.cooling.chassis"]
 
 
 def test_g_cool_004(run):
