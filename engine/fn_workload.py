@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .catalog import UnknownEntry
+from .fn_facilities import _entry
 from .functions import current, domain_function, note_detail
 
 # vLLM's default upper limit of sequences in one engine step (max_num_seqs, 256; docs.vllm.ai
@@ -122,13 +122,6 @@ def encoder_max_batch(model: str, gpu: str, tp: int, precision: str, isl: int,
                  "formula": "largest B (requests, ≤ 256 sequences) with step_hi(B) + latency_hi(B) "
                             "≤ latency target: one batch of waiting, then its own batch"})
     return int(n)
-
-
-def _entry(kind: str, name: str) -> dict[str, Any] | None:
-    try:
-        return current().catalog.table(kind).get(name)
-    except UnknownEntry:
-        return None
 
 
 @domain_function
