@@ -13,11 +13,18 @@ any, must hold (no SLA questions offline, no edge questions in a data centre); `
 models together) is not asked: this version plans one model. Open questions are ordered by
 decisiveness, :data:`PRIORITY`; inputs not listed there follow in the order of facts/inputs.yaml.
 The operator may stop at any time: unanswered inputs keep their defaults.
+
+Only the ``asks`` of a plan matter here, so the interview does not plan after each answer: an
+:class:`~.askplan.AskRun` runs just the stages whose rules ask for the inputs the next question
+depends on (the ``inputs`` stage for the built-in rules), and the whole plan when it is shown.
+:func:`open_questions` takes either (a plan's ``asks`` or an ``AskRun``) and gives the same
+questions, in the same order, with the same reasons.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -25,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from .askplan import AskRun, ask_map, plan_of
 from .catalog import UnknownEntry, load_catalog
 from .expr import EvalError, ExprError, compile_expr
 from .inputs import (
@@ -39,7 +47,7 @@ from .inputs import (
     set_path,
     validate_workload,
 )
-from .plan import PlanResult, plan_workload
+from .plan import PlanResult
 from .rulebase import RuleBase
 from .yamlio import YamlError, display_name, load_text, read_text, write_text_atomic
 
@@ -98,6 +106,15 @@ class Question:
     key: str
     definition: InputDef
     reasons: list[Reason] = field(default_factory=list)
+    # the asking rules' reasons when they need a further rule run: computed by `why` (they come first)
+    more: Callable[[], list[Reason]] | None = field(default=None, repr=False, compare=False)
+
+    def resolve(self) -> list[Reason]:
+        """Every reason, running the rules the asking ones need if not done yet."""
+        if self.more is not None:
+            self.reasons = self.more() + self.reasons
+            self.more = None
+        return self.reasons
 
 
 @dataclass
@@ -160,9 +177,14 @@ def remove_path(data: dict[str, Any], key: str) -> None:
 
 
 def askable() -> list[InputDef]:
+    return list(_askable())
+
+
+@lru_cache(maxsize=1)
+def _askable() -> tuple[InputDef, ...]:
     order = {k: i for i, k in enumerate(PRIORITY)}
     defs = [d for d in input_defs() if d.key not in NOT_ASKED]
-    return sorted(defs, key=lambda d: (order.get(d.key, len(order)), input_defs().index(d)))
+    return tuple(sorted(defs, key=lambda d: (order.get(d.key, len(order)), input_defs().index(d))))
 
 
 @lru_cache(maxsize=64)
@@ -182,32 +204,66 @@ def relevant(d: InputDef, workload: dict[str, Any]) -> bool:
 
 def readers(key: str, rulebase: RuleBase) -> list[Reason]:
     """Rules that read this input in a condition or formula (what they try to decide: the title)."""
-    if key == "model":
-        return [Reason(r.id, r.title) for r in rulebase.rules
-                if any(n == "model" or n.startswith("model.") for n in r.names)]
-    return [Reason(r.id, r.title) for r in rulebase.rules if key in r.names]
+    found = ask_map(rulebase).readers.get(key)
+    if found is None:  # not an input: scan the rules
+        return [Reason(r.id, r.title) for r in rulebase.rules if key in r.names]
+    return [Reason(rule, title) for rule, title in found]
 
 
-def open_questions(session: Session, plan: dict[str, Any] | None, rulebase: RuleBase) -> list[Question]:
-    """Every question still to ask, most decisive first (see the module docstring)."""
+class _PlanAsks:
+    """The asks of a computed plan (or of none), in the interface of :class:`AskRun`."""
+
+    def __init__(self, plan: dict[str, Any] | None):
+        self.entries = (plan or {}).get("asks", [])
+
+    def known(self, key: str) -> bool:
+        return True
+
+    def asks(self, key: str) -> list[dict[str, Any]]:
+        return [a for a in self.entries if a["input"] == key]
+
+
+def _ask_reasons(source: AskRun | _PlanAsks, key: str, rulebase: RuleBase) -> list[Reason]:
+    out = []
+    for a in source.asks(key):
+        title = rulebase.by_id(a["rule"]).title if _has_rule(rulebase, a["rule"]) else {"en": a["rule"]}
+        out.append(Reason(a["rule"], title, a.get("because"), asks=True))
+    return out
+
+
+def _question(d: InputDef, source: AskRun | _PlanAsks, rulebase: RuleBase, reads: list[Reason]) -> Question:
+    if source.known(d.key):
+        return Question(d.key, d, _ask_reasons(source, d.key, rulebase) + reads)
+    return Question(d.key, d, reads, more=lambda: _ask_reasons(source, d.key, rulebase))
+
+
+def open_questions(session: Session, plan: dict[str, Any] | AskRun | None, rulebase: RuleBase,
+                   first: bool = False) -> list[Question]:
+    """Every question still to ask, most decisive first (see the module docstring); ``plan`` is a
+    plan (its ``asks`` are read) or an :class:`AskRun` (runs only the stages a question needs).
+    ``first``: only the first question (what the interview asks next)."""
     if not session.answered("model"):
         return [Question("model", input_def("model"), readers("model", rulebase))]
+    source = plan if isinstance(plan, AskRun) else _PlanAsks(plan)
+    order = _askable()
+    if first and session.revisit in {d.key for d in order}:  # `back`: asked again whatever else holds
+        d = input_def(session.revisit)
+        return [_question(d, source, rulebase, readers(d.key, rulebase))]
     filled, _ = fill_defaults(session.answers)
-    asks: dict[str, list[Reason]] = {}
-    for a in (plan or {}).get("asks", []):
-        title = rulebase.by_id(a["rule"]).title if _has_rule(rulebase, a["rule"]) else {"en": a["rule"]}
-        asks.setdefault(a["input"], []).append(Reason(a["rule"], title, a.get("because"), asks=True))
     out: list[Question] = []
-    for d in askable():
+    for d in order:
         key = d.key
         reads = readers(key, rulebase)
-        if key == session.revisit:  # `back`: asked again whatever else holds
-            out.insert(0, Question(key, d, asks.get(key, []) + reads))
+        if key == session.revisit:
+            out.insert(0, _question(d, source, rulebase, reads))
             continue
         if session.answered(key) or key in session.skipped or key in session.asked:
             continue
-        if relevant(d, filled) and (key in asks or (d.ask_if is not None and reads)):
-            out.append(Question(key, d, asks.get(key, []) + reads))
+        # the static test first: an input with `ask_if` that rules read needs no rule run
+        if relevant(d, filled) and ((d.ask_if is not None and reads) or source.asks(key)):
+            out.append(_question(d, source, rulebase, reads))
+            if first:
+                break
     return out
 
 
@@ -219,8 +275,9 @@ def _has_rule(rulebase: RuleBase, rule_id: str) -> bool:
     return True
 
 
-def next_question(session: Session, plan: dict[str, Any] | None, rulebase: RuleBase) -> Question | None:
-    questions = open_questions(session, plan, rulebase)
+def next_question(session: Session, plan: dict[str, Any] | AskRun | None,
+                  rulebase: RuleBase) -> Question | None:
+    questions = open_questions(session, plan, rulebase, first=True)
     return questions[0] if questions else None
 
 
@@ -228,7 +285,7 @@ def why(question: Question) -> list[Reason]:
     """MYCIN's WHY: the rules that ask for this input (with their reason) and those that read it."""
     seen: set[str] = set()
     out = []
-    for r in sorted(question.reasons, key=lambda r: not r.asks):
+    for r in sorted(question.resolve(), key=lambda r: not r.asks):
         if r.rule not in seen:
             seen.add(r.rule)
             out.append(r)
@@ -310,8 +367,19 @@ def validate_partial(data: Any, file: str = "<answers>") -> None:
 
 def plan_answers(session: Session, rulebase: RuleBase) -> PlanResult:
     """The plan of the answers so far, every other input at its default (needs the model)."""
-    workload, defaults = fill_defaults(session.answers)
-    return plan_workload(workload, defaults, rulebase, "<answers>")
+    return plan_of(session.answers, rulebase)
+
+
+def prepare(rulebase: RuleBase) -> None:
+    """Load what answering needs before the first question: the catalog (the model's name is
+    checked against it) and the rule base's question map."""
+    load_catalog()
+    ask_map(rulebase)
+
+
+def ask_run(session: Session, rulebase: RuleBase, on_plan: Callable[[], None] | None = None) -> AskRun:
+    """What the next questions need from the rules for the answers so far, computed on demand."""
+    return AskRun(rulebase, session.answers, on_plan)
 
 
 # HOW and WHY-NOT over the plan are engine/explain.py's `explain` and `why_not`, shared with the

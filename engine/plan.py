@@ -185,14 +185,21 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
             return plan_workload(sub, [d for d in defaults_used if d != "constraints.gpu_models" and (
                 d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided)
         return PlanResult(combine(workload, defaults_used, entries, results, replan), results[0].memory)
+    mem = run_rules(workload, defaults_used, rulebase, file, provided)
+    return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
+
+
+def run_rules(workload: dict[str, Any], defaults_used: list[str], rulebase: RuleBase,
+              file: str = "<workload>", provided: frozenset[str] | None = None,
+              stop_after: str | None = None) -> Memory:
+    """The rule run of one model's plan, stopped after stage ``stop_after`` if given (the
+    interview runs only the stages that decide its next question: engine/askplan.py)."""
     if provided is None:
         provided = frozenset(d.key for d in input_defs()
                              if d.key not in defaults_used and get_path(workload, d.key) is not None)
     ctx = RunContext(load_catalog(), provided=provided)
     facts = input_facts(workload, defaults_used, ctx, file)
-    runner = Runner(rulebase)
-    mem = runner.run(facts, ctx)
-    return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
+    return Runner(rulebase).run(facts, ctx, stop_after=stop_after)
 
 
 def rules_dirs_record(dirs: list[Path] | list[str]) -> list[dict[str, str]]:

@@ -56,6 +56,7 @@ class Scripted(cmd_ask.Terminal):
         self.color = False
         self.out = []
         self.latencies = []
+        self.keys = []
         self.answered_at = None
         self.tries = {}
 
@@ -67,6 +68,7 @@ class Scripted(cmd_ask.Terminal):
         if self.answered_at is not None:
             self.latencies.append(now - self.answered_at)
         key = prompt[:-2]
+        self.keys.append(key)
         self.tries[key] = self.tries.get(key, 0) + 1
         text = given.get(key, "skip") if self.tries[key] == 1 else "skip"
         self.answered_at = time.perf_counter()
@@ -76,10 +78,12 @@ class Scripted(cmd_ask.Terminal):
 rulebase = load_rules()
 term = Scripted()
 runner = cmd_ask.Interview(term, iv.Session(), save, rulebase)
+if hasattr(runner, "prepare"):  # what `servewise ask` does before the first prompt (absent before #14)
+    runner.prepare()
 runner.persist()
 plan = runner.run()
 final = time.perf_counter() - term.answered_at
-print(json.dumps({"latencies": term.latencies, "final": final, "questions": len(term.latencies) + 1,
+print(json.dumps({"latencies": term.latencies, "keys": term.keys, "final": final, "questions": len(term.latencies) + 1,
                   "feasible": plan["feasible"]}))
 """
 
@@ -124,7 +128,7 @@ def bench(code: str | None, runs: int, examples: list[Path]) -> dict[str, object
         for _ in range(runs):
             with tempfile.TemporaryDirectory() as tmp:
                 proc = subprocess.run([sys.executable, "-c", CHILD, str(ex), str(Path(tmp) / "a.yaml")],
-                                      env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      env=env, capture_output=True, text=True,
                                       check=False, cwd=ROOT)
             if proc.returncode:
                 print(f"  {ex.stem}: failed\n{proc.stderr[-2000:]}", flush=True)
