@@ -50,6 +50,7 @@ $(VENV)/.installed-bench: $(VENV)/.installed-test
 # the speed targets of #14: cold runs, medians; `bench-doc` also rewrites docs/performance.md
 bench: $(VENV)/.installed-test
 	$(BIN)/python tests/bench/bench_plan.py
+	$(BIN)/python tests/bench/bench_ask.py   # interview: answer → next prompt, start → first prompt
 
 expert-review: $(VENV)/.installed
 	$(BIN)/python -m servewise.cli.review   # writes docs/expert-review.md from examples/*.yaml
