@@ -112,11 +112,14 @@ class Terminal:
     def say(self, text: str = "", style: dict[str, Any] | None = None) -> None:
         click.echo(click.style(text, **style) if (style and self.color) else text, color=self.color)
 
-    def read(self, prompt: str) -> str:
-        """One line from stdin; EOF means quit."""
+    def read(self, prompt: str, meanwhile: Callable[[], None] | None = None) -> str:
+        """One line from stdin; EOF means quit. ``meanwhile`` runs once the prompt is shown, while
+        the operator reads it and types (the terminal keeps what is typed)."""
         shown = click.style(prompt, bold=True) if self.color else prompt
         sys.stdout.write(shown)
         sys.stdout.flush()
+        if meanwhile is not None:
+            meanwhile()
         line = sys.stdin.readline()
         if not line:
             raise Stop
@@ -201,13 +204,17 @@ class Interview:
         self.term, self.session, self.save, self.rulebase = term, session, save, rulebase
         self._run_key: str | None = None
         self._run: iv.AskRun | None = None
+        self.prepared = False
 
     def prepare(self) -> None:
-        """Before the first question: load what checking an answer needs (engine), then keep the
-        collector from walking the rules and the catalog, which live as long as the process (a
-        full collection pass over them took ~0.15 s in the middle of an answer)."""
-        iv.prepare(self.rulebase)
-        gc.freeze()
+        """Once, while the first prompt waits for the operator: load what checking an answer
+        needs (engine: the catalog, ~0.2 s), then keep the collector from walking the rules and
+        the catalog, which live as long as the process (a full collection pass over them took
+        ~0.15 s in the middle of an answer)."""
+        if not self.prepared:
+            self.prepared = True
+            iv.prepare(self.rulebase)
+            gc.freeze()
 
     def persist(self) -> None:
         from ..engine.messages import message
@@ -264,7 +271,7 @@ class Interview:
             term.say("    " + pick(d.help, term.lang), {"dim": True})
         term.say("    " + " · ".join(describe(term, q, self.session)))
         while True:
-            text = term.read(f"{q.key}> ")
+            text = term.read(f"{q.key}> ", self.prepare)
             low = text.lower()
             if low in COMMANDS_QUIT:
                 raise Stop
@@ -402,7 +409,6 @@ def ask(settings, answers: str | None, resume: str | None, save: str | None) -> 
         term.say(term.s("resumed", file=target, n=_count(session)))
     term.say(term.s("intro", file=target))
     runner = Interview(term, session, target, rulebase)
-    runner.prepare()
     runner.persist()
     try:
         plan = runner.run()

@@ -11,8 +11,11 @@ example's value (``skip`` for the inputs it leaves at their default). The time i
 the moment an answer line is returned to the interview until the next prompt is written:
 median, p95 and max (wall, and CPU seconds of the interview process, which a busy machine inflates
 much less) over every answer of every interview (the answers that end the interview,
-followed by the plan instead of a prompt, are given apart). Start → first prompt: a fresh
-``servewise ask`` process until it writes ``model> ``. Targets: median ≤ 100 ms, p95 ≤ 200 ms.
+followed by the plan instead of a prompt, are given apart). `servewise ask` loads the catalog
+(~0.2 s) once the first prompt is shown, while the operator reads it and types; the scripted
+operator answers at once, so that time is printed apart: it is in neither figure, and an answer
+typed faster than it waits for it. Start → first prompt: a fresh ``servewise ask`` process until
+it writes ``model> ``. Targets: median ≤ 100 ms, p95 ≤ 200 ms.
 """
 
 from __future__ import annotations
@@ -61,16 +64,20 @@ class Scripted(cmd_ask.Terminal):
         self.keys = []
         self.answered_at = None
         self.answered_cpu = None
+        self.meanwhile = []
         self.tries = {}
 
     def say(self, text="", style=None):
         self.out.append(text)
 
-    def read(self, prompt):
+    def read(self, prompt, meanwhile=None):
         now, cpu = time.perf_counter(), time.process_time()
         if self.answered_at is not None:
             self.latencies.append(now - self.answered_at)
             self.cpu.append(cpu - self.answered_cpu)
+        if meanwhile is not None:  # work done while the operator reads the prompt: timed apart
+            meanwhile()
+            self.meanwhile.append(time.perf_counter() - now)
         key = prompt[:-2]
         self.keys.append(key)
         self.tries[key] = self.tries.get(key, 0) + 1
@@ -82,12 +89,11 @@ class Scripted(cmd_ask.Terminal):
 rulebase = load_rules()
 term = Scripted()
 runner = cmd_ask.Interview(term, iv.Session(), save, rulebase)
-if hasattr(runner, "prepare"):  # what `servewise ask` does before the first prompt (absent before #14)
-    runner.prepare()
 runner.persist()
 plan = runner.run()
 final = time.perf_counter() - term.answered_at
-print(json.dumps({"latencies": term.latencies, "cpu": term.cpu, "keys": term.keys, "final": final, "questions": len(term.latencies) + 1,
+print(json.dumps({"latencies": term.latencies, "cpu": term.cpu, "keys": term.keys,
+                  "meanwhile": max(term.meanwhile, default=0.0), "final": final, "questions": len(term.latencies) + 1,
                   "feasible": plan["feasible"]}))
 """
 
@@ -125,6 +131,7 @@ def bench(code: str | None, runs: int, examples: list[Path]) -> dict[str, object
     all_lat: list[float] = []
     all_cpu: list[float] = []
     finals: list[float] = []
+    meanwhile: list[float] = []
     per: dict[str, dict[str, float]] = {}
     for ex in examples:
         if "model" not in yaml.safe_load(ex.read_text(encoding="utf-8")):
@@ -142,6 +149,7 @@ def bench(code: str | None, runs: int, examples: list[Path]) -> dict[str, object
             lat += out["latencies"]
             all_cpu += out["cpu"]
             finals.append(out["final"])
+            meanwhile.append(out.get("meanwhile", 0.0))
         if not lat:
             continue
         all_lat += lat
@@ -158,6 +166,7 @@ def bench(code: str | None, runs: int, examples: list[Path]) -> dict[str, object
         "answer_to_prompt_cpu": {"median": statistics.median(all_cpu), "p95": pct(all_cpu, 0.95),
                                  "max": max(all_cpu)},
         "last_answer_to_plan": {"median": statistics.median(finals), "max": max(finals)},
+        "first_prompt_meanwhile": {"median": statistics.median(meanwhile), "max": max(meanwhile)},
         "start_to_first_prompt": {"median": statistics.median(starts), "min": min(starts), "max": max(starts)},
     }
     a, f, s = result["answer_to_prompt"], result["last_answer_to_plan"], result["start_to_first_prompt"]
@@ -165,6 +174,9 @@ def bench(code: str | None, runs: int, examples: list[Path]) -> dict[str, object
     print(f"answer → next prompt ({a['answers']} answers): median {1000 * a['median']:.1f} ms (≤ 100)  "
           f"p95 {1000 * a['p95']:.1f} ms (≤ 200)  max {1000 * a['max']:.1f} ms; CPU of the interview "
           f"process: median {1000 * c['median']:.1f} ms  p95 {1000 * c['p95']:.1f} ms  max {1000 * c['max']:.1f} ms")
+    m = result["first_prompt_meanwhile"]
+    print(f"loading done while the first prompt waits (before the operator's answer is read): "
+          f"median {1000 * m['median']:.0f} ms  max {1000 * m['max']:.0f} ms")
     print(f"last answer → plan shown: median {f['median']:.2f} s  max {f['max']:.2f} s")
     print(f"start → first prompt: median {s['median']:.2f} s  (min {s['min']:.2f}, max {s['max']:.2f})")
     return result
