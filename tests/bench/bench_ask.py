@@ -177,7 +177,7 @@ def bench(code: str | None, runs: int, examples: list[Path]) -> dict[str, object
     m = result["first_prompt_meanwhile"]
     print(f"loading done while the first prompt waits (before the operator's answer is read): "
           f"median {1000 * m['median']:.0f} ms  max {1000 * m['max']:.0f} ms")
-    print(f"last answer → plan shown: median {f['median']:.2f} s  max {f['max']:.2f} s")
+    print(f"last answer → plan computed (the whole plan, once): median {f['median']:.2f} s  max {f['max']:.2f} s")
     print(f"start → first prompt: median {s['median']:.2f} s  (min {s['min']:.2f}, max {s['max']:.2f})")
     return result
 
