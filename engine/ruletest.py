@@ -15,9 +15,10 @@ from typing import Any
 
 from .catalog import load_catalog
 from .functions import RunContext
-from .inputs import WorkloadError, fill_defaults, validate_workload
-from .plan import plan_workload
-from .rulebase import RuleBase, RuleSpec
+from .inputs import WorkloadError, fill_defaults, get_path, input_defs, validate_workload
+from .plan import input_facts, plan_workload
+from .rulebase import STAGES, RuleBase, RuleSpec
+from .ruledocs import writes_of
 from .rulelint import coverage_gaps
 from .runner import Memory, Origin, Runner, _fmt, with_lets
 
@@ -80,16 +81,69 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     return problems
 
 
-_PLANS: dict[tuple[int, str], Any] = {}
+FULL = len(STAGES)  # "run the whole plan": the case checks feasibility, or plans several models
+
+_RUNS: dict[tuple[int, str], tuple[int, Memory, bool | None, RuleBase]] = {}
+_UPTO: dict[tuple[int, int], RuleBase] = {}
+_WRITERS: dict[int, tuple[list[tuple[str, int]], RuleBase]] = {}
 
 
-def _plan_cached(rulebase: RuleBase, workload: dict[str, Any]):
-    """Plans are pure functions of workload and rule base: cases sharing a workload share a run."""
+def _writers(rulebase: RuleBase) -> list[tuple[str, int]]:
+    """(fact name or ``kind.`` prefix, stage index) of every output of every rule."""
+    hit = _WRITERS.get(id(rulebase))
+    if hit is None or hit[1] is not rulebase:
+        out = [(w[:-1] if w.endswith(".*") else w, STAGES.index(r.stage))
+               for r in rulebase.rules for w in writes_of(r)]
+        hit = _WRITERS[id(rulebase)] = (out, rulebase)
+    return hit[0]
+
+
+def needed_stage(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> int:
+    """Index of the last stage a workload case must run for its verdict to be the one of a whole
+    plan: the rule's own stage (a rule fires, rejects, asks, warns and explains only in its stage)
+    or the last stage of a rule that may write a value the case checks; ``FULL`` when the case
+    checks feasibility or the workload plans several models."""
+    workload = case["workload"]
+    if "feasible" in case["expect"] or (workload.get("model") is None and workload.get("models")):
+        return FULL
+    stage = STAGES.index(spec.stage)
+    for key in case["expect"].get("values") or {}:
+        for name, at in _writers(rulebase):
+            if at > stage and (key == name or (name.endswith(".") and key.startswith(name))):
+                stage = at
+    return stage
+
+
+def _upto(rulebase: RuleBase, upto: int) -> RuleBase:
+    """The rules of the first ``upto + 1`` stages (rules of later stages cannot fire before)."""
+    hit = _UPTO.get((id(rulebase), upto))
+    if hit is None or hit.files is not rulebase.files:
+        hit = _UPTO[(id(rulebase), upto)] = RuleBase(
+            [r for r in rulebase.rules if STAGES.index(r.stage) <= upto], rulebase.files,
+            f"{rulebase.knowledge_hash}#stages-to-{STAGES[upto]}")
+    return hit
+
+
+def run_workload(rulebase: RuleBase, workload: dict[str, Any], upto: int = FULL) -> tuple[Memory, bool | None]:
+    """The memory of planning ``workload`` up to and including stage ``upto`` (the feasibility
+    only for a whole plan). Runs are pure functions of workload and rule base: cases sharing a
+    workload share a run, and a run to a later stage serves a case needing an earlier one."""
     key = (id(rulebase), json.dumps(workload, sort_keys=True))
-    if key not in _PLANS:
-        defaults_filled, defaults = fill_defaults(workload)
-        _PLANS[key] = plan_workload(defaults_filled, defaults, rulebase)
-    return _PLANS[key]
+    hit = _RUNS.get(key)
+    if hit is not None and hit[3] is rulebase and hit[0] >= upto:
+        return hit[1], hit[2]
+    filled, defaults = fill_defaults(workload)
+    if upto >= FULL:
+        result = plan_workload(filled, defaults, rulebase)
+        mem, feasible = result.memory, result.feasible
+    else:  # plan_workload's single-model run, stopped after stage ``upto``
+        provided = frozenset(d.key for d in input_defs()
+                             if d.key not in defaults and get_path(filled, d.key) is not None)
+        ctx = RunContext(load_catalog(), provided=provided)
+        facts = input_facts(filled, defaults, ctx, "<workload>")
+        mem, feasible = Runner(_upto(rulebase, upto)).run(facts, ctx, stop_after=STAGES[upto]), None
+    _RUNS[key] = (upto, mem, feasible, rulebase)
+    return mem, feasible
 
 
 def run_case(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> CaseResult:
@@ -97,16 +151,15 @@ def run_case(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> CaseRe
     try:
         if "workload" in case:
             validate_workload(case["workload"], f"{spec.file}:{spec.id}:{name}")
-            result = _plan_cached(rulebase, case["workload"])
-            mem, feasible = result.memory, result.feasible
+            mem, feasible = run_workload(rulebase, case["workload"], needed_stage(rulebase, spec, case))
         else:
-            alone = RuleBase([spec], rulebase.files, rulebase.knowledge_hash)
+            alone = RuleBase([spec], rulebase.files, f"{rulebase.knowledge_hash}#rule-{spec.id}")
             runner = Runner(alone)
             facts = {k: (v, Origin("input", f"test:{k}")) for k, v in case["facts"].items()}
             for kind, items in (case.get("items") or {}).items():  # e.g. candidates for a for_each rule
                 for iid, attrs in items.items():
                     runner.store.create_item(kind, str(iid), attrs, 0)
-            mem = runner.run(facts, RunContext(load_catalog()))
+            mem = runner.run(facts, RunContext(load_catalog()), stop_after=spec.stage)
             feasible = None
     except WorkloadError as exc:
         return CaseResult(spec.id, name, False, f"bad test workload: {exc}", spec.file, spec.line)
@@ -177,15 +230,27 @@ def why_not_fired(spec: RuleSpec, mem: Memory) -> list[str]:
 def run_all(rulebase: RuleBase, only: str | None = None,
             files: set[str] | None = None) -> list[CaseResult]:
     """Run the cases of every rule (or those whose id contains ``only``, in ``files``)."""
-    results = []
-    for spec in rulebase.rules:
-        if only and only not in spec.id:
-            continue
-        if files is not None and spec.file not in files:
-            continue
+    selected = [spec for spec in rulebase.rules
+                if not (only and only not in spec.id) and (files is None or spec.file in files)]
+    # each workload runs once, to the last stage any selected case of it needs
+    need: dict[str, tuple[int, dict[str, Any]]] = {}
+    for spec in selected:
+        for case in spec.tests:
+            if isinstance(case.get("workload"), dict):
+                key = json.dumps(case["workload"], sort_keys=True)
+                stage = needed_stage(rulebase, spec, case)
+                if stage > need.get(key, (-1, {}))[0]:
+                    need[key] = (stage, case["workload"])
+    for stage, workload in need.values():
+        try:
+            validate_workload(workload, "<rule test workload>")
+            run_workload(rulebase, workload, stage)
+        except Exception:  # noqa: BLE001 - the case itself reports it
+            pass
+    results: list[CaseResult] = []
+    for spec in selected:
         if not spec.tests:
             results.append(CaseResult(spec.id, "-", False, "the rule has no test case", spec.file, spec.line))
-            continue
         for case in spec.tests:
             results.append(run_case(rulebase, spec, case))
     return results
