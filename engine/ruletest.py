@@ -227,14 +227,11 @@ def why_not_fired(spec: RuleSpec, mem: Memory) -> list[str]:
     return lines
 
 
-def run_all(rulebase: RuleBase, only: str | None = None,
-            files: set[str] | None = None) -> list[CaseResult]:
-    """Run the cases of every rule (or those whose id contains ``only``, in ``files``)."""
-    selected = [spec for spec in rulebase.rules
-                if not (only and only not in spec.id) and (files is None or spec.file in files)]
-    # each workload runs once, to the last stage any selected case of it needs
+def prepare_workloads(rulebase: RuleBase, specs: list[RuleSpec]) -> None:
+    """Run each workload of the cases of ``specs`` once, to the last stage any of them needs, so
+    that ``run_case`` finds every run it needs cached (a bad workload is left to its case)."""
     need: dict[str, tuple[int, dict[str, Any]]] = {}
-    for spec in selected:
+    for spec in specs:
         for case in spec.tests:
             if isinstance(case.get("workload"), dict):
                 key = json.dumps(case["workload"], sort_keys=True)
@@ -247,6 +244,14 @@ def run_all(rulebase: RuleBase, only: str | None = None,
             run_workload(rulebase, workload, stage)
         except Exception:  # noqa: BLE001 - the case itself reports it
             pass
+
+
+def run_all(rulebase: RuleBase, only: str | None = None,
+            files: set[str] | None = None) -> list[CaseResult]:
+    """Run the cases of every rule (or those whose id contains ``only``, in ``files``)."""
+    selected = [spec for spec in rulebase.rules
+                if not (only and only not in spec.id) and (files is None or spec.file in files)]
+    prepare_workloads(rulebase, selected)
     results: list[CaseResult] = []
     for spec in selected:
         if not spec.tests:
