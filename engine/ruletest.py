@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing as mp
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -227,17 +229,23 @@ def why_not_fired(spec: RuleSpec, mem: Memory) -> list[str]:
     return lines
 
 
-def prepare_workloads(rulebase: RuleBase, specs: list[RuleSpec]) -> None:
-    """Run each workload of the cases of ``specs`` once, to the last stage any of them needs, so
-    that ``run_case`` finds every run it needs cached (a bad workload is left to its case)."""
+Pair = tuple[RuleSpec, dict[str, Any]]
+PARALLEL_MIN_RUNS = 8  # fewer workload runs than this: one process (forking costs more than it saves)
+
+
+def _workload_needs(rulebase: RuleBase, pairs: list[Pair]) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Each workload of these cases (by its JSON) with the last stage any of them needs."""
     need: dict[str, tuple[int, dict[str, Any]]] = {}
-    for spec in specs:
-        for case in spec.tests:
-            if isinstance(case.get("workload"), dict):
-                key = json.dumps(case["workload"], sort_keys=True)
-                stage = needed_stage(rulebase, spec, case)
-                if stage > need.get(key, (-1, {}))[0]:
-                    need[key] = (stage, case["workload"])
+    for spec, case in pairs:
+        if isinstance(case.get("workload"), dict):
+            key = json.dumps(case["workload"], sort_keys=True)
+            stage = needed_stage(rulebase, spec, case)
+            if stage > need.get(key, (-1, {}))[0]:
+                need[key] = (stage, case["workload"])
+    return need
+
+
+def _prepare(rulebase: RuleBase, need: dict[str, tuple[int, dict[str, Any]]]) -> None:
     for stage, workload in need.values():
         try:
             validate_workload(workload, "<rule test workload>")
@@ -246,18 +254,66 @@ def prepare_workloads(rulebase: RuleBase, specs: list[RuleSpec]) -> None:
             pass
 
 
+def prepare_workloads(rulebase: RuleBase, specs: list[RuleSpec]) -> None:
+    """Run each workload of the cases of ``specs`` once, to the last stage any of them needs, so
+    that ``run_case`` finds every run it needs cached (a bad workload is left to its case)."""
+    _prepare(rulebase, _workload_needs(rulebase, [(spec, case) for spec in specs for case in spec.tests]))
+
+
+_FORKED: tuple[RuleBase, list[Pair]] = (RuleBase([], [], ""), [])  # what forked workers read
+
+
+def _run_share(keys: frozenset[str]) -> list[tuple[int, CaseResult]]:
+    """In a forked worker: the cases (by index) whose workloads are ``keys``."""
+    rulebase, pairs = _FORKED
+    mine = [(i, spec, case) for i, (spec, case) in enumerate(pairs) if isinstance(case.get("workload"), dict)
+            and json.dumps(case["workload"], sort_keys=True) in keys]
+    _prepare(rulebase, _workload_needs(rulebase, [(spec, case) for _, spec, case in mine]))
+    return [(i, run_case(rulebase, spec, case)) for i, spec, case in mine]
+
+
+def _run_parallel(rulebase: RuleBase, pairs: list[Pair], jobs: int) -> dict[int, CaseResult] | None:
+    """The workload cases run by ``jobs`` forked processes, the workloads shared out by their
+    estimated cost (a whole plan costs most); None where forking is not possible or not worth it."""
+    global _FORKED
+    need = _workload_needs(rulebase, pairs)
+    if jobs < 2 or len(need) < PARALLEL_MIN_RUNS or "fork" not in mp.get_all_start_methods():
+        return None
+    shares: list[set[str]] = [set() for _ in range(jobs)]
+    loads = [0] * jobs
+    for key, (stage, _) in sorted(need.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        j = loads.index(min(loads))
+        shares[j].add(key)
+        loads[j] += 4 * (stage + 1) if stage >= FULL else stage + 1  # a whole plan: ~4 × a partial one
+    _FORKED = (rulebase, pairs)
+    try:
+        with mp.get_context("fork").Pool(jobs) as pool:
+            parts = pool.map(_run_share, [frozenset(s) for s in shares])
+    finally:
+        _FORKED = (RuleBase([], [], ""), [])
+    return {i: r for part in parts for i, r in part}
+
+
 def run_all(rulebase: RuleBase, only: str | None = None,
-            files: set[str] | None = None) -> list[CaseResult]:
-    """Run the cases of every rule (or those whose id contains ``only``, in ``files``)."""
+            files: set[str] | None = None, jobs: int | None = None) -> list[CaseResult]:
+    """Run the cases of every rule (or those whose id contains ``only``, in ``files``). Workload
+    cases run in ``jobs`` processes (default: up to 2 CPUs) when there are enough workloads to
+    plan; the results and their order are the same either way."""
     selected = [spec for spec in rulebase.rules
                 if not (only and only not in spec.id) and (files is None or spec.file in files)]
-    prepare_workloads(rulebase, selected)
+    pairs = [(spec, case) for spec in selected for case in spec.tests]
+    done = _run_parallel(rulebase, pairs, min(2, os.cpu_count() or 1) if jobs is None else jobs)
+    if done is None:
+        prepare_workloads(rulebase, selected)
+        done = {}
     results: list[CaseResult] = []
+    i = 0
     for spec in selected:
         if not spec.tests:
             results.append(CaseResult(spec.id, "-", False, "the rule has no test case", spec.file, spec.line))
         for case in spec.tests:
-            results.append(run_case(rulebase, spec, case))
+            results.append(done[i] if i in done else run_case(rulebase, spec, case))
+            i += 1
     return results
 
 

@@ -1,4 +1,11 @@
-"""Shared fixtures: the CLI runner and paths of the repository."""
+"""Shared fixtures: the CLI runner, paths of the repository, the rule base and the example plans.
+
+For a new test module: ``example_plans`` gives every example planned once per test run (shared by
+the xdist workers); ``rulebase`` the loaded rules; ``cli(*args)`` runs the CLI in-process. Plan in
+a test only what no example covers, and run the CLI in a subprocess only to test the process itself
+(exit codes of the console script, fresh-process determinism); mark such slow tests ``slow``
+(`make test-slow`). ``shared_once`` shares any other expensive JSON-able result between workers.
+"""
 
 from __future__ import annotations
 
