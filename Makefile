@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/python -m pip -qq --disable-pip-version-check
 
-.PHONY: expert-review run test test-fast lint rules-test bench bench-doc smoke clean
+.PHONY: expert-review run test test-slow test-fast lint rules-test bench bench-doc smoke clean
 
 $(BIN)/python:
 	@$(PYTHON) -m venv $(VENV)
@@ -23,16 +23,26 @@ run: $(VENV)/.installed
 	@$(BIN)/servewise plan examples/chat-70b-online.yaml
 	@echo "next: $(BIN)/servewise --help   (or: source $(BIN)/activate, then servewise plan YOUR.yaml)"
 
+# `make test` (what CI runs first, about 2 minutes on 2 cores): ruff, the rule linter, every test
+# not marked slow on two xdist workers (loadgroup keeps the tests sharing a per-process cache on one
+# worker, see tests/conftest.py), and the wheel smoke test.
+PYTEST_XDIST := -n 2 --dist loadgroup
+
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/servewise rules lint
-	$(BIN)/python -m pytest -n 2 --ignore=tests/test_ask_pty.py
-	$(BIN)/python -m pytest tests/test_ask_pty.py   # pseudo-terminal tests: forkpty outside xdist's threads
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow"
 	@$(MAKE) --no-print-directory smoke
 
-# the quick loop while editing: everything but the tests marked slow (fresh-process determinism, pty)
+# the tests marked slow (CI runs them after `make test`, see .ci/run): plans byte-identical in
+# fresh processes with different hash seeds, and the interview under a pseudo-terminal (forkpty
+# outside xdist's threads, so without -n)
+test-slow: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -m slow
+
+# the quick loop while editing: the tests not marked slow, without ruff, lint and smoke
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -n 2 -m "not slow" --ignore=tests/test_ask_pty.py
+	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow"
 
 # Build the wheel, install it (no dependencies: they come from .venv) into a throw-away venv and
 # run its console script: catches packaging mistakes (a missing data file) that the editable

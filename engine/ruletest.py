@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import json
 import math
+import multiprocessing as mp
+import os
 from dataclasses import dataclass
 from typing import Any
 
 from .catalog import load_catalog
 from .functions import RunContext
-from .inputs import WorkloadError, fill_defaults, validate_workload
-from .plan import plan_workload
-from .rulebase import RuleBase, RuleSpec
+from .inputs import WorkloadError, fill_defaults, get_path, input_defs, validate_workload
+from .plan import input_facts, plan_workload
+from .rulebase import STAGES, RuleBase, RuleSpec
+from .ruledocs import writes_of
 from .rulelint import coverage_gaps
 from .runner import Memory, Origin, Runner, _fmt, with_lets
 
@@ -80,16 +83,69 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     return problems
 
 
-_PLANS: dict[tuple[int, str], Any] = {}
+FULL = len(STAGES)  # "run the whole plan": the case checks feasibility, or plans several models
+
+_RUNS: dict[tuple[int, str], tuple[int, Memory, bool | None, RuleBase]] = {}
+_UPTO: dict[tuple[int, int], RuleBase] = {}
+_WRITERS: dict[int, tuple[list[tuple[str, int]], RuleBase]] = {}
 
 
-def _plan_cached(rulebase: RuleBase, workload: dict[str, Any]):
-    """Plans are pure functions of workload and rule base: cases sharing a workload share a run."""
+def _writers(rulebase: RuleBase) -> list[tuple[str, int]]:
+    """(fact name or ``kind.`` prefix, stage index) of every output of every rule."""
+    hit = _WRITERS.get(id(rulebase))
+    if hit is None or hit[1] is not rulebase:
+        out = [(w[:-1] if w.endswith(".*") else w, STAGES.index(r.stage))
+               for r in rulebase.rules for w in writes_of(r)]
+        hit = _WRITERS[id(rulebase)] = (out, rulebase)
+    return hit[0]
+
+
+def needed_stage(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> int:
+    """Index of the last stage a workload case must run for its verdict to be the one of a whole
+    plan: the rule's own stage (a rule fires, rejects, asks, warns and explains only in its stage)
+    or the last stage of a rule that may write a value the case checks; ``FULL`` when the case
+    checks feasibility or the workload plans several models."""
+    workload = case["workload"]
+    if "feasible" in case["expect"] or (workload.get("model") is None and workload.get("models")):
+        return FULL
+    stage = STAGES.index(spec.stage)
+    for key in case["expect"].get("values") or {}:
+        for name, at in _writers(rulebase):
+            if at > stage and (key == name or (name.endswith(".") and key.startswith(name))):
+                stage = at
+    return stage
+
+
+def _upto(rulebase: RuleBase, upto: int) -> RuleBase:
+    """The rules of the first ``upto + 1`` stages (rules of later stages cannot fire before)."""
+    hit = _UPTO.get((id(rulebase), upto))
+    if hit is None or hit.files is not rulebase.files:
+        hit = _UPTO[(id(rulebase), upto)] = RuleBase(
+            [r for r in rulebase.rules if STAGES.index(r.stage) <= upto], rulebase.files,
+            f"{rulebase.knowledge_hash}#stages-to-{STAGES[upto]}")
+    return hit
+
+
+def run_workload(rulebase: RuleBase, workload: dict[str, Any], upto: int = FULL) -> tuple[Memory, bool | None]:
+    """The memory of planning ``workload`` up to and including stage ``upto`` (the feasibility
+    only for a whole plan). Runs are pure functions of workload and rule base: cases sharing a
+    workload share a run, and a run to a later stage serves a case needing an earlier one."""
     key = (id(rulebase), json.dumps(workload, sort_keys=True))
-    if key not in _PLANS:
-        defaults_filled, defaults = fill_defaults(workload)
-        _PLANS[key] = plan_workload(defaults_filled, defaults, rulebase)
-    return _PLANS[key]
+    hit = _RUNS.get(key)
+    if hit is not None and hit[3] is rulebase and hit[0] >= upto:
+        return hit[1], hit[2]
+    filled, defaults = fill_defaults(workload)
+    if upto >= FULL:
+        result = plan_workload(filled, defaults, rulebase)
+        mem, feasible = result.memory, result.feasible
+    else:  # plan_workload's single-model run, stopped after stage ``upto``
+        provided = frozenset(d.key for d in input_defs()
+                             if d.key not in defaults and get_path(filled, d.key) is not None)
+        ctx = RunContext(load_catalog(), provided=provided)
+        facts = input_facts(filled, defaults, ctx, "<workload>")
+        mem, feasible = Runner(_upto(rulebase, upto)).run(facts, ctx, stop_after=STAGES[upto]), None
+    _RUNS[key] = (upto, mem, feasible, rulebase)
+    return mem, feasible
 
 
 def run_case(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> CaseResult:
@@ -97,16 +153,15 @@ def run_case(rulebase: RuleBase, spec: RuleSpec, case: dict[str, Any]) -> CaseRe
     try:
         if "workload" in case:
             validate_workload(case["workload"], f"{spec.file}:{spec.id}:{name}")
-            result = _plan_cached(rulebase, case["workload"])
-            mem, feasible = result.memory, result.feasible
+            mem, feasible = run_workload(rulebase, case["workload"], needed_stage(rulebase, spec, case))
         else:
-            alone = RuleBase([spec], rulebase.files, rulebase.knowledge_hash)
+            alone = RuleBase([spec], rulebase.files, f"{rulebase.knowledge_hash}#rule-{spec.id}")
             runner = Runner(alone)
             facts = {k: (v, Origin("input", f"test:{k}")) for k, v in case["facts"].items()}
             for kind, items in (case.get("items") or {}).items():  # e.g. candidates for a for_each rule
                 for iid, attrs in items.items():
                     runner.store.create_item(kind, str(iid), attrs, 0)
-            mem = runner.run(facts, RunContext(load_catalog()))
+            mem = runner.run(facts, RunContext(load_catalog()), stop_after=spec.stage)
             feasible = None
     except WorkloadError as exc:
         return CaseResult(spec.id, name, False, f"bad test workload: {exc}", spec.file, spec.line)
@@ -174,20 +229,91 @@ def why_not_fired(spec: RuleSpec, mem: Memory) -> list[str]:
     return lines
 
 
+Pair = tuple[RuleSpec, dict[str, Any]]
+PARALLEL_MIN_RUNS = 8  # fewer workload runs than this: one process (forking costs more than it saves)
+
+
+def _workload_needs(rulebase: RuleBase, pairs: list[Pair]) -> dict[str, tuple[int, dict[str, Any]]]:
+    """Each workload of these cases (by its JSON) with the last stage any of them needs."""
+    need: dict[str, tuple[int, dict[str, Any]]] = {}
+    for spec, case in pairs:
+        if isinstance(case.get("workload"), dict):
+            key = json.dumps(case["workload"], sort_keys=True)
+            stage = needed_stage(rulebase, spec, case)
+            if stage > need.get(key, (-1, {}))[0]:
+                need[key] = (stage, case["workload"])
+    return need
+
+
+def _prepare(rulebase: RuleBase, need: dict[str, tuple[int, dict[str, Any]]]) -> None:
+    for stage, workload in need.values():
+        try:
+            validate_workload(workload, "<rule test workload>")
+            run_workload(rulebase, workload, stage)
+        except Exception:  # noqa: BLE001 - the case itself reports it
+            pass
+
+
+def prepare_workloads(rulebase: RuleBase, specs: list[RuleSpec]) -> None:
+    """Run each workload of the cases of ``specs`` once, to the last stage any of them needs, so
+    that ``run_case`` finds every run it needs cached (a bad workload is left to its case)."""
+    _prepare(rulebase, _workload_needs(rulebase, [(spec, case) for spec in specs for case in spec.tests]))
+
+
+_FORKED: tuple[RuleBase, list[Pair]] = (RuleBase([], [], ""), [])  # what forked workers read
+
+
+def _run_share(keys: frozenset[str]) -> list[tuple[int, CaseResult]]:
+    """In a forked worker: the cases (by index) whose workloads are ``keys``."""
+    rulebase, pairs = _FORKED
+    mine = [(i, spec, case) for i, (spec, case) in enumerate(pairs) if isinstance(case.get("workload"), dict)
+            and json.dumps(case["workload"], sort_keys=True) in keys]
+    _prepare(rulebase, _workload_needs(rulebase, [(spec, case) for _, spec, case in mine]))
+    return [(i, run_case(rulebase, spec, case)) for i, spec, case in mine]
+
+
+def _run_parallel(rulebase: RuleBase, pairs: list[Pair], jobs: int) -> dict[int, CaseResult] | None:
+    """The workload cases run by ``jobs`` forked processes, the workloads shared out by their
+    estimated cost (a whole plan costs most); None where forking is not possible or not worth it."""
+    global _FORKED
+    need = _workload_needs(rulebase, pairs)
+    if jobs < 2 or len(need) < PARALLEL_MIN_RUNS or "fork" not in mp.get_all_start_methods():
+        return None
+    shares: list[set[str]] = [set() for _ in range(jobs)]
+    loads = [0] * jobs
+    for key, (stage, _) in sorted(need.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        j = loads.index(min(loads))
+        shares[j].add(key)
+        loads[j] += 4 * (stage + 1) if stage >= FULL else stage + 1  # a whole plan: ~4 × a partial one
+    _FORKED = (rulebase, pairs)
+    try:
+        with mp.get_context("fork").Pool(jobs) as pool:
+            parts = pool.map(_run_share, [frozenset(s) for s in shares])
+    finally:
+        _FORKED = (RuleBase([], [], ""), [])
+    return {i: r for part in parts for i, r in part}
+
+
 def run_all(rulebase: RuleBase, only: str | None = None,
-            files: set[str] | None = None) -> list[CaseResult]:
-    """Run the cases of every rule (or those whose id contains ``only``, in ``files``)."""
-    results = []
-    for spec in rulebase.rules:
-        if only and only not in spec.id:
-            continue
-        if files is not None and spec.file not in files:
-            continue
+            files: set[str] | None = None, jobs: int | None = None) -> list[CaseResult]:
+    """Run the cases of every rule (or those whose id contains ``only``, in ``files``). Workload
+    cases run in ``jobs`` processes (default: up to 2 CPUs) when there are enough workloads to
+    plan; the results and their order are the same either way."""
+    selected = [spec for spec in rulebase.rules
+                if not (only and only not in spec.id) and (files is None or spec.file in files)]
+    pairs = [(spec, case) for spec in selected for case in spec.tests]
+    done = _run_parallel(rulebase, pairs, min(2, os.cpu_count() or 1) if jobs is None else jobs)
+    if done is None:
+        prepare_workloads(rulebase, selected)
+        done = {}
+    results: list[CaseResult] = []
+    i = 0
+    for spec in selected:
         if not spec.tests:
             results.append(CaseResult(spec.id, "-", False, "the rule has no test case", spec.file, spec.line))
-            continue
         for case in spec.tests:
-            results.append(run_case(rulebase, spec, case))
+            results.append(done[i] if i in done else run_case(rulebase, spec, case))
+            i += 1
     return results
 
 

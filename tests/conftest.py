@@ -1,9 +1,20 @@
-"""Shared fixtures: the CLI runner and paths of the repository."""
+"""Shared fixtures: the CLI runner, paths of the repository, the rule base and the example plans.
+
+For a new test module: ``example_plans`` gives every example planned once per test run (shared by
+the xdist workers); ``rulebase`` the loaded rules; ``cli(*args)`` runs the CLI in-process. Plan in
+a test only what no example covers, and run the CLI in a subprocess only to test the process itself
+(exit codes of the console script, fresh-process determinism); mark such slow tests ``slow``
+(`make test-slow`). ``shared_once`` shares any other expensive JSON-able result between workers.
+"""
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,8 +52,9 @@ def rulebase():
 
 @dataclass(frozen=True)
 class PlannedExample:
-    """One example planned in-process: the plan, its canonical JSON (what `plan --format json`
-    prints) and the engine work it took (engine.runner.WORK deltas, over every pool)."""
+    """One example planned in-process: the plan (as its JSON reads back), its canonical JSON (what
+    `plan --format json` prints) and the engine work it took (engine.runner.WORK deltas, over
+    every pool)."""
 
     path: Path
     plan: dict
@@ -50,22 +62,95 @@ class PlannedExample:
     work: dict
 
 
-@pytest.fixture(scope="session")
-def example_plans(rulebase) -> dict[str, PlannedExample]:
-    """Every example planned once per test session (per xdist worker), for all modules that only
-    read the plans; modules that test the CLI itself still run it."""
+def _shared_dir(tmp_path_factory) -> Path | None:
+    """A folder every xdist worker of this run shares (the run's own base temp folder), or None
+    outside xdist."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return None
+    d = tmp_path_factory.getbasetemp().parent / "shared"
+    d.mkdir(exist_ok=True)
+    return d
+
+
+def shared_once(tmp_path_factory, name: str, key: str, compute: Callable[[], dict]) -> tuple[dict, bool]:
+    """``compute()`` (a JSON-able dict) once per test run, shared by the xdist workers through a
+    file of the run's temp folder: the worker computing ``name`` holds its lock, another one
+    needing it waits and reads the file (so let workers take shared items in different orders,
+    as :func:`_plan_examples` does). ``key`` (e.g. the knowledge hash and an input digest) must
+    match or it is recomputed. Returns (value, whether it was computed here)."""
+    shared = _shared_dir(tmp_path_factory)
+    if shared is None:
+        return compute(), True
+    target = shared / f"{name}.json"
+    with open(shared / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if target.exists():
+                stored = json.loads(target.read_text(encoding="utf-8"))
+                if stored.get("key") == key:
+                    return stored["value"], False
+            value = compute()
+            tmp = target.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"key": key, "value": value}), encoding="utf-8")
+            tmp.replace(target)
+            return value, True
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _plan_examples(rulebase, tmp_path_factory) -> dict[str, PlannedExample]:
     from servewise.cli.render import to_json
     from servewise.engine.plan import plan_file
     from servewise.engine.runner import WORK
 
+    def planned(path: Path) -> Callable[[], dict]:
+        def compute() -> dict:
+            before = Counter(WORK)
+            result = plan_file(path, rulebase)
+            work = {k: v for k, v in sorted((Counter(WORK) - before).items())}
+            return {"json_text": to_json(result.plan), "work": work}
+        return compute
+
+    paths = sorted(EXAMPLES.glob("*.yaml"))
+    # the workers take the examples in opposite orders, so that each plans about half of them
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    if worker.isdigit() and int(worker) % 2:
+        paths.reverse()
     out = {}
-    for path in sorted(EXAMPLES.glob("*.yaml")):
-        before = Counter(WORK)
-        result = plan_file(path, rulebase)
-        work = {k: v for k, v in sorted((Counter(WORK) - before).items())}
-        out[path.stem] = PlannedExample(path, result.plan, to_json(result.plan), work)
-    return out
+    for path in paths:
+        key = f"{rulebase.knowledge_hash} {hashlib.sha256(path.read_bytes()).hexdigest()}"
+        value, _ = shared_once(tmp_path_factory, f"example-{path.stem}", key, planned(path))
+        out[path.stem] = PlannedExample(path, json.loads(value["json_text"]), value["json_text"], value["work"])
+    return dict(sorted(out.items()))
+
+
+@pytest.fixture(scope="session")
+def example_plans(rulebase, tmp_path_factory) -> dict[str, PlannedExample]:
+    """Every example (examples/*.yaml, by file stem) planned once per test run, in-process.
+
+    Use it in any module that only reads the example plans: ``example_plans["chat-70b-online"]``
+    gives ``.plan`` (a dict as the JSON reads back; mutate a copy, it is shared), ``.json_text``
+    (byte for byte what ``servewise plan X --format json`` prints; tests/test_examples.py checks
+    that for one example through the CLI) and ``.work`` (engine work counters). Under xdist the
+    workers share the plans through files of the run's temp folder, each planning about half of
+    the examples. Modules that test the CLI itself still run it."""
+    return _plan_examples(rulebase, tmp_path_factory)
 
 
 def pytest_configure(config):
     os.environ.setdefault("PYTHONHASHSEED", "random")
+
+
+# Tests that share an expensive per-process cache run on one xdist worker (`make test` passes
+# `--dist loadgroup`), so that the cache is filled once instead of once per worker: the rule cases'
+# workload runs (engine.ruletest keeps them per process) and the guideline tests' `plan` fixture.
+XDIST_GROUPS = {"test_rule_cases.py": "rule-case-workloads"}
+XDIST_GROUP_FIXTURES = {"plan": "guideline-plans"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        group = XDIST_GROUPS.get(item.path.name) or next(
+            (g for f, g in XDIST_GROUP_FIXTURES.items() if f in getattr(item, "fixturenames", ())), None)
+        if group:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -20,11 +20,10 @@ def run(*args: str):
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
-    """The 70B example planned once and saved as plan.json: (path, plan)."""
+def saved(tmp_path_factory, example_plans):
+    """The 70B example saved as plan.json, as `plan --format json -o` writes it: (path, plan)."""
     path = tmp_path_factory.mktemp("plan") / "plan.json"
-    result = run("plan", CHAT, "--format", "json", "-o", str(path))
-    assert result.exit_code == 0, result.output
+    path.write_text(example_plans["chat-70b-online"].json_text, encoding="utf-8")
     return str(path), json.loads(path.read_text(encoding="utf-8"))
 
 
@@ -34,14 +33,43 @@ def setter_step(plan, fact):
 
 # ------------------------------------------------------------------------------------------ explain
 
-def test_explain_every_component_text_and_json(saved):
+@pytest.fixture(scope="module")
+def in_process():
+    """explain and why-not as the CLI runs them (same engine calls and renderers), without a
+    process or a plan-file load per call: (explain(plan, target) -> (text, data),
+    why_not(plan, option) -> (text, data))."""
+    from servewise.cli.cmd_audit import render_explain, render_why_not, rule_titles, to_json
+    from servewise.cli.main import Settings
+    from servewise.cli.wrap import NOT_A_TTY_WIDTH, wrap
+    from servewise.engine import explain as ex
+    from servewise.engine.catalog import load_catalog
+
+    titles = rule_titles(Settings("en", ()))
+    gpus = dict(load_catalog().table("gpus").index)
+
+    def explain(plan, target):
+        result = ex.explain(plan, target, titles)
+        return wrap(render_explain(result, plan, "en"), NOT_A_TTY_WIDTH), json.loads(to_json(result))
+
+    def why_not(plan, option):
+        result = ex.why_not(plan, option, titles, gpus)
+        return wrap(render_why_not(result, "en"), NOT_A_TTY_WIDTH), json.loads(to_json(result))
+
+    return explain, why_not
+
+
+def test_explain_every_component_text_and_json(saved, in_process):
     path, plan = saved
+    explain, _ = in_process
     assert plan["components"]
-    for comp, fields in plan["components"].items():
-        text = run("explain", path, comp)
-        assert text.exit_code == 0, text.output
-        assert text.output.startswith(f"explain {comp}")
-        data = json.loads(run("explain", path, comp, "--format", "json").output)
+    for n, (comp, fields) in enumerate(plan["components"].items()):
+        text, data = explain(plan, comp)
+        if n == 0:  # the CLI prints the same (each component through the CLI would re-read the file)
+            cli_text = run("explain", path, comp)
+            assert cli_text.exit_code == 0, cli_text.output
+            assert cli_text.output == text
+            assert json.loads(run("explain", path, comp, "--format", "json").output) == data
+        assert text.startswith(f"explain {comp}")
         assert data["target"] == comp
         assert data["facts"] == {f"components.{comp}.{f}": v for f, v in fields.items()}
         steps = {s["step"] for s in data["steps"]}
@@ -49,11 +77,11 @@ def test_explain_every_component_text_and_json(saved):
         assert {setter_step(plan, f) for f in data["facts"]} <= steps
         for s in data["steps"]:
             assert {p["step"] for p in s["premises"] if "step" in p} <= steps
-            assert f"[{s['step']}] {s['rule']}" in text.output
+            assert f"[{s['step']}] {s['rule']}" in text
             assert s["source"], s["rule"]
         for i in data["inputs"]:
             mark = "[given]" if i["given"] else "[default]"
-            assert f"{i['fact']} = " in text.output and mark in text.output
+            assert f"{i['fact']} = " in text and mark in text
 
 
 def test_explain_gpu_reaches_inputs_catalog_sources_and_formulas(saved):
@@ -107,22 +135,26 @@ def rejected_gpus(plan):
     return sorted({r["option"].split(" | ")[0] for r in plan["rejected"] if r["kind"] == "candidate"})
 
 
-def test_why_not_every_rejected_gpu(saved):
+def test_why_not_every_rejected_gpu(saved, in_process):
     path, plan = saved
+    _, why_not = in_process
     gpus = rejected_gpus(plan)
     assert len(gpus) >= 10
-    for gpu in gpus:
-        text = run("why-not", path, gpu)
-        assert text.exit_code == 0, text.output
-        assert text.output.startswith(f"why-not {gpu}:")
-        data = json.loads(run("why-not", path, gpu, "--format", "json").output)
+    for n, gpu in enumerate(gpus):
+        text, data = why_not(plan, gpu)
+        if n == 0:  # the CLI prints the same
+            cli_text = run("why-not", path, gpu)
+            assert cli_text.exit_code == 0, cli_text.output
+            assert cli_text.output == text
+            assert json.loads(run("why-not", path, gpu, "--format", "json").output) == data
+        assert text.startswith(f"why-not {gpu}:")
         mine = [r for r in plan["rejected"] if r["option"].split(" | ")[0] == gpu]
         listed = [e for g in data["groups"] for e in g["entries"]]
         assert sorted(e["option"] for e in listed) == sorted(r["option"] for r in mine)
         expected = "chosen" if gpu == plan["components"]["gpu"]["model"] else None
         assert data["status"] == expected if expected else data["status"] in ("rejected", "never-candidate")
         for g in data["groups"]:
-            assert g["rule"] in text.output
+            assert g["rule"] in text
         if data["status"] == "never-candidate":  # everything was excluded at proposal
             assert all(g["at_proposal"] for g in data["groups"])
 

@@ -24,13 +24,13 @@ def _plan(workload: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def v3_h100() -> dict:
-    return plan_file(EXAMPLES / "deepseek-v3-h100-site-unknown.yaml").plan
+def v3_h100(example_plans) -> dict:
+    return example_plans["deepseek-v3-h100-site-unknown"].plan
 
 
 @pytest.fixture(scope="module")
-def site_8kw() -> dict:
-    return plan_file(EXAMPLES / "site-8kw-air.yaml").plan
+def site_8kw(example_plans) -> dict:
+    return example_plans["site-8kw-air"].plan
 
 
 def _mid_sum(plan: dict, i: int | None = None) -> float:

@@ -52,13 +52,18 @@ def snapshot_text(plan: dict, text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_cli_plan_json_is_the_in_process_plan(example_plans):
-    """The CLI prints exactly the plan the shared fixture computes in-process (one example: the
-    other tests below read the fixture instead of running the CLI again)."""
-    path = EXAMPLES / "chat-70b-online.yaml"
-    result = CliRunner().invoke(cli, ["--lang", "en", "plan", str(path), "--format", "json"])
+@pytest.mark.parametrize("name", ["chat-70b-online", "chat-8b-small"])
+def test_cli_plan_json_is_the_in_process_plan(example_plans, name, tmp_path):
+    """The CLI prints, and writes with -o, exactly the plan the shared fixture computes in-process
+    (two examples: the other tests read the fixture, or a file of its JSON, instead of running
+    the CLI again)."""
+    path = EXAMPLES / f"{name}.yaml"
+    out = tmp_path / "plan.json"
+    args = ["--lang", "en", "plan", str(path), "--format", "json"]
+    result = CliRunner().invoke(cli, args if name == "chat-70b-online" else [*args, "-o", str(out)])
     assert result.exit_code == 0, result.output
-    assert result.output == example_plans[path.stem].json_text
+    text = result.output if name == "chat-70b-online" else out.read_text(encoding="utf-8")
+    assert text == example_plans[name].json_text
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=[p.stem for p in EXAMPLE_FILES])

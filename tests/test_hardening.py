@@ -32,10 +32,10 @@ def invoke(*args: str, **kw):
 
 
 @pytest.fixture(scope="module")
-def saved(tmp_path_factory):
+def saved(tmp_path_factory, example_plans):
+    """chat-8b-small saved as `plan --format json -o` writes it (tests/test_examples.py checks that)."""
     path = tmp_path_factory.mktemp("plan") / "plan.json"
-    res = invoke("plan", SMALL, "--format", "json", "-o", str(path))
-    assert res.exit_code == 0, res.output
+    path.write_text(example_plans["chat-8b-small"].json_text, encoding="utf-8")
     return path, json.loads(path.read_text(encoding="utf-8"))
 
 

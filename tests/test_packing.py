@@ -12,7 +12,6 @@ import pytest
 from servewise.engine.catalog import load_catalog
 from servewise.engine.fn_packing import Demand, mig_fit, pack_servers
 from servewise.engine.functions import RunContext, reset_context, use_context
-from servewise.engine.plan import plan_file
 from servewise.engine.pools import _dedupe_warnings
 from servewise.engine.pools_pack import packed_option, separate_rack
 
@@ -117,8 +116,8 @@ def test_a_warning_several_pools_share_is_shown_once_naming_them() -> None:
 
 
 @pytest.fixture(scope="module")
-def three_tenants() -> dict[str, Any]:
-    return plan_file(ROOT / "examples" / "multi-model-tenants.yaml").plan
+def three_tenants(example_plans) -> dict[str, Any]:
+    return example_plans["multi-model-tenants"].plan
 
 
 def test_packed_vs_separate_chosen_by_cost(three_tenants: dict[str, Any]) -> None:

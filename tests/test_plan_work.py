@@ -54,15 +54,40 @@ def test_work_does_not_grow_over_the_baseline(example_plans):
         }, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     base = json.loads(BASELINE.read_text(encoding="utf-8"))
     assert base.get("note", "").strip(), "the work baseline must say why it was (re)recorded"
-    over = []
-    for name, ex in example_plans.items():
-        assert name in base["examples"], f"no work baseline for {name}"
-        for metric, value in ex.work.items():
-            limit = base["examples"][name].get(metric, 0) * ALLOWED_GROWTH
-            if value > limit:
-                over.append(f"{name}: {metric} {value} > {limit:.0f}")
+    over = work_over_baseline(base, {n: ex.work for n, ex in example_plans.items()})
     assert not over, ("planning work grew more than 10 % over tests/plans/work-baseline.json: "
                       + "; ".join(over) + " (if intended, re-record it with a note, see the module docstring)")
+
+
+def work_over_baseline(base: dict, now: dict[str, dict[str, int]]) -> list[str]:
+    """Each example and counter whose work exceeds the baseline by more than the allowed growth
+    (an example or counter the baseline lacks counts as grown from nothing)."""
+    over = []
+    for name, work in now.items():
+        recorded = base["examples"].get(name)
+        if recorded is None:
+            over.append(f"{name}: no work baseline")
+            continue
+        for metric, value in work.items():
+            limit = recorded.get(metric, 0) * ALLOWED_GROWTH
+            if value > limit:
+                over.append(f"{name}: {metric} {value} > {limit:.0f}")
+    return over
+
+
+def test_the_work_guard_bites():
+    """11 % more activations on one example fails the guard; 10 % does not; every counter counts."""
+    base = json.loads(BASELINE.read_text(encoding="utf-8"))
+    now = {n: dict(w) for n, w in base["examples"].items()}
+    assert work_over_baseline(base, now) == []
+    name = "chat-70b-online"
+    for metric in ("firings", "activations", "condition_tests"):
+        grown = {n: dict(w) for n, w in now.items()}
+        grown[name][metric] = int(base["examples"][name][metric] * 1.11) + 1
+        assert [o.split(":")[0] for o in work_over_baseline(base, grown)] == [name], metric
+        grown[name][metric] = int(base["examples"][name][metric] * 1.10)
+        assert work_over_baseline(base, grown) == [], metric
+    assert work_over_baseline(base, {**now, "new-example": {"firings": 1}}) == ["new-example: no work baseline"]
 
 
 def test_work_counters_count_something(example_plans):
