@@ -32,9 +32,10 @@ test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/servewise rules lint
 	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow"
+	$(BIN)/python -m pytest -m slow   # the whole suite (CONTRACTS §1): the slow ones too, see test-slow
 	@$(MAKE) --no-print-directory smoke
 
-# the tests marked slow (CI runs them after `make test`, see .ci/run): plans byte-identical in
+# the tests marked slow (`make test` runs them after the others): plans byte-identical in
 # fresh processes with different hash seeds, and the interview under a pseudo-terminal (forkpty
 # outside xdist's threads, so without -n)
 test-slow: $(VENV)/.installed-test
