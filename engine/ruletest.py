@@ -17,8 +17,8 @@ from typing import Any
 
 from .catalog import load_catalog
 from .functions import RunContext
-from .inputs import WorkloadError, fill_defaults, get_path, input_defs, validate_workload
-from .plan import input_facts, plan_workload
+from .inputs import WorkloadError, fill_defaults, validate_workload
+from .plan import plan_workload, run_rules
 from .rulebase import STAGES, RuleBase, RuleSpec
 from .ruledocs import writes_of
 from .rulelint import coverage_gaps
@@ -139,11 +139,7 @@ def run_workload(rulebase: RuleBase, workload: dict[str, Any], upto: int = FULL)
         result = plan_workload(filled, defaults, rulebase)
         mem, feasible = result.memory, result.feasible
     else:  # plan_workload's single-model run, stopped after stage ``upto``
-        provided = frozenset(d.key for d in input_defs()
-                             if d.key not in defaults and get_path(filled, d.key) is not None)
-        ctx = RunContext(load_catalog(), provided=provided)
-        facts = input_facts(filled, defaults, ctx, "<workload>")
-        mem, feasible = Runner(_upto(rulebase, upto)).run(facts, ctx, stop_after=STAGES[upto]), None
+        mem, feasible = run_rules(filled, defaults, _upto(rulebase, upto), stop_after=STAGES[upto]), None
     _RUNS[key] = (upto, mem, feasible, rulebase)
     return mem, feasible
 
