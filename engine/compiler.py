@@ -29,7 +29,7 @@ WORK: Counter = Counter()
 _MISSING = object()  # an item attribute not derived yet (in condition-test memo keys)
 _EMPTY: dict[str, Any] = {}
 
-Fire = Callable[[RuleSpec, "str | None"], None]
+Fire = Callable[[RuleSpec, "str | None"], bool]  # True: fired, or a repeat of values seen
 
 
 def build_engine(rules: list[RuleSpec], mem: Memory, fire: Fire, matcher: type,
@@ -62,6 +62,9 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
         params.append(var)
     kind = spec.for_each
     if kind:
+        gate = global_gate(spec, mem, revs)
+        if gate is not None:  # conditions on global values first: items never join a rule that is off
+            patterns.append(TEST(gate))
         # last, so an item change passes one join; a rejected item's fact is retracted,
         # so for-each rules simply stop seeing it
         patterns.append(Item(kind=kind, id=MATCH.iid, rev=MATCH.irev))
@@ -70,17 +73,27 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
     item_attrs = condition_attrs(spec) if kind else ()
     item_revs = mem.item_revs
     memo: dict[tuple, bool] = {}
+    done: set[tuple] = set()  # keys of tokens whose activation fired (or was found a repeat)
 
-    def test(**bound):
-        # A pure function of the matched fact revisions, so its result is remembered per value
-        # read: global values by revision, item attributes by identity (a new item revision
-        # copies the unchanged values, and every revision stays in memory, so an identity is
-        # never reused). Retracting a token, and an item revision that changed only attributes
-        # this rule does not read, cost a lookup.
+    def key_of(bound: dict[str, Any]) -> tuple:
+        # the values the rule reads, identified: global values by revision, item attributes by
+        # identity (a new item revision copies the unchanged values, and every revision stays in
+        # memory, so an identity is never reused)
         key: tuple = tuple(bound[v] for v in rev_vars)
         if kind:
             attrs = item_revs.get((kind, bound["iid"], bound["irev"]), _EMPTY)
             key += (bound["iid"],) + tuple(id(attrs.get(a, _MISSING)) for a in item_attrs)
+        return key
+
+    def test(**bound):
+        # A pure function of the matched fact revisions, so its result is remembered per values
+        # read: retracting a token, and an item revision that changed only attributes this rule
+        # does not read, cost a lookup. Once an activation for these values has run, the same
+        # values cannot fire the rule again (content-based refraction, see Runner._fire): no new
+        # activation is made for them, which would only be skipped.
+        key = key_of(bound)
+        if key in done:
+            return False
         hit = memo.get(key)
         if hit is None:
             WORK["condition_tests"] += 1
@@ -92,13 +105,53 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
 
     def rhs(engine, **context):
         WORK["activations"] += 1
-        fire(spec, context.get("iid"))
+        if fire(spec, context.get("iid")):
+            done.add(key_of(context))
 
     # experta rebuilds Rule objects from the wrapped function (update_wrapper copies its
     # __dict__), so the tie-break key must live on the function
     rhs.__name__ = spec.id
     rhs.load_order = spec.load_order
     return Rule(*patterns, TEST(test), salience=spec.salience)(rhs)
+
+
+def global_gate(spec: RuleSpec, mem: Memory, revs: dict[str, str]) -> Callable[..., bool] | None:
+    """A ``TEST`` over the global values alone for a for-each rule whose first conditions read
+    no item attribute, so the Rete network joins items only while those conditions hold; None
+    when there are none.
+
+    It returns False only where the rule's full test (:func:`conditions_hold`) returns False
+    too: that test evaluates the conditions in order, and these come first. A condition that
+    fails to evaluate lets the token pass, so the full test reports it as before."""
+    prefix = f"{spec.for_each}."
+    first: list[Any] = []
+    for cond in spec.when:
+        if any(n.startswith(prefix) for n in spec.expand(cond.names)):
+            break
+        first.append(cond)
+    if not first or not revs:
+        return None
+    rev_vars = tuple(revs.values())
+    memo: dict[tuple, bool] = {}
+
+    def gate(**bound):
+        key = tuple(bound[v] for v in rev_vars)
+        hit = memo.get(key)
+        if hit is None:
+            WORK["condition_tests"] += 1
+            resolve = snapshot_resolver(mem, spec, bound, revs)
+            try:
+                hit = all(bool(cond.evaluate(resolve)) for cond in first)
+            except NotReady:
+                hit = False
+            except EvalError:
+                hit = True  # the full test raises the error, in the order the rule gives
+            memo[key] = hit
+        return hit
+
+    gate.__signature__ = inspect.Signature(
+        [inspect.Parameter(v, inspect.Parameter.KEYWORD_ONLY) for v in rev_vars])
+    return gate
 
 
 def conditions_hold(mem: Memory, spec: RuleSpec, bound: dict[str, Any], revs: dict[str, str]) -> bool:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import collections.abc
 import logging
+from bisect import bisect_left, bisect_right, insort
 from typing import Any
 
 _ABC_ALIASES = ("Mapping", "MutableMapping", "Sequence", "Iterable", "Hashable", "Callable")
@@ -53,12 +54,22 @@ from experta import (  # noqa: E402
     Rule,
 )
 from experta.abstract import Strategy  # noqa: E402
-from experta.fieldconstraint import L  # noqa: E402
+from experta.activation import Activation  # noqa: E402
+from experta.conditionalelement import TEST as _TEST  # noqa: E402
+from experta.fieldconstraint import ANDFC, NOTFC, ORFC, L  # noqa: E402
 from experta.matchers import ReteMatcher  # noqa: E402
 from experta.matchers.rete.abstract import Node  # noqa: E402
-from experta.matchers.rete.check import FeatureCheck  # noqa: E402
+from experta.matchers.rete.check import FeatureCheck, SameContextCheck, WhereCheck  # noqa: E402
 from experta.matchers.rete.mixins import AnyChild, ChildNode, NoMemory  # noqa: E402
-from experta.matchers.rete.nodes import BusNode, ConflictSetNode, FeatureTesterNode, WhereNode  # noqa: E402
+from experta.matchers.rete.nodes import (  # noqa: E402
+    BusNode,
+    ConflictSetNode,
+    FeatureTesterNode,
+    OrdinaryMatchNode,
+    WhereNode,
+)
+from experta.matchers.rete.token import Token, TokenInfo  # noqa: E402
+from experta.matchers.rete.utils import prepare_rule  # noqa: E402
 from experta.strategies import DepthStrategy as StockStrategy  # noqa: E402  (for the bug tests)
 
 
@@ -86,15 +97,23 @@ class StableStrategy(Strategy):
         return (id(activation.rule), frozenset(f["__factid__"] for f in activation.facts))
 
     def _update_agenda(self, agenda, added, removed):
-        if removed:
-            gone = {self.identity(act) for act in removed}
-            agenda.activations = [a for a in agenda.activations if a.identity not in gone]
-        if added:
-            for act in added:
-                act.key = self.key(act)
-                act.identity = self.identity(act)
-            agenda.activations.extend(added)
-            agenda.activations.sort(key=lambda a: a.key)
+        # the agenda stays sorted by key, so an activation is found by bisection: equal identities
+        # have equal keys, and every activation with the removed one's key is inspected
+        acts = agenda.activations
+        for act in removed:
+            key, gone = self.key(act), self.identity(act)
+            lo = bisect_left(acts, key, key=_agenda_key)
+            hi = bisect_right(acts, key, lo=lo, key=_agenda_key)
+            if hi > lo:
+                acts[lo:hi] = [a for a in acts[lo:hi] if a.identity != gone]
+        for act in added:
+            act.key = self.key(act)
+            act.identity = self.identity(act)
+            insort(acts, act, key=_agenda_key)
+
+
+def _agenda_key(activation) -> tuple:
+    return activation.key
 
 
 INDEX_MIN_CHILDREN = 4  # below this a linear scan of the sibling tests is as fast as a dict
@@ -187,41 +206,215 @@ def index_alpha_network(node: Any) -> int:
     return done
 
 
-_READ_ONLY_NODES = (WhereNode, ConflictSetNode)  # they never change the token they receive
+_VALID = Token.TagType.VALID
 
 
-def skip_token_copies(root: Any) -> int:
-    """Call read-only one-input nodes (``TEST`` and conflict-set nodes) without copying the token.
+def _token(tag, data, context) -> Token:
+    """An experta ``Token`` without the type assertions of ``Token.__new__`` (the nodes below only
+    ever build tokens from the facts and contexts of other tokens)."""
+    return tuple.__new__(Token, (tag, data, context))
 
-    experta copies every token before every one-input node (``OneInputNode.activate``), which
-    only a node that changes the token's context needs (``FeatureTesterNode`` binding variables).
-    A ``WhereNode`` only reads the context and passes the token on; a ``ConflictSetNode`` only
-    reads it to make an activation. Returns how many callbacks were rebound."""
-    done, seen, todo = 0, set(), [root]
+
+class FastJoinNode(OrdinaryMatchNode):
+    """experta's two-input join node, with the same matches: memories hashed by token (experta
+    keeps lists and removes by a linear search), the incoming token not copied (a join never
+    changes it) and no logging call per pair. Entries keep experta's order (insertion order) and
+    multiplicity (a count), so the same tokens reach the children."""
+
+    def _reset(self) -> None:
+        self.left_memory: dict[Any, list[Any]] = {}
+        self.right_memory: dict[Any, list[Any]] = {}
+
+    def activate_left(self, token) -> None:
+        self._join(token, self.left_memory, self.right_memory, True)
+
+    def activate_right(self, token) -> None:
+        self._join(token, self.right_memory, self.left_memory, False)
+
+    _activate_left = activate_left
+    _activate_right = activate_right
+
+    def _join(self, token, branch: dict, other: dict, is_left: bool) -> None:
+        tag, data, context = token
+        info = TokenInfo(data, context)
+        entry = branch.get(info)
+        if tag is _VALID:
+            if entry is None:
+                branch[info] = [info.data, dict(context), 1]
+            else:
+                entry[2] += 1
+        elif entry is not None:
+            entry[2] -= 1
+            if not entry[2]:
+                del branch[info]
+        if not other:
+            return
+        match, children = self.matcher, self.children
+        own = {k: v for k, v in context.items() if isinstance(k, str)}
+        for other_data, other_context, count in list(other.values()):
+            if not (match(context, other_context) if is_left else match(other_context, context)):
+                continue
+            newcontext = dict(own)
+            for k, v in other_context.items():
+                if not isinstance(k, tuple):  # negated values are not needed any further
+                    newcontext[k] = v
+            newtoken = _token(tag, data | other_data, newcontext)
+            for _ in range(count):
+                for child in children:
+                    child.callback(newtoken)
+
+
+class FastWhereNode(WhereNode):
+    """experta's ``TEST`` node without the token copy (it only reads the token) and the logging
+    call: the test gets the same keyword arguments."""
+
+    def _activate(self, token) -> None:
+        check = self.matcher
+        context = token.context
+        if check.test(**{k: context.get(k) for k in check.parameters}):
+            for child in self.children:
+                child.callback(token)
+
+    activate = _activate
+
+
+class FastConflictSetNode(ConflictSetNode):
+    """experta's conflict-set node without the token copy (it only reads the token); it records
+    itself in its matcher's dirty list, so a change asks only the nodes that saw a token."""
+
+    dirty: list[Any] | None = None  # the matcher's list, set when the network is tuned
+    is_dirty = False
+
+    def _activate(self, token) -> None:
+        info = TokenInfo(token.data, token.context)
+        activation = Activation(self.rule, info.data,
+                                {k: v for k, v in token.context.items() if isinstance(k, str)})
+        if token.tag is _VALID:
+            if info in self.memory:
+                return
+            self.memory.add(info)
+            if activation in self.removed:
+                self.removed.remove(activation)
+            else:
+                self.added.add(activation)
+        else:
+            try:
+                self.memory.remove(info)
+            except ValueError:  # as experta (a set raises KeyError: an unknown token is a bug)
+                return
+            if activation in self.added:
+                self.added.remove(activation)
+            else:
+                self.removed.add(activation)
+        if not self.is_dirty and self.dirty is not None:
+            self.is_dirty = True
+            self.dirty.append(self)
+
+    activate = _activate
+
+
+_FAST_CLASSES = {OrdinaryMatchNode: FastJoinNode, WhereNode: FastWhereNode,
+                 ConflictSetNode: FastConflictSetNode}
+
+
+def tune_network(root: Any, dirty: list[Any]) -> int:
+    """Swap experta's join, ``TEST`` and conflict-set nodes for the tuned subclasses above (same
+    network, same matches) and rebind their parents' callbacks; returns how many nodes were
+    swapped. Conflict-set nodes report to ``dirty``."""
+    nodes, seen, todo = [], set(), [root]
     while todo:
         node = todo.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
+        nodes.append(node)
+        todo.extend(child.node for child in getattr(node, "children", None) or [])
+    swapped = 0
+    for node in nodes:
+        fast = _FAST_CLASSES.get(type(node))
+        if fast is not None:
+            node.__class__ = fast
+            node._reset()
+            swapped += 1
+        if isinstance(node, FastConflictSetNode):
+            node.dirty = dirty
+    for node in nodes:
         children = getattr(node, "children", None) or []
         for i, child in enumerate(children):
             target = child.node
-            todo.append(target)
-            if isinstance(target, _READ_ONLY_NODES) and child.callback == target.activate:
-                children[i] = ChildNode(target, target._activate)
-                done += 1
-    return done
+            if type(target) in _FAST_CLASSES.values():
+                name = getattr(child.callback, "__name__", "")
+                children[i] = ChildNode(target, getattr(target, name.lstrip("_") or "activate"))
+    return swapped
+
+
+def plain_rule(rule: Any) -> bool:
+    """A rule that is only facts with plain field values (no ``|``, ``~`` or ``&`` field
+    constraints) and ``TEST`` conditions, a fact first: its disjunctive normal form is itself."""
+    if not isinstance(rule, Rule) or not rule or not isinstance(rule[0], Fact):
+        return False
+    for ce in rule:
+        if type(ce) is _TEST:
+            continue
+        if not isinstance(ce, Fact) or any(isinstance(v, (ORFC, NOTFC, ANDFC)) for v in ce.values()):
+            return False
+    return True
+
+
+def wire_plain_rule(rule: Any, alpha_terminals: dict[Any, Any]) -> None:
+    """The beta network of a plain rule, node for node as experta's ``wire_rule`` builds it: a
+    join per further fact (left: the chain so far, right: the fact's alpha terminal), a ``TEST``
+    node where the rule has one, and the conflict-set node last."""
+    current = None
+    for first, ce in zip(rule, rule[1:], strict=False):
+        if type(ce) is _TEST:
+            if current is None:
+                current = alpha_terminals[first]
+            node = FastWhereNode(WhereCheck(ce[0]))
+            current.add_child(node, node.activate)
+        else:
+            left = alpha_terminals[first] if current is None else current
+            node = FastJoinNode(SameContextCheck())
+            left.add_child(node, node.activate_left)
+            alpha_terminals[ce].add_child(node, node.activate_right)
+        current = node
+    if current is None:
+        current = alpha_terminals[rule[0]]
+    csn = FastConflictSetNode(rule)
+    current.add_child(csn, csn.activate)
 
 
 class IndexedReteMatcher(ReteMatcher):
-    """experta's Rete matcher with hashed constant tests in the alpha network (see
-    :class:`IndexedTesterNode`) and no token copies for read-only nodes (see
-    :func:`skip_token_copies`); the beta network, tokens and activations are experta's own."""
+    """experta's Rete matcher, tuned: hashed constant tests in the alpha network (see
+    :class:`IndexedTesterNode`), join, ``TEST`` and conflict-set nodes that do the same work
+    faster (see :func:`tune_network`), and only the conflict-set nodes that saw a token asked
+    for activations. The network (nodes and their wiring) is experta's own."""
+
+    @staticmethod
+    def prepare_ruleset(engine):
+        """As experta's, but a rule that is already what ``prepare_rule`` makes of it (facts with
+        plain field values and ``TEST``s, a fact first) is used as it is: rewriting it to
+        disjunctive normal form rebuilds equal facts, most of the time spent building."""
+        # new_conditions: a fresh rule, unbound from the engine instance, as prepare_rule returns
+        return {rule.new_conditions(*rule) if plain_rule(rule) else prepare_rule(rule)
+                for rule in engine.get_rules()}
+
+    @staticmethod
+    def build_beta_part(ruleset, alpha_terminals):
+        """As experta's ``wire_rule``, for plain rules (see :func:`plain_rule`) without building
+        a dispatcher per rule, and with the tuned nodes: the same joins, tests and conflict-set
+        node, wired in the same order. Other rules are wired by experta."""
+        for rule in ruleset:
+            if plain_rule(rule):
+                wire_plain_rule(rule, alpha_terminals)
+            else:
+                ReteMatcher.build_beta_part({rule}, alpha_terminals)
 
     def build_network(self) -> None:
         super().build_network()
         self.indexed_groups = index_alpha_network(self.root_node)
-        self.uncopied_callbacks = skip_token_copies(self.root_node)
+        self._dirty: list[Any] = []
+        self.tuned_nodes = tune_network(self.root_node, self._dirty)
 
     def changes(self, adding=None, deleting=None):
         """As experta's, but asks only the conflict-set nodes that saw a token since the last call
@@ -232,11 +425,13 @@ class IndexedReteMatcher(ReteMatcher):
             self.root_node.add(fact)
         added: list[Any] = []
         removed: list[Any] = []
-        for csn in self._get_conflict_set_nodes():
-            if csn.added or csn.removed:
-                c_added, c_removed = csn.get_activations()
-                added.extend(c_added)
-                removed.extend(c_removed)
+        dirty = self._dirty
+        for csn in dirty:
+            csn.is_dirty = False
+            c_added, c_removed = csn.get_activations()
+            added.extend(c_added)
+            removed.extend(c_removed)
+        dirty.clear()
         return added, removed
 
 

@@ -61,9 +61,9 @@ class Runner:
         if time.process_time() > self.deadline:
             raise PlanTimeout(self.time_budget_s, phase)
 
-    def _fire(self, spec: RuleSpec, iid: str | None) -> None:
+    def _fire(self, spec: RuleSpec, iid: str | None) -> bool:
         """One activation: skip it if a fact is missing or the values read were seen before;
-        else run the actions and record the step."""
+        else run the actions and record the step. False when a fact was missing."""
         self._check_time(f"stage {spec.stage}")
         mem = self.mem
         read: dict[str, Any] = {}
@@ -73,10 +73,10 @@ class Runner:
             for name in spec.names:
                 resolve(name)
         except NotReady:
-            return
+            return False
         signature = (spec.id, iid, json.dumps(read, sort_keys=True, default=str))
         if signature in self._seen:
-            return
+            return True
         self._seen.add(signature)
         mem.fired[spec.id] += 1
         WORK["firings"] += 1
@@ -87,11 +87,12 @@ class Runner:
         ctx.because.update({lang: render(t, shown, lang) for lang, t in spec.because.items()})
         self._run_actions(ctx, REPORT)
         if not ctx.conclusions:
-            return
+            return True
         mem.steps.append(make_step(mem, spec, iid, ctx.step_no, read, ctx.extra_premises,
                                    ctx.conclusions, ctx.because))
         if pending:
             self.store.update_item(spec.for_each, iid, pending, ctx.step_no)
+        return True
 
     @staticmethod
     def _run_actions(ctx: ActionContext, kinds: tuple[str, ...]) -> None:
