@@ -15,6 +15,7 @@ import collections
 import collections.abc
 import logging
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Mapping
 from typing import Any
 
 _ABC_ALIASES = ("Mapping", "MutableMapping", "Sequence", "Iterable", "Hashable", "Callable")
@@ -215,40 +216,59 @@ def _token(tag, data, context) -> Token:
     return tuple.__new__(Token, (tag, data, context))
 
 
+def _remember(memory: dict, tag, data, context) -> Any:
+    """Add (valid token) or remove (invalid token) one entry of a join's memory; the key is the
+    token's facts (the context is a function of them at a given node)."""
+    key = data if type(data) is frozenset else frozenset(data)
+    entry = memory.get(key)
+    if tag is _VALID:
+        if entry is None:
+            memory[key] = [key, context, 1]
+        else:
+            entry[2] += 1
+    elif entry is not None:
+        entry[2] -= 1
+        if not entry[2]:
+            del memory[key]
+    return key
+
+
 class FastJoinNode(OrdinaryMatchNode):
-    """experta's two-input join node, with the same matches: memories hashed by token (experta
-    keeps lists and removes by a linear search), the incoming token not copied (a join never
-    changes it) and no logging call per pair. Entries keep experta's order (insertion order) and
-    multiplicity (a count), so the same tokens reach the children."""
+    """experta's two-input join node, with the same matches: memories hashed by the token's facts
+    (experta keeps lists and removes by a linear search), the incoming token not copied (a join
+    never changes it) and no logging call per pair. Entries keep experta's order (insertion order)
+    and multiplicity (a count), so the same tokens reach the children.
+
+    A join whose right input is an :class:`AlphaMemory` reads that shared memory instead of a
+    copy of its own, and is skipped while its left memory is empty ("left unlinking")."""
+
+    shared: AlphaMemory | None = None
 
     def _reset(self) -> None:
         self.left_memory: dict[Any, list[Any]] = {}
         self.right_memory: dict[Any, list[Any]] = {}
 
     def activate_left(self, token) -> None:
-        self._join(token, self.left_memory, self.right_memory, True)
+        tag, data, context = token
+        _remember(self.left_memory, tag, data, context)
+        right = self.shared.memory if self.shared is not None else self.right_memory
+        if right:
+            self._emit(tag, data, context, right, True)
 
     def activate_right(self, token) -> None:
-        self._join(token, self.right_memory, self.left_memory, False)
+        tag, data, context = token
+        _remember(self.right_memory, tag, data, context)
+        if self.left_memory:
+            self._emit(tag, data, context, self.left_memory, False)
+
+    def activate_right_shared(self, token) -> None:
+        """A right activation whose token the shared alpha memory has already stored."""
+        self._emit(token.tag, token.data, token.context, self.left_memory, False)
 
     _activate_left = activate_left
     _activate_right = activate_right
 
-    def _join(self, token, branch: dict, other: dict, is_left: bool) -> None:
-        tag, data, context = token
-        info = TokenInfo(data, context)
-        entry = branch.get(info)
-        if tag is _VALID:
-            if entry is None:
-                branch[info] = [info.data, dict(context), 1]
-            else:
-                entry[2] += 1
-        elif entry is not None:
-            entry[2] -= 1
-            if not entry[2]:
-                del branch[info]
-        if not other:
-            return
+    def _emit(self, tag, data, context, other: dict, is_left: bool) -> None:
         match, children = self.matcher, self.children
         own = {k: v for k, v in context.items() if isinstance(k, str)}
         for other_data, other_context, count in list(other.values()):
@@ -262,6 +282,59 @@ class FastJoinNode(OrdinaryMatchNode):
             for _ in range(count):
                 for child in children:
                     child.callback(newtoken)
+
+
+class AlphaMemory(AnyChild, Node):
+    """The tokens of one alpha terminal (one fact pattern), kept once for every join that reads
+    the pattern as its right input (experta keeps a copy per join). A join is activated only
+    while its left memory holds a token: with an empty left memory a right activation joins
+    nothing, and the join reads this memory when a left token arrives ("left unlinking",
+    Doorenbos 1995)."""
+
+    def _reset(self) -> None:
+        self.memory: dict[Any, list[Any]] = {}
+
+    def activate(self, token) -> None:
+        _remember(self.memory, token.tag, token.data, token.context)
+        for child in self.children:
+            if child.node.left_memory:
+                child.callback(token)
+
+    def __str__(self) -> str:  # pragma: no cover
+        return f"AlphaMemory ({len(self.children)} joins)"
+
+
+class FastFeatureTesterNode(FeatureTesterNode):
+    """experta's one-input test node without copying every token: a test that binds variables
+    sends a new token with the extended context, one that only passes sends the token it got
+    (no node downstream changes a token in place)."""
+
+    def activate(self, token) -> None:
+        data = token.data
+        if len(data) != 1:
+            raise ValueError("a feature test needs a token of one fact")
+        fact = next(iter(data))
+        match = self.matcher(fact)
+        if not match:
+            return
+        if isinstance(match, Mapping):
+            context = token.context
+            for key, value in match.items():
+                if isinstance(key, tuple):  # negated condition
+                    if key[1] in context and context[key[1]] == value:
+                        return
+                else:
+                    if context.get(key, value) != value:
+                        return
+                    if (False, key) in context and context[(False, key)] == value:
+                        return
+            context = dict(context)
+            context.update(match)
+            token = _token(token.tag, set(data), context)
+        for child in self.children:
+            child.callback(token)
+
+    _activate = activate
 
 
 class FastWhereNode(WhereNode):
@@ -314,7 +387,7 @@ class FastConflictSetNode(ConflictSetNode):
 
 
 _FAST_CLASSES = {OrdinaryMatchNode: FastJoinNode, WhereNode: FastWhereNode,
-                 ConflictSetNode: FastConflictSetNode}
+                 ConflictSetNode: FastConflictSetNode, FeatureTesterNode: FastFeatureTesterNode}
 
 
 def tune_network(root: Any, dirty: list[Any]) -> int:
@@ -361,10 +434,14 @@ def plain_rule(rule: Any) -> bool:
     return True
 
 
-def wire_plain_rule(rule: Any, alpha_terminals: dict[Any, Any]) -> None:
+def wire_plain_rule(rule: Any, alpha_terminals: dict[Any, Any], memories: dict[int, AlphaMemory]) -> None:
     """The beta network of a plain rule, node for node as experta's ``wire_rule`` builds it: a
     join per further fact (left: the chain so far, right: the fact's alpha terminal), a ``TEST``
-    node where the rule has one, and the conflict-set node last."""
+    node where the rule has one, and the conflict-set node last. A join's right input is the
+    terminal's shared :class:`AlphaMemory` (one per terminal, in ``memories``) unless the rule
+    uses the same pattern twice."""
+    facts = [ce for ce in rule if isinstance(ce, Fact)]
+    share = len(set(facts)) == len(facts)
     current = None
     for first, ce in zip(rule, rule[1:], strict=False):
         if type(ce) is _TEST:
@@ -376,7 +453,16 @@ def wire_plain_rule(rule: Any, alpha_terminals: dict[Any, Any]) -> None:
             left = alpha_terminals[first] if current is None else current
             node = FastJoinNode(SameContextCheck())
             left.add_child(node, node.activate_left)
-            alpha_terminals[ce].add_child(node, node.activate_right)
+            terminal = alpha_terminals[ce]
+            if share:
+                memory = memories.get(id(terminal))
+                if memory is None:
+                    memory = memories[id(terminal)] = AlphaMemory()
+                    terminal.add_child(memory, memory.activate)
+                memory.add_child(node, node.activate_right_shared)
+                node.shared = memory
+            else:
+                terminal.add_child(node, node.activate_right)
         current = node
     if current is None:
         current = alpha_terminals[rule[0]]
@@ -404,17 +490,18 @@ class IndexedReteMatcher(ReteMatcher):
         """As experta's ``wire_rule``, for plain rules (see :func:`plain_rule`) without building
         a dispatcher per rule, and with the tuned nodes: the same joins, tests and conflict-set
         node, wired in the same order. Other rules are wired by experta."""
+        memories: dict[int, AlphaMemory] = {}
         for rule in ruleset:
             if plain_rule(rule):
-                wire_plain_rule(rule, alpha_terminals)
+                wire_plain_rule(rule, alpha_terminals, memories)
             else:
                 ReteMatcher.build_beta_part({rule}, alpha_terminals)
 
     def build_network(self) -> None:
         super().build_network()
-        self.indexed_groups = index_alpha_network(self.root_node)
         self._dirty: list[Any] = []
         self.tuned_nodes = tune_network(self.root_node, self._dirty)
+        self.indexed_groups = index_alpha_network(self.root_node)
 
     def changes(self, adding=None, deleting=None):
         """As experta's, but asks only the conflict-set nodes that saw a token since the last call
