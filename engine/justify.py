@@ -15,7 +15,7 @@ from .expr import EvalError, Expr
 from .memory import Memory, item_fact_name
 from .messages import message
 from .resolve import NotReady, Resolver
-from .rulebase import RuleSpec, Template
+from .rulebase import TEMPLATE_FIELD, RuleSpec, Template
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -56,8 +56,6 @@ def score_text(values: tuple, labels: list[str]) -> str:
 
 def render(template: Template, resolve: Resolver, lang: str = "en") -> str:
     """A ``because`` template with its fields filled in; an unknown field shows as ``?``."""
-    from .rulebase import TEMPLATE_FIELD
-
     def sub(m):
         name = m.group(1)
         try:
