@@ -32,16 +32,68 @@ _EMPTY: dict[str, Any] = {}
 Fire = Callable[[RuleSpec, "str | None"], bool]  # True: fired, or a repeat of values seen
 
 
-def build_engine(rules: list[RuleSpec], mem: Memory, fire: Fire, matcher: type,
+class Binding:
+    """What the compiled rules of an engine read while they run: the working memory and the
+    firing callback of the run that uses the engine now, and the per-run memos of their tests.
+    An engine is reused by later runs of the same rules (see :func:`acquire_engine`); ``bind``
+    points it at a new run and forgets everything remembered for the previous one."""
+
+    def __init__(self) -> None:
+        self.mem: Memory = Memory()
+        self.fire: Fire = _unbound
+        self.memos: list[dict | set] = []
+
+    def bind(self, mem: Memory, fire: Fire) -> None:
+        self.mem, self.fire = mem, fire
+        for memo in self.memos:
+            memo.clear()
+
+    def memo(self, kind: type) -> Any:
+        """A dict or set that is emptied whenever the engine is bound to a new run."""
+        out = kind()
+        self.memos.append(out)
+        return out
+
+
+def _unbound(spec: RuleSpec, iid: str | None) -> bool:  # pragma: no cover - never reached
+    raise RuntimeError("an engine fired before it was bound to a run")
+
+
+def build_engine(rules: list[RuleSpec], binding: Binding, matcher: type,
                  check_time: Callable[[str], None]) -> KnowledgeEngine:
-    """A reset experta engine whose rules read ``mem`` and call ``fire(spec, item_id)``."""
+    """A reset experta engine whose rules read ``binding.mem`` and call ``binding.fire(spec,
+    item_id)``."""
     attrs: dict[str, Any] = {"__strategy__": StableStrategy, "__matcher__": matcher}
     for spec in rules:
         check_time("compiling the rules")
-        attrs[f"r{spec.load_order:05d}"] = compile_rule(spec, mem, fire)
+        attrs[f"r{spec.load_order:05d}"] = compile_rule(spec, binding)
     engine = type("ServewiseEngine", (KnowledgeEngine,), attrs)()
+    engine.binding = binding
     engine.reset()
     return engine
+
+
+def acquire_engine(rules: list[RuleSpec], pool: dict[tuple, list[KnowledgeEngine]], matcher: type,
+                   check_time: Callable[[str], None], mem: Memory, fire: Fire) -> KnowledgeEngine:
+    """An engine for ``rules`` bound to this run: a reset one from ``pool`` (built by an earlier run
+    of the same rule objects with the same matcher, e.g. another pool of a several-model plan), else
+    a new one. Give it back with :func:`release_engine` when the run is over."""
+    key = (matcher, tuple(map(id, rules)))
+    free = pool.get(key)
+    if free:
+        engine = free.pop()
+        engine.reset()
+    else:
+        engine = build_engine(rules, Binding(), matcher, check_time)
+        engine.pool_key = key
+    engine.binding.bind(mem, fire)
+    return engine
+
+
+def release_engine(engine: KnowledgeEngine, pool: dict[tuple, list[KnowledgeEngine]]) -> None:
+    """Return an engine whose run is over to ``pool`` (its memory is emptied when it is reused)."""
+    engine.binding.bind(Memory(), _unbound)
+    pool.setdefault(engine.pool_key, []).append(engine)
 
 
 def condition_attrs(spec: RuleSpec) -> tuple[str, ...]:
@@ -51,7 +103,7 @@ def condition_attrs(spec: RuleSpec) -> tuple[str, ...]:
         n[len(prefix):] for e in spec.when for n in spec.expand(e.names) if n.startswith(prefix))))
 
 
-def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
+def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
     patterns: list[Any] = [Stage(name=spec.stage)]
     params: list[str] = []
     revs: dict[str, str] = {}
@@ -62,7 +114,7 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
         params.append(var)
     kind = spec.for_each
     if kind:
-        gate = global_gate(spec, mem, revs)
+        gate = global_gate(spec, binding, revs)
         if gate is not None:  # conditions on global values first: items never join a rule that is off
             patterns.append(TEST(gate))
         # last, so an item change passes one join; a rejected item's fact is retracted,
@@ -71,9 +123,8 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
         params += ["iid", "irev"]
     rev_vars = tuple(revs.values())
     item_attrs = condition_attrs(spec) if kind else ()
-    item_revs = mem.item_revs
-    memo: dict[tuple, bool] = {}
-    done: set[tuple] = set()  # keys of tokens whose activation fired (or was found a repeat)
+    memo: dict[tuple, bool] = binding.memo(dict)
+    done: set[tuple] = binding.memo(set)  # keys of tokens whose activation fired (or was a repeat)
 
     def key_of(bound: dict[str, Any]) -> tuple:
         # the values the rule reads, identified: global values by revision, item attributes by
@@ -81,7 +132,7 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
         # memory, so an identity is never reused)
         key: tuple = tuple(bound[v] for v in rev_vars)
         if kind:
-            attrs = item_revs.get((kind, bound["iid"], bound["irev"]), _EMPTY)
+            attrs = binding.mem.item_revs.get((kind, bound["iid"], bound["irev"]), _EMPTY)
             key += (bound["iid"],) + tuple(id(attrs.get(a, _MISSING)) for a in item_attrs)
         return key
 
@@ -97,7 +148,7 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
         hit = memo.get(key)
         if hit is None:
             WORK["condition_tests"] += 1
-            hit = memo[key] = conditions_hold(mem, spec, bound, revs)
+            hit = memo[key] = conditions_hold(binding.mem, spec, bound, revs)
         return hit
 
     test.__signature__ = inspect.Signature(
@@ -105,7 +156,7 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
 
     def rhs(engine, **context):
         WORK["activations"] += 1
-        if fire(spec, context.get("iid")):
+        if binding.fire(spec, context.get("iid")):
             done.add(key_of(context))
 
     # experta rebuilds Rule objects from the wrapped function (update_wrapper copies its
@@ -115,7 +166,7 @@ def compile_rule(spec: RuleSpec, mem: Memory, fire: Fire) -> Rule:
     return Rule(*patterns, TEST(test), salience=spec.salience)(rhs)
 
 
-def global_gate(spec: RuleSpec, mem: Memory, revs: dict[str, str]) -> Callable[..., bool] | None:
+def global_gate(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> Callable[..., bool] | None:
     """A ``TEST`` over the global values alone for a for-each rule whose first conditions read
     no item attribute, so the Rete network joins items only while those conditions hold; None
     when there are none.
@@ -132,14 +183,14 @@ def global_gate(spec: RuleSpec, mem: Memory, revs: dict[str, str]) -> Callable[.
     if not first or not revs:
         return None
     rev_vars = tuple(revs.values())
-    memo: dict[tuple, bool] = {}
+    memo: dict[tuple, bool] = binding.memo(dict)
 
     def gate(**bound):
         key = tuple(bound[v] for v in rev_vars)
         hit = memo.get(key)
         if hit is None:
             WORK["condition_tests"] += 1
-            resolve = snapshot_resolver(mem, spec, bound, revs)
+            resolve = snapshot_resolver(binding.mem, spec, bound, revs)
             try:
                 hit = all(bool(cond.evaluate(resolve)) for cond in first)
             except NotReady:

@@ -358,6 +358,11 @@ class FastConflictSetNode(ConflictSetNode):
     dirty: list[Any] | None = None  # the matcher's list, set when the network is tuned
     is_dirty = False
 
+    def _reset(self) -> None:
+        self.memory = set()
+        self.added, self.removed = set(), set()
+        self.is_dirty = False
+
     def _activate(self, token) -> None:
         info = TokenInfo(token.data, token.context)
         activation = Activation(self.rule, info.data,
@@ -502,6 +507,10 @@ class IndexedReteMatcher(ReteMatcher):
         self._dirty: list[Any] = []
         self.tuned_nodes = tune_network(self.root_node, self._dirty)
         self.indexed_groups = index_alpha_network(self.root_node)
+
+    def reset(self) -> None:
+        self._dirty.clear()
+        super().reset()
 
     def changes(self, adding=None, deleting=None):
         """As experta's, but asks only the conflict-set nodes that saw a token since the last call

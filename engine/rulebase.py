@@ -318,6 +318,11 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
     """Compile the rules of one parsed, schema-valid file."""
     problems: list[Problem] = []
     specs: list[RuleSpec] = []
+    by_rule: dict[int, dict[tuple, int]] = {}  # the lines of each rule, by key path inside it
+    for p, n in lines.items():
+        if p and isinstance(p[0], int):
+            by_rule.setdefault(p[0], {})[p[1:]] = n
+    builtin = _is_builtin(path)
     for i, raw in enumerate(data):
         rid = raw["id"]
         try:
@@ -345,8 +350,7 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
             actions=actions, because=because, file=file, line=line_of(lines, (i,)),
             load_order=start_order + len(specs), tests=raw.get("tests") or [],
             corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()), lets=lets,
-            lines={p[1:]: n for p, n in lines.items() if p and p[0] == i}, raw=raw,
-            builtin=_is_builtin(path),
+            lines=by_rule.get(i, {}), raw=raw, builtin=builtin,
         ))
     return specs, problems
 
@@ -382,6 +386,9 @@ class RuleBase:
     rules: list[RuleSpec]
     files: list[Path]
     knowledge_hash: str
+    # experta engines built for these rules whose run is over, reused by later runs in this
+    # process (engine/compiler.py: acquire_engine); never part of the rule base's value
+    engines: dict[tuple, list[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def by_id(self, rule_id: str) -> RuleSpec:
         for r in self.rules:

@@ -19,7 +19,7 @@ from collections import Counter
 from typing import Any
 
 from .actions import ACTIONS, COMPUTE, REPORT, ActionContext
-from .compiler import WORK, build_engine
+from .compiler import WORK, acquire_engine, release_engine
 from .experta_compat import IndexedReteMatcher
 from .expr import EvalError
 from .functions import RunContext, reset_context, use_context
@@ -37,6 +37,7 @@ GC_THRESHOLD = (10_000, 10, 10)
 # per plan (one model), in CPU seconds of this process: a busy machine slows a plan down but does
 # not make it fail; the built-in rules need a few seconds at most
 TIME_BUDGET_S = 60.0
+CLOCK_EVERY_S = 0.05
 MATCHER = IndexedReteMatcher  # experta's ReteMatcher gives the same plans, slower (tested)
 
 _fmt = fmt  # the names other modules imported from here before the split
@@ -58,12 +59,20 @@ class Runner:
         self.max_firings = max_firings
         self.time_budget_s = TIME_BUDGET_S if time_budget_s is None else time_budget_s
         self.deadline = time.process_time() + self.time_budget_s
+        self._next_clock_read = 0.0
         self.mem = Memory()
         self._seen: set[tuple] = set()
-        self.engine = build_engine(rulebase.rules, self.mem, self._fire, MATCHER, self._check_time)
+        self.engine = acquire_engine(rulebase.rules, rulebase.engines, MATCHER, self._check_time,
+                                     self.mem, self._fire)
         self.store = Store(self.mem, self.engine)
 
     def _check_time(self, phase: str) -> None:
+        # the process's CPU clock is a system call (slow on some virtual machines): read it at most
+        # every CLOCK_EVERY_S of wall time (a cheap clock)
+        now = time.monotonic()
+        if now < self._next_clock_read:
+            return
+        self._next_clock_read = now + CLOCK_EVERY_S
         if time.process_time() > self.deadline:
             raise PlanTimeout(self.time_budget_s, phase)
 
@@ -112,7 +121,8 @@ class Runner:
 
     def run(self, facts: dict[str, tuple[Any, Origin]], ctx: RunContext,
             stop_after: str | None = None) -> Memory:
-        """Declare the input facts and run every stage in order."""
+        """Declare the input facts and run every stage in order; the engine then goes back to the
+        rule base's pool (a runner runs once)."""
         token = use_context(ctx)
         threshold = gc.get_threshold()
         gc.set_threshold(*(max(a, b) for a, b in zip(threshold, GC_THRESHOLD, strict=True)))
@@ -133,4 +143,5 @@ class Runner:
         finally:
             gc.set_threshold(*threshold)
             reset_context(token)
+            release_engine(self.engine, self.rulebase.engines)  # the next run of these rules reuses it
         return self.mem
