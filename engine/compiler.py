@@ -40,10 +40,11 @@ class Binding:
 
     def __init__(self) -> None:
         self.mem: Memory = Memory()
-        self.fire: Fire = _unbound
+        self.fire: Callable[[], Fire] = _no_run
         self.memos: list[dict | set] = []
 
-    def bind(self, mem: Memory, fire: Fire) -> None:
+    def bind(self, mem: Memory, fire: Callable[[], Fire]) -> None:
+        """``fire()`` gives the firing callback (a weak method: the run's runner owns the engine)."""
         self.mem, self.fire = mem, fire
         for memo in self.memos:
             memo.clear()
@@ -56,12 +57,16 @@ class Binding:
 
 
 def _unbound(spec: RuleSpec, iid: str | None) -> bool:  # pragma: no cover - never reached
-    raise RuntimeError("an engine fired before it was bound to a run")
+    raise RuntimeError("an engine fired without a run")
+
+
+def _no_run() -> Fire:
+    return _unbound
 
 
 def build_engine(rules: list[RuleSpec], binding: Binding, matcher: type,
                  check_time: Callable[[str], None]) -> KnowledgeEngine:
-    """A reset experta engine whose rules read ``binding.mem`` and call ``binding.fire(spec,
+    """A reset experta engine whose rules read ``binding.mem`` and call ``binding.fire()(spec,
     item_id)``."""
     attrs: dict[str, Any] = {"__strategy__": StableStrategy, "__matcher__": matcher}
     for spec in rules:
@@ -74,7 +79,7 @@ def build_engine(rules: list[RuleSpec], binding: Binding, matcher: type,
 
 
 def acquire_engine(rules: list[RuleSpec], pool: dict[tuple, list[KnowledgeEngine]], matcher: type,
-                   check_time: Callable[[str], None], mem: Memory, fire: Fire) -> KnowledgeEngine:
+                   check_time: Callable[[str], None], mem: Memory, fire: Callable[[], Fire]) -> KnowledgeEngine:
     """An engine for ``rules`` bound to this run: a reset one from ``pool`` (built by an earlier run
     of the same rule objects with the same matcher, e.g. another pool of a several-model plan), else
     a new one. Give it back with :func:`release_engine` when the run is over."""
@@ -92,7 +97,7 @@ def acquire_engine(rules: list[RuleSpec], pool: dict[tuple, list[KnowledgeEngine
 
 def release_engine(engine: KnowledgeEngine, pool: dict[tuple, list[KnowledgeEngine]]) -> None:
     """Return an engine whose run is over to ``pool`` (its memory is emptied when it is reused)."""
-    engine.binding.bind(Memory(), _unbound)
+    engine.binding.bind(Memory(), _no_run)
     pool.setdefault(engine.pool_key, []).append(engine)
 
 
@@ -156,7 +161,7 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
 
     def rhs(engine, **context):
         WORK["activations"] += 1
-        if binding.fire(spec, context.get("iid")):
+        if binding.fire()(spec, context.get("iid")):
             done.add(key_of(context))
 
     # experta rebuilds Rule objects from the wrapped function (update_wrapper copies its

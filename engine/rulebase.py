@@ -442,6 +442,13 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     ``semantic`` runs the semantic lint (engine/rulelint.py) too; by default it runs whenever
     extra folders are loaded with the built-in rules (the built-in rules alone are linted by the
     tests; a rule set without them has no fact dictionary to check against)."""
+    from .gctune import fewer_collections
+
+    with fewer_collections():
+        return _load_rules(extra_dirs, builtin, semantic)
+
+
+def _load_rules(extra_dirs: list[Path] | None, builtin: bool, semantic: bool | None) -> RuleBase:
     dirs = ([RULES_DIR] if builtin else []) + [Path(d) for d in (extra_dirs or [])]
     for d in dirs:
         if not Path(d).exists():

@@ -12,9 +12,9 @@ action kind), engine/justify.py (the trace step of a firing).
 
 from __future__ import annotations
 
-import gc
 import json
 import time
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -23,16 +23,12 @@ from .compiler import WORK, acquire_engine, release_engine
 from .experta_compat import IndexedReteMatcher
 from .expr import EvalError
 from .functions import RunContext, reset_context, use_context
+from .gctune import fewer_collections
 from .justify import fmt, make_step, render
 from .memory import Item, Memory, Origin, Stage, Store, Value, item_fact_name
 from .resolve import NotReady, live_resolver, with_lets
 from .rulebase import STAGES, RuleBase, RuleSpec
 from .runtime_errors import MAX_FIRINGS_PER_STAGE, LoopError, PlanTimeout, RuleRuntimeError
-
-# While rules run, the cyclic garbage collector runs less often: a plan allocates hundreds of
-# thousands of short-lived objects (tokens, resolvers), and a full collection walks everything
-# alive (rules, catalog, working memory) each time, ~30 % of a plan at Python's default (700, 10, 10).
-GC_THRESHOLD = (10_000, 10, 10)
 
 # per plan (one model), in CPU seconds of this process: a busy machine slows a plan down but does
 # not make it fail; the built-in rules need a few seconds at most
@@ -62,9 +58,13 @@ class Runner:
         self._next_clock_read = 0.0
         self.mem = Memory()
         self._seen: set[tuple] = set()
-        self.engine = acquire_engine(rulebase.rules, rulebase.engines, MATCHER, self._check_time,
-                                     self.mem, self._fire)
+        with fewer_collections():
+            # the engine calls back through a weak reference, so a runner nobody holds any more is
+            # collected at once and its engine goes back to the pool (_release)
+            self.engine = acquire_engine(rulebase.rules, rulebase.engines, MATCHER, self._check_time,
+                                         self.mem, weakref.WeakMethod(self._fire))
         self.store = Store(self.mem, self.engine)
+        self._release = weakref.finalize(self, release_engine, self.engine, rulebase.engines)
 
     def _check_time(self, phase: str) -> None:
         # the process's CPU clock is a system call (slow on some virtual machines): read it at most
@@ -124,24 +124,22 @@ class Runner:
         """Declare the input facts and run every stage in order; the engine then goes back to the
         rule base's pool (a runner runs once)."""
         token = use_context(ctx)
-        threshold = gc.get_threshold()
-        gc.set_threshold(*(max(a, b) for a, b in zip(threshold, GC_THRESHOLD, strict=True)))
-        try:
-            for key in facts:
-                value, origin = facts[key]
-                self.store.set_value(key, value, None, origin)
-            for stage in STAGES:
-                stage_fact = self.engine.declare(Stage(name=stage))
-                before = Counter(self.mem.fired)
-                self.engine.run(self.max_firings)
-                fired = self.mem.fired - before
-                if sum(fired.values()) >= self.max_firings or self.engine.agenda.activations:
-                    raise LoopError(stage, fired, self.max_firings)
-                self.engine.retract(stage_fact)
-                if stop_after == stage:
-                    break
-        finally:
-            gc.set_threshold(*threshold)
-            reset_context(token)
-            release_engine(self.engine, self.rulebase.engines)  # the next run of these rules reuses it
+        with fewer_collections():
+            try:
+                for key in facts:
+                    value, origin = facts[key]
+                    self.store.set_value(key, value, None, origin)
+                for stage in STAGES:
+                    stage_fact = self.engine.declare(Stage(name=stage))
+                    before = Counter(self.mem.fired)
+                    self.engine.run(self.max_firings)
+                    fired = self.mem.fired - before
+                    if sum(fired.values()) >= self.max_firings or self.engine.agenda.activations:
+                        raise LoopError(stage, fired, self.max_firings)
+                    self.engine.retract(stage_fact)
+                    if stop_after == stage:
+                        break
+            finally:
+                reset_context(token)
+                self._release()  # the next run of these rules reuses the engine
         return self.mem
