@@ -57,10 +57,17 @@ from experta import (  # noqa: E402
 from experta.abstract import Strategy  # noqa: E402
 from experta.activation import Activation  # noqa: E402
 from experta.conditionalelement import TEST as _TEST  # noqa: E402
+from experta.fact import InitialFact  # noqa: E402
 from experta.fieldconstraint import ANDFC, NOTFC, ORFC, L  # noqa: E402
 from experta.matchers import ReteMatcher  # noqa: E402
 from experta.matchers.rete.abstract import Node  # noqa: E402
-from experta.matchers.rete.check import FeatureCheck, SameContextCheck, WhereCheck  # noqa: E402
+from experta.matchers.rete.check import (  # noqa: E402
+    FactCapture,
+    FeatureCheck,
+    SameContextCheck,
+    TypeCheck,
+    WhereCheck,
+)
 from experta.matchers.rete.mixins import AnyChild, ChildNode, NoMemory  # noqa: E402
 from experta.matchers.rete.nodes import (  # noqa: E402
     BusNode,
@@ -70,7 +77,7 @@ from experta.matchers.rete.nodes import (  # noqa: E402
     WhereNode,
 )
 from experta.matchers.rete.token import Token, TokenInfo  # noqa: E402
-from experta.matchers.rete.utils import prepare_rule  # noqa: E402
+from experta.matchers.rete.utils import extract_facts, generate_checks, prepare_rule  # noqa: E402
 from experta.strategies import DepthStrategy as StockStrategy  # noqa: E402  (for the bug tests)
 
 
@@ -453,26 +460,26 @@ def wire_plain_rule(rule: Any, alpha_terminals: dict[Any, Any], memories: dict[i
             if current is None:
                 current = alpha_terminals[first]
             node = FastWhereNode(WhereCheck(ce[0]))
-            current.add_child(node, node.activate)
+            current.children.append(ChildNode(node, node.activate))  # a new node: no duplicate to check
         else:
             left = alpha_terminals[first] if current is None else current
             node = FastJoinNode(SameContextCheck())
-            left.add_child(node, node.activate_left)
+            left.children.append(ChildNode(node, node.activate_left))
             terminal = alpha_terminals[ce]
             if share:
                 memory = memories.get(id(terminal))
                 if memory is None:
                     memory = memories[id(terminal)] = AlphaMemory()
                     terminal.add_child(memory, memory.activate)
-                memory.add_child(node, node.activate_right_shared)
+                memory.children.append(ChildNode(node, node.activate_right_shared))
                 node.shared = memory
             else:
-                terminal.add_child(node, node.activate_right)
+                terminal.children.append(ChildNode(node, node.activate_right))
         current = node
     if current is None:
         current = alpha_terminals[rule[0]]
     csn = FastConflictSetNode(rule)
-    current.add_child(csn, csn.activate)
+    current.children.append(ChildNode(csn, csn.activate))
 
 
 class IndexedReteMatcher(ReteMatcher):
@@ -489,6 +496,53 @@ class IndexedReteMatcher(ReteMatcher):
         # new_conditions: a fresh rule, unbound from the engine instance, as prepare_rule returns
         return {rule.new_conditions(*rule) if plain_rule(rule) else prepare_rule(rule)
                 for rule in engine.get_rules()}
+
+    @staticmethod
+    def build_alpha_part(ruleset, root_node):
+        """experta's alpha network builder (same ranking of rules and checks, same sharing of
+        test nodes), without its quadratic parts: the checks of each distinct pattern generated
+        once, and a node's child for a check found in a dict instead of a scan of its children."""
+        ruleset = set(ruleset)
+        ruleset.add(Rule(InitialFact()))
+        rule_facts = {rule: extract_facts(rule) for rule in ruleset}
+        fact_checks: dict[Any, set[Any]] = {}
+        for facts in rule_facts.values():
+            for fact in facts:
+                if fact not in fact_checks:
+                    fact_checks[fact] = set(generate_checks(fact))
+        # experta ranks by every occurrence of a pattern: a pattern in n rules counts n times
+        check_rank: collections.Counter = collections.Counter()
+        for facts in rule_facts.values():
+            for fact in facts:
+                check_rank.update(fact_checks[fact])
+
+        def weighted_check_sort(check):
+            if isinstance(check, TypeCheck):
+                return (float("inf"), hash(check))
+            if isinstance(check, FactCapture):
+                return (float("-inf"), hash(check))
+            if isinstance(check, FeatureCheck):
+                return (check_rank[check], hash(check))
+            raise TypeError("Unknown check type.")  # pragma: no cover
+
+        def weighted_rule_sort(rule):
+            facts = rule_facts[rule]
+            return sum(check_rank[c] for f in facts for c in fact_checks[f]) / len(facts)
+
+        children_by_check: dict[tuple[int, int], Any] = {}
+        terminals: dict[Any, Any] = {}
+        for rule in sorted(ruleset, key=weighted_rule_sort, reverse=True):
+            for fact in rule_facts[rule]:
+                current = root_node
+                for check in sorted(fact_checks[fact], key=weighted_check_sort, reverse=True):
+                    child = children_by_check.get((id(current), id(check)))
+                    if child is None:
+                        child = FeatureTesterNode(check)
+                        current.add_child(child, child.activate)
+                        children_by_check[(id(current), id(check))] = child
+                    current = child
+                terminals[fact] = current
+        return terminals
 
     @staticmethod
     def build_beta_part(ruleset, alpha_terminals):
