@@ -10,6 +10,7 @@ a Rete network requires. Being pure, its result is remembered per values read (s
 from __future__ import annotations
 
 import inspect
+import operator
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -131,17 +132,20 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
     memo: dict[tuple, bool] = binding.memo(dict)
     done: set[tuple] = binding.memo(set)  # keys of tokens whose activation fired (or was a repeat)
 
+    revs_of = operator.itemgetter(*rev_vars) if rev_vars else None
+    one_rev = len(rev_vars) == 1
+
     def key_of(bound: dict[str, Any]) -> tuple:
         # the values the rule reads, identified: global values by revision, item attributes by
         # identity (a new item revision copies the unchanged values, and every revision stays in
         # memory, so an identity is never reused)
-        key: tuple = tuple(bound[v] for v in rev_vars)
+        key: tuple = (revs_of(bound),) if one_rev else (revs_of(bound) if revs_of else ())
         if kind:
             attrs = binding.mem.item_revs.get((kind, bound["iid"], bound["irev"]), _EMPTY)
-            key += (bound["iid"],) + tuple(id(attrs.get(a, _MISSING)) for a in item_attrs)
+            key += (bound["iid"], *[id(attrs.get(a, _MISSING)) for a in item_attrs])
         return key
 
-    def test(**bound):
+    def test_context(bound: dict[str, Any]) -> bool:
         # A pure function of the matched fact revisions, so its result is remembered per values
         # read: retracting a token, and an item revision that changed only attributes this rule
         # does not read, cost a lookup. Once an activation for these values has run, the same
@@ -156,6 +160,10 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
             hit = memo[key] = conditions_hold(binding.mem, spec, bound, revs)
         return hit
 
+    def test(**bound):
+        return test_context(bound)
+
+    test.from_context = test_context  # the tuned TEST node passes the token's context as it is
     test.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in params])
 
@@ -190,8 +198,10 @@ def global_gate(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> Calla
     rev_vars = tuple(revs.values())
     memo: dict[tuple, bool] = binding.memo(dict)
 
-    def gate(**bound):
-        key = tuple(bound[v] for v in rev_vars)
+    revs_of = operator.itemgetter(*rev_vars)
+
+    def gate_context(bound: dict[str, Any]) -> bool:
+        key = revs_of(bound)
         hit = memo.get(key)
         if hit is None:
             WORK["condition_tests"] += 1
@@ -205,6 +215,10 @@ def global_gate(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> Calla
             memo[key] = hit
         return hit
 
+    def gate(**bound):
+        return gate_context(bound)
+
+    gate.from_context = gate_context
     gate.__signature__ = inspect.Signature(
         [inspect.Parameter(v, inspect.Parameter.KEYWORD_ONLY) for v in rev_vars])
     return gate

@@ -346,12 +346,15 @@ class FastFeatureTesterNode(FeatureTesterNode):
 
 class FastWhereNode(WhereNode):
     """experta's ``TEST`` node without the token copy (it only reads the token) and the logging
-    call: the test gets the same keyword arguments."""
+    call: the test gets the same keyword arguments, or, if it has a ``from_context`` function,
+    that function gets the token's context (it reads the same bound variables)."""
 
     def _activate(self, token) -> None:
         check = self.matcher
         context = token.context
-        if check.test(**{k: context.get(k) for k in check.parameters}):
+        direct = getattr(check.test, "from_context", None)  # a test that reads the context itself
+        if direct(context) if direct is not None else check.test(
+                **{k: context.get(k) for k in check.parameters}):
             for child in self.children:
                 child.callback(token)
 
