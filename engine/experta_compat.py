@@ -58,7 +58,7 @@ from experta.abstract import Strategy  # noqa: E402
 from experta.activation import Activation  # noqa: E402
 from experta.conditionalelement import TEST as _TEST  # noqa: E402
 from experta.fact import InitialFact  # noqa: E402
-from experta.fieldconstraint import ANDFC, NOTFC, ORFC, L  # noqa: E402
+from experta.fieldconstraint import ANDFC, NOTFC, ORFC, L, W  # noqa: E402
 from experta.matchers import ReteMatcher  # noqa: E402
 from experta.matchers.rete.abstract import Node  # noqa: E402
 from experta.matchers.rete.check import (  # noqa: E402
@@ -311,17 +311,49 @@ class AlphaMemory(AnyChild, Node):
         return f"AlphaMemory ({len(self.children)} joins)"
 
 
+def _fast_test(check: Any) -> tuple[str, bool, Any, Any] | bool:
+    """``(field, is_literal, value, bind)`` for a test of one plain field against a literal
+    (``key == 'x'``) or a wildcard that binds it (``rev=MATCH.v``), which :class:`FastFeatureTesterNode`
+    runs inline with experta's result (``True`` or ``{bind: value}``); False for any other test."""
+    if not isinstance(check, FeatureCheck) or not isinstance(check.what, str):
+        return False
+    what = check.what
+    if "__" in what or what.startswith("_") or what.endswith("_") or what.isnumeric():
+        return False
+    how = check.how
+    if type(how) is L:
+        return (what, True, how.value, how.__bind__)
+    if type(how) is W:
+        return (what, False, None, how.__bind__)
+    return False
+
+
 class FastFeatureTesterNode(FeatureTesterNode):
     """experta's one-input test node without copying every token: a test that binds variables
     sends a new token with the extended context, one that only passes sends the token it got
     (no node downstream changes a token in place)."""
+
+    _fast: Any = None  # how to run the test without experta's general check (see _fast_test)
 
     def activate(self, token) -> None:
         data = token.data
         if len(data) != 1:
             raise ValueError("a feature test needs a token of one fact")
         fact = next(iter(data))
-        match = self.matcher(fact)
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = _fast_test(self.matcher)
+        if fast is False:
+            match = self.matcher(fact)
+        else:
+            what, literal, value, bind = fast
+            try:
+                actual = fact[what]
+            except (KeyError, IndexError, TypeError):
+                return
+            if literal and not actual == value:
+                return
+            match = {bind: actual} if bind is not None else True
         if not match:
             return
         if isinstance(match, Mapping):

@@ -97,7 +97,20 @@ Resolver = Callable[[str], Any]
 
 
 def _path(node: ast.AST) -> str | None:
-    """The dotted fact path of a Name/Attribute chain, or None if it is not one."""
+    """The dotted fact path of a Name/Attribute chain, or None if it is not one (remembered on
+    the node: explanations render the same trees thousands of times)."""
+    try:
+        return node._servewise_path  # type: ignore[attr-defined]
+    except AttributeError:
+        path = _find_path(node)
+        try:
+            node._servewise_path = path  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover - every ast node takes attributes
+            pass
+        return path
+
+
+def _find_path(node: ast.AST) -> str | None:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)

@@ -16,7 +16,7 @@ import jsonschema
 
 from .expr import Expr, ExprError, compile_expr
 from .functions import FUNCTIONS
-from .yamlio import Lines, YamlError, line_of, load_file, read_text, safe_load
+from .yamlio import Lines, YamlError, line_of, load_file, read_text
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 FACTS_DIR = Path(__file__).resolve().parent.parent / "facts"
@@ -157,7 +157,9 @@ class RuleSpec:
 @lru_cache(maxsize=1)
 def guidelines() -> dict[str, dict[str, Any]]:
     """The 243 guidelines of the seed articles (facts/guidelines.yaml), by id."""
-    data = safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
+    from . import rulecache
+
+    data = rulecache.cached_yaml(FACTS_DIR / "guidelines.yaml")
     return {g["id"]: g for g in data}
 
 

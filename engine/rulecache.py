@@ -12,7 +12,8 @@ hashes everything the result depends on, so a stale entry is never read:
   engine/rulebase.py (key: every rule file's path and bytes, the working folder the file names
   are shown relative to, every fact file, every engine module's source, the load options);
 - ``catalog-*``: the catalog tables, for engine/catalog.py (key: every catalog file's name and
-  bytes, the engine's source).
+  bytes, the engine's source);
+- ``yaml-*``: a project data file read as YAML (:func:`cached_yaml`; key: its name and bytes).
 
 Any change to one of these gives a new key. Entries are written atomically (engine/yamlio.py's
 ``write_bytes_atomic``), so concurrent processes read either a whole entry or none. A cache that
@@ -74,6 +75,25 @@ def engine_sources() -> list[bytes]:
     """The source of every engine module (engine/*.py): what a cached result was produced by."""
     here = Path(__file__).resolve().parent
     return [p.name.encode() + b"\0" + p.read_bytes() for p in sorted(here.glob("*.py"))]
+
+
+def cached_yaml(path: Path) -> Any:
+    """A project data file (YAML) read through the cache (``yaml-*``, keyed by its name and bytes and
+    the YAML reader's source), e.g. facts/guidelines.yaml, needed by every plan's citations."""
+    from .yamlio import safe_load
+
+    raw = path.read_bytes()
+    key = None
+    if cache_dir() is not None:
+        here = Path(__file__).resolve().parent
+        key = content_key("yaml", [path.name.encode(), raw, (here / "yamlio.py").read_bytes()])
+        hit = read(key, "yaml")
+        if hit is not None:
+            return hit
+    data = safe_load(raw.decode("utf-8"))
+    if key is not None and data is not None:
+        write(key, data, "yaml")
+    return data
 
 
 def read(key: str, kind: str = "rules") -> Any | None:
