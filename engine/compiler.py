@@ -1,10 +1,12 @@
 """Rules → experta: each rule spec becomes an experta ``Rule`` over identity-and-revision facts.
 
-The LHS is ``Stage``, one ``Value`` pattern per global name read (binding its revision), the
+The LHS is ``Stage``, one ``Value`` pattern per global name read (binding its revision), for a
+for-each rule a ``TEST`` of its leading conditions on global values (:func:`global_gate`), the
 ``Item`` pattern last (so an item change passes a single join) and a ``TEST`` that evaluates the
 rule's conditions against the revisions in the token: a pure function of the matched facts, as
 a Rete network requires. Being pure, its result is remembered per values read (see
-:func:`compile_rule`).
+:func:`compile_rule`). Compiled rules read the run through a :class:`Binding`, so a built engine
+is reused by the next run of the same rules (:func:`acquire_engine`).
 """
 
 from __future__ import annotations

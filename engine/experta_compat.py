@@ -88,8 +88,9 @@ class StableStrategy(Strategy):
     function: experta rebuilds Rule objects from it), then older facts (smaller fact ids,
     compared as sorted tuples). Every activation has a distinct key because an activation is one
     rule on one tuple of facts, so the order never depends on hash iteration order. Removal
-    deletes every activation equal to the removed one, scanning the whole agenda (the stock
-    strategy inspected only neighbours of a bisect position and left stale activations behind).
+    deletes every activation equal to the removed one among all activations with its key (found
+    by bisection in the sorted agenda; the stock strategy inspected only neighbours of a bisect
+    position and left stale activations behind).
     """
 
     @staticmethod
