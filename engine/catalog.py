@@ -138,5 +138,23 @@ def build_catalog(paths: Iterable[Path]) -> Catalog:
 
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
-    """The built-in catalog (cached: it is read-only data)."""
-    return build_catalog(CATALOG_DIR.glob("*.yaml"))
+    """The built-in catalog (cached: it is read-only data), from the cache shared between processes
+    (engine/rulecache.py) when it holds these exact catalog files."""
+    from . import rulecache
+
+    paths = sorted(CATALOG_DIR.glob("*.yaml"))
+    key = None
+    if rulecache.cache_dir() is not None:
+        try:
+            key = rulecache.content_key("catalog", rulecache.engine_sources()
+                                        + [p.name.encode() + b"\0" + p.read_bytes() for p in paths])
+        except OSError:
+            key = None
+    if key is not None:
+        cached = rulecache.read(key, "catalog")
+        if isinstance(cached, Catalog):
+            return cached
+    catalog = build_catalog(paths)
+    if key is not None:
+        rulecache.write(key, catalog, "catalog")
+    return catalog

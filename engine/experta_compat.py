@@ -14,6 +14,8 @@ from __future__ import annotations
 import collections
 import collections.abc
 import logging
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Mapping
 from typing import Any
 
 _ABC_ALIASES = ("Mapping", "MutableMapping", "Sequence", "Iterable", "Hashable", "Callable")
@@ -53,12 +55,29 @@ from experta import (  # noqa: E402
     Rule,
 )
 from experta.abstract import Strategy  # noqa: E402
-from experta.fieldconstraint import L  # noqa: E402
+from experta.activation import Activation  # noqa: E402
+from experta.conditionalelement import TEST as _TEST  # noqa: E402
+from experta.fact import InitialFact  # noqa: E402
+from experta.fieldconstraint import ANDFC, NOTFC, ORFC, L, W  # noqa: E402
 from experta.matchers import ReteMatcher  # noqa: E402
 from experta.matchers.rete.abstract import Node  # noqa: E402
-from experta.matchers.rete.check import FeatureCheck  # noqa: E402
+from experta.matchers.rete.check import (  # noqa: E402
+    FactCapture,
+    FeatureCheck,
+    SameContextCheck,
+    TypeCheck,
+    WhereCheck,
+)
 from experta.matchers.rete.mixins import AnyChild, ChildNode, NoMemory  # noqa: E402
-from experta.matchers.rete.nodes import BusNode, ConflictSetNode, FeatureTesterNode, WhereNode  # noqa: E402
+from experta.matchers.rete.nodes import (  # noqa: E402
+    BusNode,
+    ConflictSetNode,
+    FeatureTesterNode,
+    OrdinaryMatchNode,
+    WhereNode,
+)
+from experta.matchers.rete.token import Token, TokenInfo  # noqa: E402
+from experta.matchers.rete.utils import extract_facts, generate_checks, prepare_rule  # noqa: E402
 from experta.strategies import DepthStrategy as StockStrategy  # noqa: E402  (for the bug tests)
 
 
@@ -69,8 +88,9 @@ class StableStrategy(Strategy):
     function: experta rebuilds Rule objects from it), then older facts (smaller fact ids,
     compared as sorted tuples). Every activation has a distinct key because an activation is one
     rule on one tuple of facts, so the order never depends on hash iteration order. Removal
-    deletes every activation equal to the removed one, scanning the whole agenda (the stock
-    strategy inspected only neighbours of a bisect position and left stale activations behind).
+    deletes every activation equal to the removed one among all activations with its key (found
+    by bisection in the sorted agenda; the stock strategy inspected only neighbours of a bisect
+    position and left stale activations behind).
     """
 
     @staticmethod
@@ -86,15 +106,23 @@ class StableStrategy(Strategy):
         return (id(activation.rule), frozenset(f["__factid__"] for f in activation.facts))
 
     def _update_agenda(self, agenda, added, removed):
-        if removed:
-            gone = {self.identity(act) for act in removed}
-            agenda.activations = [a for a in agenda.activations if a.identity not in gone]
-        if added:
-            for act in added:
-                act.key = self.key(act)
-                act.identity = self.identity(act)
-            agenda.activations.extend(added)
-            agenda.activations.sort(key=lambda a: a.key)
+        # the agenda stays sorted by key, so an activation is found by bisection: equal identities
+        # have equal keys, and every activation with the removed one's key is inspected
+        acts = agenda.activations
+        for act in removed:
+            key, gone = self.key(act), self.identity(act)
+            lo = bisect_left(acts, key, key=_agenda_key)
+            hi = bisect_right(acts, key, lo=lo, key=_agenda_key)
+            if hi > lo:
+                acts[lo:hi] = [a for a in acts[lo:hi] if a.identity != gone]
+        for act in added:
+            act.key = self.key(act)
+            act.identity = self.identity(act)
+            insort(acts, act, key=_agenda_key)
+
+
+def _agenda_key(activation) -> tuple:
+    return activation.key
 
 
 INDEX_MIN_CHILDREN = 4  # below this a linear scan of the sibling tests is as fast as a dict
@@ -187,41 +215,392 @@ def index_alpha_network(node: Any) -> int:
     return done
 
 
-_READ_ONLY_NODES = (WhereNode, ConflictSetNode)  # they never change the token they receive
+_VALID = Token.TagType.VALID
 
 
-def skip_token_copies(root: Any) -> int:
-    """Call read-only one-input nodes (``TEST`` and conflict-set nodes) without copying the token.
+def _token(tag, data, context) -> Token:
+    """An experta ``Token`` without the type assertions of ``Token.__new__`` (the nodes below only
+    ever build tokens from the facts and contexts of other tokens)."""
+    return tuple.__new__(Token, (tag, data, context))
 
-    experta copies every token before every one-input node (``OneInputNode.activate``), which
-    only a node that changes the token's context needs (``FeatureTesterNode`` binding variables).
-    A ``WhereNode`` only reads the context and passes the token on; a ``ConflictSetNode`` only
-    reads it to make an activation. Returns how many callbacks were rebound."""
-    done, seen, todo = 0, set(), [root]
+
+def _remember(memory: dict, tag, data, context) -> Any:
+    """Add (valid token) or remove (invalid token) one entry of a join's memory; the key is the
+    token's facts (the context is a function of them at a given node)."""
+    key = data if type(data) is frozenset else frozenset(data)
+    entry = memory.get(key)
+    if tag is _VALID:
+        if entry is None:
+            memory[key] = [key, context, 1]
+        else:
+            entry[2] += 1
+    elif entry is not None:
+        entry[2] -= 1
+        if not entry[2]:
+            del memory[key]
+    return key
+
+
+class FastJoinNode(OrdinaryMatchNode):
+    """experta's two-input join node, with the same matches: memories hashed by the token's facts
+    (experta keeps lists and removes by a linear search), the incoming token not copied (a join
+    never changes it) and no logging call per pair. Entries keep experta's order (insertion order)
+    and multiplicity (a count), so the same tokens reach the children.
+
+    A join whose right input is an :class:`AlphaMemory` reads that shared memory instead of a
+    copy of its own, and is skipped while its left memory is empty ("left unlinking")."""
+
+    shared: AlphaMemory | None = None
+
+    def _reset(self) -> None:
+        self.left_memory: dict[Any, list[Any]] = {}
+        self.right_memory: dict[Any, list[Any]] = {}
+
+    def activate_left(self, token) -> None:
+        tag, data, context = token
+        _remember(self.left_memory, tag, data, context)
+        right = self.shared.memory if self.shared is not None else self.right_memory
+        if right:
+            self._emit(tag, data, context, right, True)
+
+    def activate_right(self, token) -> None:
+        tag, data, context = token
+        _remember(self.right_memory, tag, data, context)
+        if self.left_memory:
+            self._emit(tag, data, context, self.left_memory, False)
+
+    def activate_right_shared(self, token) -> None:
+        """A right activation whose token the shared alpha memory has already stored."""
+        self._emit(token.tag, token.data, token.context, self.left_memory, False)
+
+    _activate_left = activate_left
+    _activate_right = activate_right
+
+    def _emit(self, tag, data, context, other: dict, is_left: bool) -> None:
+        match, children = self.matcher, self.children
+        own = {k: v for k, v in context.items() if isinstance(k, str)}
+        for other_data, other_context, count in list(other.values()):
+            if not (match(context, other_context) if is_left else match(other_context, context)):
+                continue
+            newcontext = dict(own)
+            for k, v in other_context.items():
+                if not isinstance(k, tuple):  # negated values are not needed any further
+                    newcontext[k] = v
+            newtoken = _token(tag, data | other_data, newcontext)
+            for _ in range(count):
+                for child in children:
+                    child.callback(newtoken)
+
+
+class AlphaMemory(AnyChild, Node):
+    """The tokens of one alpha terminal (one fact pattern), kept once for every join that reads
+    the pattern as its right input (experta keeps a copy per join). A join is activated only
+    while its left memory holds a token: with an empty left memory a right activation joins
+    nothing, and the join reads this memory when a left token arrives ("left unlinking",
+    Doorenbos 1995)."""
+
+    def _reset(self) -> None:
+        self.memory: dict[Any, list[Any]] = {}
+
+    def activate(self, token) -> None:
+        _remember(self.memory, token.tag, token.data, token.context)
+        for child in self.children:
+            if child.node.left_memory:
+                child.callback(token)
+
+    def __str__(self) -> str:  # pragma: no cover
+        return f"AlphaMemory ({len(self.children)} joins)"
+
+
+def _fast_test(check: Any) -> tuple[str, bool, Any, Any] | bool:
+    """``(field, is_literal, value, bind)`` for a test of one plain field against a literal
+    (``key == 'x'``) or a wildcard that binds it (``rev=MATCH.v``), which :class:`FastFeatureTesterNode`
+    runs inline with experta's result (``True`` or ``{bind: value}``); False for any other test."""
+    if not isinstance(check, FeatureCheck) or not isinstance(check.what, str):
+        return False
+    what = check.what
+    if "__" in what or what.startswith("_") or what.endswith("_") or what.isnumeric():
+        return False
+    how = check.how
+    if type(how) is L:
+        return (what, True, how.value, how.__bind__)
+    if type(how) is W:
+        return (what, False, None, how.__bind__)
+    return False
+
+
+class FastFeatureTesterNode(FeatureTesterNode):
+    """experta's one-input test node without copying every token: a test that binds variables
+    sends a new token with the extended context, one that only passes sends the token it got
+    (no node downstream changes a token in place)."""
+
+    _fast: Any = None  # how to run the test without experta's general check (see _fast_test)
+
+    def activate(self, token) -> None:
+        data = token.data
+        if len(data) != 1:
+            raise ValueError("a feature test needs a token of one fact")
+        fact = next(iter(data))
+        fast = self._fast
+        if fast is None:
+            fast = self._fast = _fast_test(self.matcher)
+        if fast is False:
+            match = self.matcher(fact)
+        else:
+            what, literal, value, bind = fast
+            try:
+                actual = fact[what]
+            except (KeyError, IndexError, TypeError):
+                return
+            if literal and not actual == value:
+                return
+            match = {bind: actual} if bind is not None else True
+        if not match:
+            return
+        if isinstance(match, Mapping):
+            context = token.context
+            for key, value in match.items():
+                if isinstance(key, tuple):  # negated condition
+                    if key[1] in context and context[key[1]] == value:
+                        return
+                else:
+                    if context.get(key, value) != value:
+                        return
+                    if (False, key) in context and context[(False, key)] == value:
+                        return
+            context = dict(context)
+            context.update(match)
+            token = _token(token.tag, set(data), context)
+        for child in self.children:
+            child.callback(token)
+
+    _activate = activate
+
+
+class FastWhereNode(WhereNode):
+    """experta's ``TEST`` node without the token copy (it only reads the token) and the logging
+    call: the test gets the same keyword arguments, or, if it has a ``from_context`` function,
+    that function gets the token's context (it reads the same bound variables)."""
+
+    def _activate(self, token) -> None:
+        check = self.matcher
+        context = token.context
+        direct = getattr(check.test, "from_context", None)  # a test that reads the context itself
+        if direct(context) if direct is not None else check.test(
+                **{k: context.get(k) for k in check.parameters}):
+            for child in self.children:
+                child.callback(token)
+
+    activate = _activate
+
+
+class FastConflictSetNode(ConflictSetNode):
+    """experta's conflict-set node without the token copy (it only reads the token); it records
+    itself in its matcher's dirty list, so a change asks only the nodes that saw a token."""
+
+    dirty: list[Any] | None = None  # the matcher's list, set when the network is tuned
+    is_dirty = False
+
+    def _reset(self) -> None:
+        self.memory = set()
+        self.added, self.removed = set(), set()
+        self.is_dirty = False
+
+    def _activate(self, token) -> None:
+        info = TokenInfo(token.data, token.context)
+        activation = Activation(self.rule, info.data,
+                                {k: v for k, v in token.context.items() if isinstance(k, str)})
+        if token.tag is _VALID:
+            if info in self.memory:
+                return
+            self.memory.add(info)
+            if activation in self.removed:
+                self.removed.remove(activation)
+            else:
+                self.added.add(activation)
+        else:
+            try:
+                self.memory.remove(info)
+            except ValueError:  # as experta (a set raises KeyError: an unknown token is a bug)
+                return
+            if activation in self.added:
+                self.added.remove(activation)
+            else:
+                self.removed.add(activation)
+        if not self.is_dirty and self.dirty is not None:
+            self.is_dirty = True
+            self.dirty.append(self)
+
+    activate = _activate
+
+
+_FAST_CLASSES = {OrdinaryMatchNode: FastJoinNode, WhereNode: FastWhereNode,
+                 ConflictSetNode: FastConflictSetNode, FeatureTesterNode: FastFeatureTesterNode}
+
+
+def tune_network(root: Any, dirty: list[Any]) -> int:
+    """Swap experta's join, ``TEST`` and conflict-set nodes for the tuned subclasses above (same
+    network, same matches) and rebind their parents' callbacks; returns how many nodes were
+    swapped. Conflict-set nodes report to ``dirty``."""
+    nodes, seen, todo = [], set(), [root]
     while todo:
         node = todo.pop()
         if id(node) in seen:
             continue
         seen.add(id(node))
+        nodes.append(node)
+        todo.extend(child.node for child in getattr(node, "children", None) or [])
+    swapped = 0
+    for node in nodes:
+        fast = _FAST_CLASSES.get(type(node))
+        if fast is not None:
+            node.__class__ = fast
+            node._reset()
+            swapped += 1
+        if isinstance(node, FastConflictSetNode):
+            node.dirty = dirty
+    for node in nodes:
         children = getattr(node, "children", None) or []
         for i, child in enumerate(children):
             target = child.node
-            todo.append(target)
-            if isinstance(target, _READ_ONLY_NODES) and child.callback == target.activate:
-                children[i] = ChildNode(target, target._activate)
-                done += 1
-    return done
+            if type(target) in _FAST_CLASSES.values():
+                name = getattr(child.callback, "__name__", "")
+                children[i] = ChildNode(target, getattr(target, name.lstrip("_") or "activate"))
+    return swapped
+
+
+def plain_rule(rule: Any) -> bool:
+    """A rule that is only facts with plain field values (no ``|``, ``~`` or ``&`` field
+    constraints) and ``TEST`` conditions, a fact first: its disjunctive normal form is itself."""
+    if not isinstance(rule, Rule) or not rule or not isinstance(rule[0], Fact):
+        return False
+    for ce in rule:
+        if type(ce) is _TEST:
+            continue
+        if not isinstance(ce, Fact) or any(isinstance(v, (ORFC, NOTFC, ANDFC)) for v in ce.values()):
+            return False
+    return True
+
+
+def wire_plain_rule(rule: Any, alpha_terminals: dict[Any, Any], memories: dict[int, AlphaMemory]) -> None:
+    """The beta network of a plain rule, node for node as experta's ``wire_rule`` builds it: a
+    join per further fact (left: the chain so far, right: the fact's alpha terminal), a ``TEST``
+    node where the rule has one, and the conflict-set node last. A join's right input is the
+    terminal's shared :class:`AlphaMemory` (one per terminal, in ``memories``) unless the rule
+    uses the same pattern twice."""
+    facts = [ce for ce in rule if isinstance(ce, Fact)]
+    share = len(set(facts)) == len(facts)
+    current = None
+    for first, ce in zip(rule, rule[1:], strict=False):
+        if type(ce) is _TEST:
+            if current is None:
+                current = alpha_terminals[first]
+            node = FastWhereNode(WhereCheck(ce[0]))
+            current.children.append(ChildNode(node, node.activate))  # a new node: no duplicate to check
+        else:
+            left = alpha_terminals[first] if current is None else current
+            node = FastJoinNode(SameContextCheck())
+            left.children.append(ChildNode(node, node.activate_left))
+            terminal = alpha_terminals[ce]
+            if share:
+                memory = memories.get(id(terminal))
+                if memory is None:
+                    memory = memories[id(terminal)] = AlphaMemory()
+                    terminal.add_child(memory, memory.activate)
+                memory.children.append(ChildNode(node, node.activate_right_shared))
+                node.shared = memory
+            else:
+                terminal.children.append(ChildNode(node, node.activate_right))
+        current = node
+    if current is None:
+        current = alpha_terminals[rule[0]]
+    csn = FastConflictSetNode(rule)
+    current.children.append(ChildNode(csn, csn.activate))
 
 
 class IndexedReteMatcher(ReteMatcher):
-    """experta's Rete matcher with hashed constant tests in the alpha network (see
-    :class:`IndexedTesterNode`) and no token copies for read-only nodes (see
-    :func:`skip_token_copies`); the beta network, tokens and activations are experta's own."""
+    """experta's Rete matcher, tuned: hashed constant tests in the alpha network (see
+    :class:`IndexedTesterNode`), join, ``TEST`` and conflict-set nodes that do the same work
+    faster (see :func:`tune_network`), and only the conflict-set nodes that saw a token asked
+    for activations. The network (nodes and their wiring) is experta's own."""
+
+    @staticmethod
+    def prepare_ruleset(engine):
+        """As experta's, but a rule that is already what ``prepare_rule`` makes of it (facts with
+        plain field values and ``TEST``s, a fact first) is used as it is: rewriting it to
+        disjunctive normal form rebuilds equal facts, most of the time spent building."""
+        # new_conditions: a fresh rule, unbound from the engine instance, as prepare_rule returns
+        return {rule.new_conditions(*rule) if plain_rule(rule) else prepare_rule(rule)
+                for rule in engine.get_rules()}
+
+    @staticmethod
+    def build_alpha_part(ruleset, root_node):
+        """experta's alpha network builder (same ranking of rules and checks, same sharing of
+        test nodes), without its quadratic parts: the checks of each distinct pattern generated
+        once, and a node's child for a check found in a dict instead of a scan of its children."""
+        ruleset = set(ruleset)
+        ruleset.add(Rule(InitialFact()))
+        rule_facts = {rule: extract_facts(rule) for rule in ruleset}
+        fact_checks: dict[Any, set[Any]] = {}
+        for facts in rule_facts.values():
+            for fact in facts:
+                if fact not in fact_checks:
+                    fact_checks[fact] = set(generate_checks(fact))
+        # experta ranks by every occurrence of a pattern: a pattern in n rules counts n times
+        check_rank: collections.Counter = collections.Counter()
+        for facts in rule_facts.values():
+            for fact in facts:
+                check_rank.update(fact_checks[fact])
+
+        def weighted_check_sort(check):
+            if isinstance(check, TypeCheck):
+                return (float("inf"), hash(check))
+            if isinstance(check, FactCapture):
+                return (float("-inf"), hash(check))
+            if isinstance(check, FeatureCheck):
+                return (check_rank[check], hash(check))
+            raise TypeError("Unknown check type.")  # pragma: no cover
+
+        def weighted_rule_sort(rule):
+            facts = rule_facts[rule]
+            return sum(check_rank[c] for f in facts for c in fact_checks[f]) / len(facts)
+
+        children_by_check: dict[tuple[int, int], Any] = {}
+        terminals: dict[Any, Any] = {}
+        for rule in sorted(ruleset, key=weighted_rule_sort, reverse=True):
+            for fact in rule_facts[rule]:
+                current = root_node
+                for check in sorted(fact_checks[fact], key=weighted_check_sort, reverse=True):
+                    child = children_by_check.get((id(current), id(check)))
+                    if child is None:
+                        child = FeatureTesterNode(check)
+                        current.add_child(child, child.activate)
+                        children_by_check[(id(current), id(check))] = child
+                    current = child
+                terminals[fact] = current
+        return terminals
+
+    @staticmethod
+    def build_beta_part(ruleset, alpha_terminals):
+        """As experta's ``wire_rule``, for plain rules (see :func:`plain_rule`) without building
+        a dispatcher per rule, and with the tuned nodes: the same joins, tests and conflict-set
+        node, wired in the same order. Other rules are wired by experta."""
+        memories: dict[int, AlphaMemory] = {}
+        for rule in ruleset:
+            if plain_rule(rule):
+                wire_plain_rule(rule, alpha_terminals, memories)
+            else:
+                ReteMatcher.build_beta_part({rule}, alpha_terminals)
 
     def build_network(self) -> None:
         super().build_network()
+        self._dirty: list[Any] = []
+        self.tuned_nodes = tune_network(self.root_node, self._dirty)
         self.indexed_groups = index_alpha_network(self.root_node)
-        self.uncopied_callbacks = skip_token_copies(self.root_node)
+
+    def reset(self) -> None:
+        self._dirty.clear()
+        super().reset()
 
     def changes(self, adding=None, deleting=None):
         """As experta's, but asks only the conflict-set nodes that saw a token since the last call
@@ -232,11 +611,13 @@ class IndexedReteMatcher(ReteMatcher):
             self.root_node.add(fact)
         added: list[Any] = []
         removed: list[Any] = []
-        for csn in self._get_conflict_set_nodes():
-            if csn.added or csn.removed:
-                c_added, c_removed = csn.get_activations()
-                added.extend(c_added)
-                removed.extend(c_removed)
+        dirty = self._dirty
+        for csn in dirty:
+            csn.is_dirty = False
+            c_added, c_removed = csn.get_activations()
+            added.extend(c_added)
+            removed.extend(c_removed)
+        dirty.clear()
         return added, removed
 
 

@@ -97,7 +97,20 @@ Resolver = Callable[[str], Any]
 
 
 def _path(node: ast.AST) -> str | None:
-    """The dotted fact path of a Name/Attribute chain, or None if it is not one."""
+    """The dotted fact path of a Name/Attribute chain, or None if it is not one (remembered on
+    the node: explanations render the same trees thousands of times)."""
+    try:
+        return node._servewise_path  # type: ignore[attr-defined]
+    except AttributeError:
+        path = _find_path(node)
+        try:
+            node._servewise_path = path  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover - every ast node takes attributes
+            pass
+        return path
+
+
+def _find_path(node: ast.AST) -> str | None:
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -134,14 +147,32 @@ class Expr:
     names: tuple[str, ...]
     functions: tuple[str, ...]
     _fn: Callable[[Resolver], Any] = field(repr=False, default=None)  # type: ignore[assignment]
+    # the functions it was checked against: a pickled expression (engine/rulecache.py) keeps its
+    # checked tree and is turned into closures again at its first evaluation
+    _registry: Mapping[str, Callable[..., Any]] | None = field(repr=False, default=None, compare=False)
 
     def evaluate(self, resolve: Resolver) -> Any:
+        fn = self._fn
+        if fn is None:
+            fn = self._compile_again()
         try:
-            return self._fn(resolve)
+            return fn(resolve)
         except EvalError:
             raise
         except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError) as exc:
             raise EvalError(f"{self.source}: {exc}") from None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_fn"] = state["_registry"] = None  # closures and the registry are not pickled
+        return state
+
+    def _compile_again(self) -> Callable[[Resolver], Any]:
+        """The closures of an expression loaded without them (it was checked when first compiled)."""
+        funcs = dict(BUILTIN_FUNCTIONS)
+        funcs.update(self._registry or {})
+        self._fn = _Compiler(self.source, funcs).compile(self.tree.body)
+        return self._fn
 
     def evaluate_with(self, values: Mapping[str, Any]) -> Any:
         def resolve(name: str) -> Any:
@@ -492,4 +523,4 @@ def compile_expr(src: Any, functions: Mapping[str, Callable[..., Any]] | None = 
         funcs.update(functions)
     comp = _Compiler(text, funcs)
     fn = comp.compile(tree.body)
-    return Expr(text, tree, tuple(comp.names), tuple(comp.called), fn)
+    return Expr(text, tree, tuple(comp.names), tuple(comp.called), fn, functions)

@@ -9,6 +9,7 @@ conclusion being computed; the engine records them in the explanation.
 from __future__ import annotations
 
 import contextvars
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -319,6 +320,54 @@ def _load_function_modules() -> None:
 
 
 _load_function_modules()
+
+
+# Cheaper to run than to look up: never remembered.
+NOT_MEMOISED = frozenset({"contains", "lower", "text", "provided", "gib", "cooling_rank", "cny",
+                          "widest_precision", "balanced_dimm_gb", "nvme_drive_tb", "joined",
+                          "quant_method", "gpus_within_power"})
+_SCALARS = (type(None), bool, int, float, str)
+
+
+def memoised(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` remembered per run (in ``RunContext.cache``): domain functions are pure functions of
+    their arguments and the run context, so the same arguments (with the same types) give the
+    same result. The details a call attaches are replayed on every later call, so each conclusion
+    records what it would have recorded. Only scalar results are kept (a list or record is
+    computed again, so no caller can change a remembered value); calls with an unhashable
+    argument, and calls that raise, are not remembered."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any) -> Any:
+        ctx = current()
+        key = ("memo", name, args, tuple(map(type, args)))
+        try:
+            hit = ctx.cache.get(key)
+        except TypeError:  # an unhashable argument (a list)
+            return fn(*args)
+        if hit is not None:
+            value, details = hit
+            if details:
+                ctx.details.extend(details)  # details are read-only records (copied when kept)
+            return value
+        details_now = ctx.details
+        mark = len(details_now)
+        value = fn(*args)
+        if type(value) in _SCALARS:
+            ctx.cache[key] = (value, details_now[mark:] if ctx.details is details_now else [])
+        return value
+
+    wrapper.memoised = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _memoise_functions() -> None:
+    for name, fn in list(FUNCTIONS.items()):
+        if name not in NOT_MEMOISED and not getattr(fn, "memoised", False):
+            FUNCTIONS[name] = memoised(name, fn)
+
+
+_memoise_functions()
 
 
 def _declare_catalog_reads() -> None:

@@ -15,7 +15,7 @@ from .expr import EvalError, Expr
 from .memory import Memory, item_fact_name
 from .messages import message
 from .resolve import NotReady, Resolver
-from .rulebase import RuleSpec, Template
+from .rulebase import TEMPLATE_FIELD, RuleSpec, Template
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -56,21 +56,38 @@ def score_text(values: tuple, labels: list[str]) -> str:
 
 def render(template: Template, resolve: Resolver, lang: str = "en") -> str:
     """A ``because`` template with its fields filled in; an unknown field shows as ``?``."""
-    from .rulebase import TEMPLATE_FIELD
-
-    def sub(m):
-        name = m.group(1)
+    out: list[str] = []
+    for literal, name, spec in _parts(template.text):
+        out.append(literal)
+        if name is None:
+            continue
         try:
             if name.startswith("="):
                 expr = template.expr(name)
                 value = expr.evaluate(resolve) if expr is not None else None
             else:
                 value = resolve(name)
-            return fmt(value, m.group(2), lang)
+            out.append(fmt(value, spec, lang))
         except (NotReady, EvalError, KeyError):
-            return "?"
+            out.append("?")
+    return "".join(out)
 
-    return TEMPLATE_FIELD.sub(sub, template.text)
+
+_PARTS: dict[str, tuple[tuple[str, str | None, str | None], ...]] = {}
+
+
+def _parts(text: str) -> tuple[tuple[str, str | None, str | None], ...]:
+    """A template split once into (text before, field name, format spec) parts, the last with no
+    field: what ``TEMPLATE_FIELD.sub`` walks on every render."""
+    parts = _PARTS.get(text)
+    if parts is None:
+        out, pos = [], 0
+        for m in TEMPLATE_FIELD.finditer(text):
+            out.append((text[pos:m.start()], m.group(1), m.group(2)))
+            pos = m.end()
+        out.append((text[pos:], None, None))
+        parts = _PARTS[text] = tuple(out)
+    return parts
 
 
 def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],

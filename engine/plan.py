@@ -167,23 +167,29 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
 
 def plan_workload(workload: dict[str, Any], defaults_used: list[str],
                   rulebase: RuleBase | None = None, file: str = "<workload>",
-                  provided: frozenset[str] | None = None) -> PlanResult:
-    """Run the rules over a validated, default-filled workload."""
+                  provided: frozenset[str] | None = None,
+                  cache: dict[tuple, Any] | None = None) -> PlanResult:
+    """Run the rules over a validated, default-filled workload. ``cache``: the domain functions'
+    memory of results (RunContext.cache), shared by the pools of one several-model plan."""
     rulebase = rulebase or load_rules()
     if workload.get("model") is None and workload.get("models"):
         entries = workload["models"]
+        # the pools of this plan remember domain-function results together (pure functions of
+        # their arguments and the catalog), unless a pool brings its own model definition
+        shared: dict[tuple, Any] | None = {} if all(isinstance(e.get("model"), str) for e in entries) else None
         results = []
         for entry in entries:
             sub, extra = sub_workload(workload, entry)
             results.append(plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
                                                or entry.get("peak_qps") is None] + extra,
-                                         rulebase, file, provided))
+                                         rulebase, file, provided, shared))
 
         def replan(entry: dict[str, Any], gpu: str) -> PlanResult:  # the pool on another host GPU
             sub, extra = sub_workload(workload, entry)
             sub["constraints"]["gpu_models"] = [gpu]
             return plan_workload(sub, [d for d in defaults_used if d != "constraints.gpu_models" and (
-                d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided)
+                d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided,
+                shared)
         return PlanResult(combine(workload, defaults_used, entries, results, replan), results[0].memory)
     mem = run_rules(workload, defaults_used, rulebase, file, provided)
     return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
@@ -197,7 +203,7 @@ def run_rules(workload: dict[str, Any], defaults_used: list[str], rulebase: Rule
     if provided is None:
         provided = frozenset(d.key for d in input_defs()
                              if d.key not in defaults_used and get_path(workload, d.key) is not None)
-    ctx = RunContext(load_catalog(), provided=provided)
+    ctx = RunContext(load_catalog(), provided=provided, cache={} if cache is None else cache)
     facts = input_facts(workload, defaults_used, ctx, file)
     return Runner(rulebase).run(facts, ctx, stop_after=stop_after)
 

@@ -48,10 +48,33 @@ READS: Mapping[str, tuple[tuple[str | None, int], ...]] = {
 }
 
 
-def _refs(reads: tuple[tuple[str | None, int], ...], args: tuple) -> list[str]:
-    from .functions import current
+_CURRENT: Callable[[], Any] | None = None
 
-    ctx = current()
+
+def _context() -> Any:
+    """The run context (engine/functions.py imports this module, so it is looked up once, late)."""
+    global _CURRENT
+    if _CURRENT is None:
+        from .functions import current
+
+        _CURRENT = current
+    return _CURRENT()
+
+
+def _refs(reads: tuple[tuple[str | None, int], ...], args: tuple) -> list[str] | tuple[str, ...]:
+    """The catalog entries ``args`` name, remembered per run (a pure function of the arguments)."""
+    ctx = _context()
+    key = ("refs", reads, args, tuple(map(type, args)))
+    try:
+        hit = ctx.cache.get(key)
+    except TypeError:  # an unhashable argument
+        return _find_refs(reads, args, ctx)
+    if hit is None:
+        hit = ctx.cache[key] = tuple(_find_refs(reads, args, ctx))
+    return hit
+
+
+def _find_refs(reads: tuple[tuple[str | None, int], ...], args: tuple, ctx: Any) -> list[str]:
     out = []
     for table, pos in reads:
         if pos >= len(args) or not isinstance(args[pos], str):
@@ -69,13 +92,11 @@ def _refs(reads: tuple[tuple[str | None, int], ...], args: tuple) -> list[str]:
     return out
 
 
-def note_reads(refs: list[str]) -> None:
+def note_reads(refs: list[str] | tuple[str, ...]) -> None:
     """Add catalog entry refs to the conclusion in progress (one ``catalog`` detail per conclusion)."""
-    from .functions import current
-
     if not refs:
         return
-    details = current().details
+    details = _context().details
     for d in details:
         if "catalog" in d and len(d) == 1:
             target = d["catalog"]
@@ -95,11 +116,12 @@ def _recording(fn: Callable[..., Any], reads: tuple[tuple[str | None, int], ...]
         note_reads(_refs(reads, args))
         return value
 
+    wrapper.records_reads = True  # type: ignore[attr-defined]
     return wrapper
 
 
 def declare_catalog_reads(functions: dict[str, Callable[..., Any]]) -> None:
     """Wrap the registered domain functions that read catalog entries named by their arguments."""
     for name, reads in READS.items():
-        if name in functions and not getattr(functions[name], "__wrapped__", None):
+        if name in functions and not getattr(functions[name], "records_reads", False):
             functions[name] = _recording(functions[name], reads)

@@ -16,7 +16,7 @@ import jsonschema
 
 from .expr import Expr, ExprError, compile_expr
 from .functions import FUNCTIONS
-from .yamlio import Lines, YamlError, line_of, load_file, read_text, safe_load
+from .yamlio import Lines, YamlError, line_of, load_file, read_text
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 FACTS_DIR = Path(__file__).resolve().parent.parent / "facts"
@@ -157,7 +157,9 @@ class RuleSpec:
 @lru_cache(maxsize=1)
 def guidelines() -> dict[str, dict[str, Any]]:
     """The 243 guidelines of the seed articles (facts/guidelines.yaml), by id."""
-    data = safe_load((FACTS_DIR / "guidelines.yaml").read_text(encoding="utf-8"))
+    from . import rulecache
+
+    data = rulecache.cached_yaml(FACTS_DIR / "guidelines.yaml")
     return {g["id"]: g for g in data}
 
 
@@ -318,6 +320,11 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
     """Compile the rules of one parsed, schema-valid file."""
     problems: list[Problem] = []
     specs: list[RuleSpec] = []
+    by_rule: dict[int, dict[tuple, int]] = {}  # the lines of each rule, by key path inside it
+    for p, n in lines.items():
+        if p and isinstance(p[0], int):
+            by_rule.setdefault(p[0], {})[p[1:]] = n
+    builtin = _is_builtin(path)
     for i, raw in enumerate(data):
         rid = raw["id"]
         try:
@@ -345,8 +352,7 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
             actions=actions, because=because, file=file, line=line_of(lines, (i,)),
             load_order=start_order + len(specs), tests=raw.get("tests") or [],
             corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()), lets=lets,
-            lines={p[1:]: n for p, n in lines.items() if p and p[0] == i}, raw=raw,
-            builtin=_is_builtin(path),
+            lines=by_rule.get(i, {}), raw=raw, builtin=builtin,
         ))
     return specs, problems
 
@@ -382,6 +388,12 @@ class RuleBase:
     rules: list[RuleSpec]
     files: list[Path]
     knowledge_hash: str
+    # experta engines built for these rules whose run is over, reused by later runs in this
+    # process (engine/compiler.py: acquire_engine); never part of the rule base's value
+    engines: dict[tuple, list[Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "engines": {}}  # engines are this process's, never cached
 
     def by_id(self, rule_id: str) -> RuleSpec:
         for r in self.rules:
@@ -435,6 +447,72 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     ``semantic`` runs the semantic lint (engine/rulelint.py) too; by default it runs whenever
     extra folders are loaded with the built-in rules (the built-in rules alone are linted by the
     tests; a rule set without them has no fact dictionary to check against)."""
+    from . import rulecache
+    from .gctune import fewer_collections
+
+    semantic = semantic if semantic is not None else (builtin and bool(extra_dirs))
+    with fewer_collections():
+        key = _compiled_key(extra_dirs, builtin, semantic)
+        if key is not None:
+            cached = rulecache.read(key, "compiled")
+            if isinstance(cached, RuleBase):
+                return _relink(cached)
+        rb = _load_rules(extra_dirs, builtin, semantic)
+        if key is not None:
+            rulecache.write(key, rb, "compiled")
+        return rb
+
+
+def _compiled_key(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) -> str | None:
+    """The key of the loaded rule base in the rule cache: every rule file (path, name shown, bytes),
+    the folder names are shown relative to, every fact file, the rule schema, every engine
+    module's source and the load options; None when a file cannot be read as a regular file (the
+    ordinary load reports it)."""
+    from . import rulecache
+
+    if rulecache.cache_dir() is None:
+        return None
+    dirs = ([RULES_DIR] if builtin else []) + [Path(d) for d in (extra_dirs or [])]
+    try:
+        if not all(Path(d).exists() for d in dirs):
+            return None
+        files = rule_files(dirs)
+        if len(files) > MAX_RULE_FILES:
+            return None
+        parts = [f"cwd\0{Path.cwd()}\0{int(builtin)}\0{int(semantic)}".encode(), SCHEMA_FILE.read_bytes()]
+        parts += rulecache.engine_sources()
+        for p in files:
+            parts.append(f"{p}\0{_display(p)}".encode())
+            parts.append(read_text(p).encode("utf-8"))
+        for p in knowledge_files([]):
+            parts.append(p.relative_to(FACTS_DIR).as_posix().encode() + b"\0" + p.read_bytes())
+    except (OSError, YamlError, ValueError):
+        return None
+    return rulecache.content_key("compiled", parts)
+
+
+def iter_exprs(spec: RuleSpec):
+    """Every compiled expression of a rule: lets, conditions, actions, explanation templates."""
+    for _, e in spec.lets:
+        yield e
+    yield from spec.when
+    for a in spec.actions:
+        yield from a.exprs.values()
+        for t in (a.spec.get("_templates") or {}).values():
+            yield from (e for _, e in t.exprs)
+    for t in spec.because.values():
+        yield from (e for _, e in t.exprs)
+
+
+def _relink(rb: RuleBase) -> RuleBase:
+    """A rule base read from the cache: its expressions compile against the domain functions."""
+    for spec in rb.rules:
+        for e in iter_exprs(spec):
+            e._registry = FUNCTIONS
+    return rb
+
+
+def _load_rules(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) -> RuleBase:
     dirs = ([RULES_DIR] if builtin else []) + [Path(d) for d in (extra_dirs or [])]
     for d in dirs:
         if not Path(d).exists():
@@ -468,7 +546,7 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     for i, r in enumerate(rules):
         r.load_order = i
     rb = RuleBase(rules, files, compute_hash(knowledge_files(files)))
-    if semantic if semantic is not None else (builtin and bool(extra_dirs)):
+    if semantic:
         from .rulelint import lint
 
         errors = [f.problem() for f in lint(rb) if f.severity == "error"]

@@ -1,18 +1,24 @@
-"""A cache of parsed and schema-validated rule files, shared between processes.
+"""A cache of what loading the knowledge produces, shared between processes.
 
-Reading the rule files (YAML with line numbers) and validating them against the rule schema is
-most of the cost of loading the rule base on every process start. This module stores the result
-for a whole set of rule files in one pickle file, named by a key that hashes:
+Reading the rule files (YAML with line numbers), validating them against the rule schema and
+compiling their expressions is most of the cost of starting a process; reading the catalog's YAML
+is most of the rest. This module stores such results in pickle files, each named by a key that
+hashes everything the result depends on, so a stale entry is never read:
 
-- the cache format version and the source of the modules that produce the cached data,
-- the rule schema,
-- every rule file's path, built-in flag and bytes (the built-in rules and any ``--rules-dir``).
+- ``rules-*``: the parsed, schema-checked rule files (key: the cache format version and the source
+  of the modules that produce the data, the rule schema, every rule file's bytes);
+- ``compiled-*``: the whole loaded rule base, its expressions checked and kept as syntax trees
+  (turned into closures again at their first evaluation, as closures cannot be pickled), for
+  engine/rulebase.py (key: every rule file's path and bytes, the working folder the file names
+  are shown relative to, every fact file, every engine module's source, the load options);
+- ``catalog-*``: the catalog tables, for engine/catalog.py (key: every catalog file's name and
+  bytes, the engine's source);
+- ``yaml-*``: a project data file read as YAML (:func:`cached_yaml`; key: its name and bytes).
 
-Any change to one of these gives a new key, so a stale entry is never read; expressions are
-compiled again from the cached data on every load (compiled expressions are closures and cannot
-be pickled). Entries are written atomically (engine/yamlio.py's ``write_bytes_atomic``), so concurrent
-processes read either a whole entry or none. A cache that cannot be read or written is ignored:
-loading then works as without it.
+Any change to one of these gives a new key. Entries are written atomically (engine/yamlio.py's
+``write_bytes_atomic``), so concurrent processes read either a whole entry or none. A cache that
+cannot be read or written is ignored: loading then works as without it. At most ``MAX_ENTRIES``
+entries of each kind are kept (the most recently written).
 
 Location: ``$SERVEWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/servewise``, else ``~/.cache/servewise``.
 ``SERVEWISE_NO_CACHE=1`` disables it.
@@ -23,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -54,13 +61,48 @@ def cache_key(files: list[tuple[str, bool, bytes]], schema: bytes) -> str:
     return h.hexdigest()[:40]
 
 
-def read(key: str) -> Any | None:
+def content_key(kind: str, parts: list[bytes]) -> str:
+    """A key for an entry of ``kind`` that depends on exactly ``parts`` (bytes of files, names,
+    versions), and on this module's format version and the Python version (pickles)."""
+    h = hashlib.sha256(f"servewise-{kind}-v{CACHE_VERSION}\0{sys.version}\0".encode())
+    for part in parts:
+        h.update(len(part).to_bytes(8, "little"))
+        h.update(part)
+    return h.hexdigest()[:40]
+
+
+def engine_sources() -> list[bytes]:
+    """The source of every engine module (engine/*.py): what a cached result was produced by."""
+    here = Path(__file__).resolve().parent
+    return [p.name.encode() + b"\0" + p.read_bytes() for p in sorted(here.glob("*.py"))]
+
+
+def cached_yaml(path: Path) -> Any:
+    """A project data file (YAML) read through the cache (``yaml-*``, keyed by its name and bytes and
+    the YAML reader's source), e.g. facts/guidelines.yaml, needed by every plan's citations."""
+    from .yamlio import safe_load
+
+    raw = path.read_bytes()
+    key = None
+    if cache_dir() is not None:
+        here = Path(__file__).resolve().parent
+        key = content_key("yaml", [path.name.encode(), raw, (here / "yamlio.py").read_bytes()])
+        hit = read(key, "yaml")
+        if hit is not None:
+            return hit
+    data = safe_load(raw.decode("utf-8"))
+    if key is not None and data is not None:
+        write(key, data, "yaml")
+    return data
+
+
+def read(key: str, kind: str = "rules") -> Any | None:
     """The entry stored under ``key``, or None (missing, unreadable, corrupt or disabled)."""
     folder = cache_dir()
     if folder is None:
         return None
     try:
-        with open(folder / f"rules-{key}.pickle", "rb") as fh:
+        with open(folder / f"{kind}-{key}.pickle", "rb") as fh:
             entry = pickle.load(fh)  # noqa: S301 - our own file, in the user's own cache folder
     except Exception:  # noqa: BLE001 - any unreadable entry is a cache miss
         return None
@@ -69,7 +111,7 @@ def read(key: str) -> Any | None:
     return entry.get("data")
 
 
-def write(key: str, data: Any) -> bool:
+def write(key: str, data: Any, kind: str = "rules") -> bool:
     """Store ``data`` under ``key`` atomically; False (and nothing raised) when that is impossible."""
     from .yamlio import write_bytes_atomic
 
@@ -80,15 +122,15 @@ def write(key: str, data: Any) -> bool:
         folder.mkdir(parents=True, exist_ok=True)
         blob = pickle.dumps({"version": CACHE_VERSION, "key": key, "data": data},
                             protocol=pickle.HIGHEST_PROTOCOL)
-        write_bytes_atomic(folder / f"rules-{key}.pickle", blob)
-        _prune(folder)
+        write_bytes_atomic(folder / f"{kind}-{key}.pickle", blob)
+        _prune(folder, kind)
         return True
     except Exception:  # noqa: BLE001 - an unwritable cache must never break loading
         return False
 
 
-def _prune(folder: Path) -> None:
-    entries = sorted(folder.glob("rules-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
+def _prune(folder: Path, kind: str) -> None:
+    entries = sorted(folder.glob(f"{kind}-*.pickle"), key=lambda p: p.stat().st_mtime, reverse=True)
     for old in entries[MAX_ENTRIES:]:
         try:
             old.unlink()

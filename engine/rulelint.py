@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -125,10 +125,14 @@ class Linter:
             self.add(spec, path, f"'{name}' is first set in stage {entry.stage}; this rule runs in "
                      f"{spec.stage}", code="stage-order")
 
+    @cached_property
+    def fact_roots(self) -> set[str]:
+        """The first parts of every fact name (computed once: a rule set may have thousands of rules)."""
+        return {n.split(".")[0] for n in self.facts.entries} | set(self.facts.kinds)
+
     def names(self, spec: RuleSpec) -> None:
-        roots = {n.split(".")[0] for n in self.facts.entries} | set(self.facts.kinds)
         for name, _ in spec.lets:
-            if name in roots or name == spec.for_each:
+            if name in self.fact_roots or name == spec.for_each:
                 self.add(spec, ("let", name), f"let '{name}' hides the facts '{name}.*'; choose another name",
                          code="let-shadow")
         local = _locals(spec)

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import json
 import time
+import weakref
 from collections import Counter
 from typing import Any
 
 from .actions import ACTIONS, COMPUTE, REPORT, ActionContext
-from .compiler import WORK, build_engine
+from .compiler import WORK, acquire_engine, release_engine
 from .experta_compat import IndexedReteMatcher
 from .expr import EvalError
 from .functions import RunContext, reset_context, use_context
+from .gctune import fewer_collections
 from .justify import fmt, make_step, render
 from .memory import Item, Memory, Origin, Stage, Store, Value, item_fact_name
 from .resolve import NotReady, live_resolver, with_lets
@@ -31,6 +33,7 @@ from .runtime_errors import MAX_FIRINGS_PER_STAGE, LoopError, PlanTimeout, RuleR
 # per plan (one model), in CPU seconds of this process: a busy machine slows a plan down but does
 # not make it fail; the built-in rules need a few seconds at most
 TIME_BUDGET_S = 60.0
+CLOCK_EVERY_S = 0.05
 MATCHER = IndexedReteMatcher  # experta's ReteMatcher gives the same plans, slower (tested)
 
 _fmt = fmt  # the names other modules imported from here before the split
@@ -52,18 +55,30 @@ class Runner:
         self.max_firings = max_firings
         self.time_budget_s = TIME_BUDGET_S if time_budget_s is None else time_budget_s
         self.deadline = time.process_time() + self.time_budget_s
+        self._next_clock_read = 0.0
         self.mem = Memory()
         self._seen: set[tuple] = set()
-        self.engine = build_engine(rulebase.rules, self.mem, self._fire, MATCHER, self._check_time)
+        with fewer_collections():
+            # the engine calls back through a weak reference, so a runner nobody holds any more is
+            # collected at once and its engine goes back to the pool (_release)
+            self.engine = acquire_engine(rulebase.rules, rulebase.engines, MATCHER, self._check_time,
+                                         self.mem, weakref.WeakMethod(self._fire))
         self.store = Store(self.mem, self.engine)
+        self._release = weakref.finalize(self, release_engine, self.engine, rulebase.engines)
 
     def _check_time(self, phase: str) -> None:
+        # the process's CPU clock is a system call (slow on some virtual machines): read it at most
+        # every CLOCK_EVERY_S of wall time (a cheap clock)
+        now = time.monotonic()
+        if now < self._next_clock_read:
+            return
+        self._next_clock_read = now + CLOCK_EVERY_S
         if time.process_time() > self.deadline:
             raise PlanTimeout(self.time_budget_s, phase)
 
-    def _fire(self, spec: RuleSpec, iid: str | None) -> None:
+    def _fire(self, spec: RuleSpec, iid: str | None) -> bool:
         """One activation: skip it if a fact is missing or the values read were seen before;
-        else run the actions and record the step."""
+        else run the actions and record the step. False when a fact was missing."""
         self._check_time(f"stage {spec.stage}")
         mem = self.mem
         read: dict[str, Any] = {}
@@ -73,10 +88,10 @@ class Runner:
             for name in spec.names:
                 resolve(name)
         except NotReady:
-            return
+            return False
         signature = (spec.id, iid, json.dumps(read, sort_keys=True, default=str))
         if signature in self._seen:
-            return
+            return True
         self._seen.add(signature)
         mem.fired[spec.id] += 1
         WORK["firings"] += 1
@@ -87,11 +102,12 @@ class Runner:
         ctx.because.update({lang: render(t, shown, lang) for lang, t in spec.because.items()})
         self._run_actions(ctx, REPORT)
         if not ctx.conclusions:
-            return
+            return True
         mem.steps.append(make_step(mem, spec, iid, ctx.step_no, read, ctx.extra_premises,
                                    ctx.conclusions, ctx.because))
         if pending:
             self.store.update_item(spec.for_each, iid, pending, ctx.step_no)
+        return True
 
     @staticmethod
     def _run_actions(ctx: ActionContext, kinds: tuple[str, ...]) -> None:
@@ -105,22 +121,25 @@ class Runner:
 
     def run(self, facts: dict[str, tuple[Any, Origin]], ctx: RunContext,
             stop_after: str | None = None) -> Memory:
-        """Declare the input facts and run every stage in order."""
+        """Declare the input facts and run every stage in order; the engine then goes back to the
+        rule base's pool (a runner runs once)."""
         token = use_context(ctx)
-        try:
-            for key in facts:
-                value, origin = facts[key]
-                self.store.set_value(key, value, None, origin)
-            for stage in STAGES:
-                stage_fact = self.engine.declare(Stage(name=stage))
-                before = Counter(self.mem.fired)
-                self.engine.run(self.max_firings)
-                fired = self.mem.fired - before
-                if sum(fired.values()) >= self.max_firings or self.engine.agenda.activations:
-                    raise LoopError(stage, fired, self.max_firings)
-                self.engine.retract(stage_fact)
-                if stop_after == stage:
-                    break
-        finally:
-            reset_context(token)
+        with fewer_collections():
+            try:
+                for key in facts:
+                    value, origin = facts[key]
+                    self.store.set_value(key, value, None, origin)
+                for stage in STAGES:
+                    stage_fact = self.engine.declare(Stage(name=stage))
+                    before = Counter(self.mem.fired)
+                    self.engine.run(self.max_firings)
+                    fired = self.mem.fired - before
+                    if sum(fired.values()) >= self.max_firings or self.engine.agenda.activations:
+                        raise LoopError(stage, fired, self.max_firings)
+                    self.engine.retract(stage_fact)
+                    if stop_after == stage:
+                        break
+            finally:
+                reset_context(token)
+                self._release()  # the next run of these rules reuses the engine
         return self.mem

@@ -72,10 +72,12 @@ def test_invalid_rules_are_reported_and_not_cached(cache, tmp_path):
 
 def test_corrupt_entry_is_ignored_and_replaced(cache):
     load_rules()
-    (path,) = entries(cache)
-    path.write_bytes(b"not a pickle")
+    paths = sorted(cache.glob("*.pickle"))  # the parsed rule files and the compiled rule base
+    assert len(paths) == 2
+    for path in paths:
+        path.write_bytes(b"not a pickle")
     assert load_rules().rules
-    assert path.read_bytes() != b"not a pickle"
+    assert all(path.read_bytes() != b"not a pickle" for path in paths)
 
 
 def test_unwritable_or_disabled_cache_still_loads(tmp_path, monkeypatch):

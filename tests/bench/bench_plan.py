@@ -37,6 +37,59 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 19 (branch s19-plan, the `plan` path; profile first: cProfile of `plan chat-70b-online`
+in-process, GC off so collections are not charged to whichever function allocates). Every
+example's `plan --format json` is byte-identical to before (all 30 compared against outputs saved
+from the base commit f9aa58f); CPU seconds of a cold `servewise plan <example> --format json`
+(`/usr/bin/time %U+%S`, one run each, before and after both measured while 3–4 other sessions'
+test suites ran on the 2 cores, so both are inflated ~1.5×): chat-70b-online 3.94 → 1.97,
+multi-model-tenants 26.7 → 8.1, saas-five-tenants 44.7 → 13.3, offline-batch 10.1 → 2.5,
+chat-8b-small 8.3 → 3.2, internal-knowledge-base 5.8 → 2.5, the single-pool examples 1.4–7.5 →
+0.8–2.7. On a quieter moment the phases of a cold 70B run (CPU s): imports 0.15, rules 0.05
+(cached), catalog 0.01 (cached), plan 1.0–1.2, JSON 0.04 — about 1.3 s in all. +3,000 synthetic
+rules (CPU s, in one process): load 18.6 → 0.17 (cached; 0.6–0.7 on a miss), build 4.1 → 0.9–1.0,
+plan (the 70B example) 10.1 → 1.4 = 3.1 s (target 2 s: not met).
+
+- **Rete tuned inside engine/experta_compat.py** (experta's network, nodes and agenda semantics;
+  the same activations as the stock matcher, tested): join nodes with memories hashed by the
+  token's facts (experta scans lists), no token copies or per-token logging in join, `TEST`,
+  conflict-set and feature-test nodes (a feature test copies only when it binds, and tests of one
+  field against a literal or a binding run inline), one shared alpha memory per pattern with
+  *left unlinking* (a join whose left memory is empty is not activated from the right: most item
+  revisions reach no rule of another stage), conflict-set nodes that report themselves dirty,
+  an agenda kept sorted by bisection. Matching for chat-70b-online: ~1.0 → ~0.35 s.
+- **Fewer tokens and activations** (engine/compiler.py): a for-each rule whose first conditions
+  read only global values gets them as a `TEST` *before* the item join (items never join a rule
+  that is off; the full test still runs after the join, in the rule's order, so errors and
+  results are the same); a token whose values already fired (content refraction) makes no
+  activation: 2,867 → 1,055 activations and 9,543 → 5,146 condition tests for chat-70b-online
+  (activations now equal firings; tests/plans/work-baseline.json only allows +10 %).
+- **Building the network**: plain rules (facts with plain fields and `TEST`s) skip experta's DNF
+  rewrite and are wired directly, experta's alpha builder without its quadratic parts: 253 rules
+  0.26 → 0.07 s, 3,253 rules 4.1 → 0.9 s. **Engines reused in a process**: compiled rules read the
+  run's memory through a `Binding`; a finished (or dropped) runner gives its engine back to the
+  rule base's pool and the next run of the same rules resets it (each pool and re-plan of a
+  several-model plan, `rules test` cases that plan).
+- **Caches between processes** (engine/rulecache.py, atomic writes, `SERVEWISE_NO_CACHE=1`): the
+  whole compiled rule base (`compiled-*`, keyed by every rule file's path and bytes — built-in and
+  `--rules-dir` —, the working folder, every fact file, the schema, every engine module's source
+  and the load options; expressions kept as checked syntax trees, turned into closures at first
+  use), the catalog tables (`catalog-*`) and facts/guidelines.yaml (`yaml-*`). No plan result is
+  cached. Rule loading was quadratic in the rules of a file (line maps) and the lint recomputed
+  the fact roots per rule: fixed.
+- **Domain functions remembered per plan** (engine/functions.py): same arguments and types →
+  same scalar result, the details a call attached replayed; shared by the pools of a
+  several-model plan; catalog refs of provenance likewise. Explanation templates split once,
+  fact paths remembered on expression nodes, no imports on the hot path.
+- **GC** (engine/gctune.py): generation 0 collected every 10,000 allocations (not 700) while rules
+  load, build and run: 30–45 % of a plan or a build was the collector walking live objects.
+- **Not done**: the 0.5 s / 1 s / 2 s targets. What is left per firing is the work the trace needs
+  (1,055 firings for the 70B plan, of which 91 steps are kept in the trace: building the other
+  steps lazily would save ~15 % but needs the memory to be frozen), the performance model
+  (~25 % of a plan: engine/perf/, another session's), and per-item-revision Rete work.
+  engine/perf/calibration.py still parses facts/calibration.yaml with the pure-Python YAML loader
+  (~20 ms per process).
+
 Session 18 (branch s18-speed), profile first (cProfile of `plan chat-70b-online`, in-process):
 experta's Rete network (`changes()`: join-node activations, token copies) ≈ 50 % of planning,
 the rules' condition tests ≈ 25 % (25,736 tests, half of them on retraction: experta re-runs a
