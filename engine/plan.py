@@ -191,15 +191,16 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
                 d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided,
                 shared)
         return PlanResult(combine(workload, defaults_used, entries, results, replan), results[0].memory)
-    mem = run_rules(workload, defaults_used, rulebase, file, provided)
+    mem = run_rules(workload, defaults_used, rulebase, file, provided, cache=cache)
     return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
 
 
 def run_rules(workload: dict[str, Any], defaults_used: list[str], rulebase: RuleBase,
               file: str = "<workload>", provided: frozenset[str] | None = None,
-              stop_after: str | None = None) -> Memory:
+              stop_after: str | None = None, cache: dict[tuple, Any] | None = None) -> Memory:
     """The rule run of one model's plan, stopped after stage ``stop_after`` if given (the
-    interview runs only the stages that decide its next question: engine/askplan.py)."""
+    interview runs only the stages that decide its next question: engine/askplan.py); ``cache``
+    as in :func:`plan_workload`."""
     if provided is None:
         provided = frozenset(d.key for d in input_defs()
                              if d.key not in defaults_used and get_path(workload, d.key) is not None)
