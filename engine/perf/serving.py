@@ -182,7 +182,8 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     t_tokens = b * lay.dp
     share = sm.expert_fraction(t_tokens)
     exp_read = sm.expert_bytes * share
-    kv = sm.kv_tok_gpu * b * ctx
+    mb = sm.micro_batches(b)
+    kv = sm.kv_tok_gpu * b * ctx / mb
     lowp = prof.eta_lowp if sm.low_precision else 1.0
     lowp_attn = prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0
     comm_d = sm.comm_parts(b, t_tokens)
@@ -206,13 +207,15 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     steps += [
         Step("decode_bytes",
              "bytes_gb = W_dense_per_gpu_gb + W_experts_per_gpu_gb x experts_touched_per_gpu"
-             " / experts_per_gpu + kv_per_token_per_gpu_b x B x context / 1e9",
+             " / experts_per_gpu + kv_per_token_per_gpu_b x B x context / micro_batches / 1e9",
              {"W_dense_per_gpu_gb": sm.dense_bytes / 1e9,
               "W_experts_per_gpu_gb": sm.expert_bytes / 1e9,
               "experts_touched_per_gpu": sm.experts_per_gpu * share,
               "experts_per_gpu": sm.experts_per_gpu or 1.0, "B": b, "context": ctx,
-              "kv_per_token_per_gpu_b": sm.kv_tok_gpu},
-             d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output)"),
+              "kv_per_token_per_gpu_b": sm.kv_tok_gpu, "micro_batches": mb},
+             d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output); with "
+             "pipeline parallelism min(pp, B) micro-batches share a round, each stage reading "
+             "its own layers' KV at the same time (micro_batches = 1 without PP)"),
         Step("decode_memory",
              "t_mem_ms = (W_dense_gb + W_experts_read_gb / eta_moe + kv_gb) / (bw_gbs x eta_bw)"
              " x 1e3",
@@ -229,7 +232,8 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
               "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},
              d["t_compute"], "ms",
              "eta_lowp applies to native 8/4-bit GEMMs; attention runs at the FP8 rate over an "
-             "FP8 KV cache on GPUs with native FP8"),
+             "FP8 KV cache on GPUs with native FP8; FLOPs per round of min(pp, B) pipeline "
+             "micro-batches"),
         Step("decode_comm",
              "t_comm_ms = 2 x layers x (2 x (tp - 1) / tp x B x hidden x act_bytes / (link_gbs"
              " x eta_link x 1e6) + latency_us / 1e3) x (tp > 1) + moe_dispatch_ms + pp_hops_ms",
