@@ -111,6 +111,14 @@ def load_calibration(path: str | None = None) -> dict[str, Any]:
     return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
 
 
+# vLLM turns its custom all-reduce off on more than two PCIe-only GPUs and uses NCCL (ring)
+# instead ("Custom allreduce is disabled because it's not supported on more than two PCIe-only
+# GPUs", vllm/distributed/device_communicators/custom_all_reduce.py); TRT-LLM and SGLang also
+# run NCCL there.
+PCIE_RING_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/distributed/"
+                    "device_communicators/custom_all_reduce.py")
+
+
 def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
                 n_gpus: int = 2) -> tuple[str, float, float, float]:
     """(kind, bandwidth GB/s, efficiency, latency µs) of an all-reduce over ``n_gpus`` GPUs.
@@ -119,6 +127,14 @@ def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
     calibration file, written by ``python -m servewise.engine.perf.kernels``): the GPU's own
     values where it was measured (``by_gpu``), else the median of its link kind (NVLink or
     PCIe) at that GPU count, the nearest measured count when it was not.
+
+    PCIe beyond two GPUs: the engines all-reduce with an NCCL ring (``PCIE_RING_SOURCE``),
+    whose bus bandwidth per GPU does not fall with the GPU count (every GPU sends and receives
+    ``2 (n-1)/n`` of the message over its own x16 link): the efficiency of the measured
+    two-GPU all-reduce, a latency of ``n - 1`` ring hops of it. The measured custom all-reduce
+    at 4 and 8 PCIe GPUs (a path the engines do not take; 0.14 and 0.075 of the link on the
+    measured L40S box) made TP 4/8 on PCIe 3-7x slower than TRT-LLM's published L40S
+    throughput (Mixtral-8x7B/8x22B TP 4/8, benchmarks-extra.csv).
     """
     cal = load_calibration() if cal is None else cal
     kind = str(gpu.get("intra_node") or "pcie").lower()
@@ -126,15 +142,18 @@ def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
     lp = links.get(kind, links["pcie"])
     own = ((links.get("by_gpu") or {}).get(str(gpu.get("id"))) or {}).get("by_gpus")
     table = own or lp.get("by_gpus")
+    ring = kind == "pcie" and n_gpus > 2
     if table:
-        n = min(table, key=lambda k: (abs(int(k) - n_gpus), int(k)))
+        want = 2 if ring else n_gpus
+        n = min(table, key=lambda k: (abs(int(k) - want), int(k)))
         lp = table[n]
     bw = gpu.get("link_gbs")
     if not isinstance(bw, (int, float)) or bw <= 0 or kind == "pcie":
         bw = PCIE_GBS.get(int(gpu.get("pcie_gen") or 4), 26.0)
     else:
         bw = float(bw) / 2  # NVLink figures are bidirectional totals
-    return kind, float(bw), float(lp["eta"]), float(lp["latency_us"])
+    lat = float(lp["latency_us"]) * ((n_gpus - 1) if ring else 1)
+    return kind, float(bw), float(lp["eta"]), lat
 
 
 def _widen(band: dict[str, list[float]], factor: float) -> dict[str, list[float]]:

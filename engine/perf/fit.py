@@ -243,11 +243,16 @@ def _thin(rows: list[Row]) -> list[Row]:
 
 def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[str] = (),
         exclude_gpus: Iterable[str] = (), warm: bool = True,
-        max_nfev: int = MAX_NFEV) -> dict[str, Any]:
+        max_nfev: int = MAX_NFEV, backends: Iterable[str] | None = None) -> dict[str, Any]:
     """Fit every measured (class, backend) group; returns the calibration dict.
 
     ``warm=False`` starts from the round START values instead of the shipped constants (a
-    held-out refit must not start from constants that saw the held-out rows)."""
+    held-out refit must not start from constants that saw the held-out rows). ``backends``:
+    refit only these (each backend is an independent fit), keep the shipped constants of the
+    others (a model change that moves only one backend's rows)."""
+    from .calibration import load_calibration
+
+    only = {b.lower() for b in backends} if backends else None
     paths = [Path(p) for p in paths]
     rows = usable_rows(paths, exclude_models, exclude_gpus)
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
@@ -257,7 +262,14 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[st
     measured = sorted({g for g, rs in groups.items()
                        if any(r.tpot_ms for r in rs) or sum(1 for r in rs if r.tput) >= 20})
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
+    shipped = load_calibration().get("classes") or {}
     for be in sorted({b for _, b in measured}):
+        if only is not None and be not in only:
+            for c, b in measured:
+                entry = ((shipped.get(c) or {}).get("backends") or {}).get(be)
+                if b == be and entry:
+                    profiles[(c, be)] = _band_entry({k: entry[k] for k in PARAMS})
+            continue
         fitted = fit_backend({c: _thin(groups[(c, b)]) for c, b in measured if b == be}, be,
                              max_nfev=max_nfev, warm=warm)
         for c, params in fitted.items():
@@ -336,7 +348,10 @@ HEADER = """\
 #   and GPU count, and per measured GPU (by_gpu), fitted from vLLM custom all-reduce kernel
 #   latencies (../shared/data/ops, `python -m servewise.engine.perf.kernels`); kept across refits.
 #   GPUs without kernel data use their link kind's median (NVLink: A100/H100/H200/B200; PCIe:
-#   L40S, RTX PRO 6000). eta > 1 at 8 NVLink GPUs: NVLS in-switch reduction.
+#   L40S, RTX PRO 6000). eta > 1 at 8 NVLink GPUs: NVLS in-switch reduction. PCIe beyond two
+#   GPUs: the engines run an NCCL ring there (vLLM disables its custom all-reduce on more than
+#   two PCIe-only GPUs), so the model uses the two-GPU efficiency with n-1 ring-hop latencies
+#   (calibration.link_params); the 4/8-GPU PCIe custom all-reduce entries are kept as measured.
 # Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/perf/memory.py),
 #   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).
 # Refit: warm start from the shipped constants, at most FIT_MAX_NFEV (default 40) iterations.
@@ -359,11 +374,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", default=str(CALIBRATION_FILE))
     ap.add_argument("--date", default=os.environ.get("FIT_DATE")
                     or _dt.date.today().isoformat())
+    ap.add_argument("--backend", action="append",
+                    help="refit only this backend (repeatable); the others keep their constants")
     ap.add_argument("--bands-only", action="store_true",
                     help="keep the shipped constants, recompute bands and fit errors only")
     a = ap.parse_args(argv)
     paths = [Path(p) for p in (a.data or DEFAULT_FILES)]
-    cal = rebanded(paths) if a.bands_only else fit(paths)
+    cal = rebanded(paths) if a.bands_only else fit(paths, backends=a.backend)
     write(cal, paths, Path(a.out), a.date)
     print(f"wrote {a.out}")
 

@@ -540,6 +540,14 @@ def links_lines() -> list[str]:
     return lines + [""]
 
 
+ATTEMPTS_FILE = Path(__file__).resolve().parents[2] / "docs" / "accuracy-attempts.md"
+
+
+def attempts() -> str:
+    """The hand-kept log of model changes tried (docs/accuracy-attempts.md), if any."""
+    return ATTEMPTS_FILE.read_text(encoding="utf-8").rstrip() if ATTEMPTS_FILE.exists() else ""
+
+
 def render(r: dict[str, Any], held: dict[str, dict[str, Any]] | None) -> str:
     s = r["summary"]
     cal = load_calibration()
@@ -564,7 +572,7 @@ def render(r: dict[str, Any], held: dict[str, dict[str, Any]] | None) -> str:
                      f"{'yes' if tt['met'] else '**no**'} |")
     lines += ["", "APE = |predicted − measured| / measured, per row. Targets of issue #13 "
               "(fitted on all shared data). Offline throughput comes from the `max (offline)` "
-              "rows of the benchmark files.",
+              "rows of the benchmark files.", "", attempts(),
               "", "## Error tables (fitted calibration, all rows)", ""]
     for group in (None, "gpu", "backend", "model"):
         lines += table(s, group) + [""]

@@ -72,14 +72,35 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
     return s
 
 
+def md1_tail(rho: float) -> tuple[float, float]:
+    """(x, c) of the M/D/1 waiting-time tail ``P(W > t) ≈ c exp(-x t / S)``.
+
+    ``x`` is the positive root of ``ρ (e^x - 1) = x`` (Cramér-Lundberg: ``λ (E[e^{θS}] - 1) =
+    θ`` with ``θ = x / S``), found by Newton's method from the right (``f`` is convex, so the
+    iterates decrease monotonically to the root); ``c = (1-ρ) / (λ E[S e^{θS}] - 1) = (1-ρ) /
+    (ρ e^x - 1)``. ρ is taken as at least 1e-9 (the values stay finite).
+    """
+    rho = max(rho, 1e-9)
+    x = 2.0 * math.log(1.0 / rho) + 2.0
+    for _ in range(100):
+        step = (rho * math.expm1(x) - x) / (rho * math.exp(x) - 1.0)
+        x -= step
+        if abs(step) < 1e-12 * max(x, 1.0):
+            break
+    return x, (1.0 - rho) / (rho * math.exp(x) - 1.0)
+
+
 def _queue(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float, isl: int) -> dict:
     """Open-loop TTFT terms at ``lam`` requests/ms per rank (M/D/1 queue of prefills).
 
     A request's prefill occupies the engine for ``S = t_prefill + isl/chunk x t_decode`` (its
     chunks share steps with the running decodes); prefills are served in arrival order, so the
     queue is M/D/1 with utilisation ``ρ = λ x S``: mean wait ``ρ S / (2 (1-ρ))`` (Pollaczek-
-    Khinchine), P99 from the exponential tail ``P(W > t) ≈ ρ exp(-ρ t / W_mean)``. An arrival
-    also waits for the running step to end (mean half a decode step, at most one).
+    Khinchine), P99 from the Cramér-Lundberg tail of the M/D/1 wait ``P(W > t) ≈ c exp(-x t /
+    S)`` (``x`` the positive root of ``ρ (e^x - 1) = x``, ``c = (1-ρ) / (ρ e^x - 1)``; exact
+    decay for deterministic service, where the exponential tail ``ρ exp(-ρ t / W_mean)`` of
+    M/M/1 overstates the P99 at low load about 1.3-2x). An arrival also waits for the running
+    step to end (mean half a decode step, at most one).
     """
     prof = sm.prof
     t_pf, t_dec = s["prefill"]["total"], s["dec"]["total"]
@@ -87,11 +108,14 @@ def _queue(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float, isl: int
     svc = t_pf + isl / chunk * t_dec
     rho = min(lam * svc, RHO_MAX)
     w_mean = rho * svc / (2 * (1 - rho))
-    w_p99 = w_mean / rho * math.log(rho / 0.01) if rho > 0.01 else 0.0
+    x, c_tail = md1_tail(rho)
+    # P(W > 0) = ρ exactly (M/G/1): at ρ <= 1 % the P99 does not wait
+    w_p99 = svc * max(math.log(c_tail / 0.01), 0.0) / x if rho > 0.01 else 0.0
     busy = 1 - math.exp(-c_rank)
     mix = prof.interference * math.ceil(isl / chunk) * t_dec * (1.0 if c_rank > 1 else 0.0)
     base = s["front"] + t_pf + mix
     return {"service": svc, "rho": rho, "chunk": chunk, "wait_mean": w_mean, "wait_p99": w_p99,
+            "tail_x": x, "tail_c": c_tail,
             "busy": busy, "mix": mix, "ttft": base + t_dec / 2 * busy + w_mean,
             "ttft_p99": base + t_dec * busy + w_p99, "saturated": lam * svc >= RHO_MAX}
 
@@ -158,7 +182,8 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     t_tokens = b * lay.dp
     share = sm.expert_fraction(t_tokens)
     exp_read = sm.expert_bytes * share
-    kv = sm.kv_tok_gpu * b * ctx
+    mb = sm.micro_batches(b)
+    kv = sm.kv_tok_gpu * b * ctx / mb
     lowp = prof.eta_lowp if sm.low_precision else 1.0
     lowp_attn = prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0
     comm_d = sm.comm_parts(b, t_tokens)
@@ -182,13 +207,15 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     steps += [
         Step("decode_bytes",
              "bytes_gb = W_dense_per_gpu_gb + W_experts_per_gpu_gb x experts_touched_per_gpu"
-             " / experts_per_gpu + kv_per_token_per_gpu_b x B x context / 1e9",
+             " / experts_per_gpu + kv_per_token_per_gpu_b x B x context / micro_batches / 1e9",
              {"W_dense_per_gpu_gb": sm.dense_bytes / 1e9,
               "W_experts_per_gpu_gb": sm.expert_bytes / 1e9,
               "experts_touched_per_gpu": sm.experts_per_gpu * share,
               "experts_per_gpu": sm.experts_per_gpu or 1.0, "B": b, "context": ctx,
-              "kv_per_token_per_gpu_b": sm.kv_tok_gpu},
-             d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output)"),
+              "kv_per_token_per_gpu_b": sm.kv_tok_gpu, "micro_batches": mb},
+             d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output); with "
+             "pipeline parallelism min(pp, B) micro-batches share a round, each stage reading "
+             "its own layers' KV at the same time (micro_batches = 1 without PP)"),
         Step("decode_memory",
              "t_mem_ms = (W_dense_gb + W_experts_read_gb / eta_moe + kv_gb) / (bw_gbs x eta_bw)"
              " x 1e3",
@@ -205,7 +232,8 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
               "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},
              d["t_compute"], "ms",
              "eta_lowp applies to native 8/4-bit GEMMs; attention runs at the FP8 rate over an "
-             "FP8 KV cache on GPUs with native FP8"),
+             "FP8 KV cache on GPUs with native FP8; FLOPs per round of min(pp, B) pipeline "
+             "micro-batches"),
         Step("decode_comm",
              "t_comm_ms = 2 x layers x (2 x (tp - 1) / tp x B x hidden x act_bytes / (link_gbs"
              " x eta_link x 1e6) + latency_us / 1e3) x (tp > 1) + moe_dispatch_ms + pp_hops_ms",
@@ -276,9 +304,18 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
             Step("queue_wait", "W_mean_ms = rho x S_ms / (2 x (1 - rho))",
                  {"rho": q["rho"], "S_ms": q["service"]}, q["wait_mean"], "ms",
                  "M/D/1 mean wait (Pollaczek-Khinchine) for the prefills ahead"),
-            Step("queue_wait_p99", "W_p99_ms = W_mean_ms / rho x ln(rho / 0.01) x (rho > 0.01)",
-                 {"W_mean_ms": q["wait_mean"], "rho": max(q["rho"], 1e-9)}, q["wait_p99"], "ms",
-                 "exponential tail of the M/G/1 wait: P(W > t) = rho x exp(-rho t / W_mean)"),
+            Step("queue_tail_decay", "decay = ln(1 + decay / rho)",
+                 {"decay": q["tail_x"], "rho": q["rho"]}, q["tail_x"], "",
+                 "decay of the M/D/1 wait per service time: the positive root of rho x "
+                 "(exp(decay) - 1) = decay (Cramér-Lundberg)"),
+            Step("queue_tail_share", "c_tail = (1 - rho) / (rho x exp(decay) - 1)",
+                 {"rho": q["rho"], "decay": q["tail_x"]}, q["tail_c"], "",
+                 "P(W > t) = c_tail x exp(-decay x t / S_ms): the tail of the wait"),
+            Step("queue_wait_p99",
+                 "W_p99_ms = S_ms x max(ln(c_tail / 0.01), 0) / decay x (rho > 0.01)",
+                 {"S_ms": q["service"], "c_tail": q["tail_c"], "decay": q["tail_x"],
+                  "rho": q["rho"]}, q["wait_p99"], "ms",
+                 "P(W > W_p99) = 1 %; P(W > 0) = rho, so no wait at rho <= 1 %"),
             Step("ttft",
                  "TTFT_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_decode_ms / 2 x busy"
                  " + W_mean_ms + t_prefill_ms + kappa x n_chunks x t_decode_ms x (C > 1)",

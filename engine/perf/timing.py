@@ -7,8 +7,11 @@ overheads of the engine. A prefill is compute time plus communication plus a fix
 chunk of the backend's scheduler.
 
 All times are milliseconds on one GPU of a replica. Pipeline stages run one after another for a
-token, so a step costs the same as one stage holding every layer, plus ``pp - 1`` hops (no
-micro-batch overlap is assumed: conservative for latency).
+token, so a step costs the same as one stage holding every layer, plus ``pp - 1`` hops. In decode
+the engines keep up to ``pp`` micro-batches in flight (one per stage: TRT-LLM in-flight
+batching, vLLM virtual engines, SGLang pipeline micro-batches), so the batch's KV reads and
+FLOPs are spread over the stages working at once (``1/min(pp, B)`` of them per round); each
+stage still reads its weights once per micro-batch, so the weight read does not shrink.
 """
 
 from __future__ import annotations
@@ -92,6 +95,10 @@ class StepModel:
         """Tensor-parallel slices of each expert: the stage's GPUs over the expert groups."""
         return max(1, self.lay.stage_gpus // max(1, self.lay.ep))
 
+    def micro_batches(self, batch: float) -> float:
+        """Pipeline micro-batches in flight in a decode round: ``min(pp, B)`` (1 without PP)."""
+        return min(float(self.lay.pp), max(batch, 1.0)) if self.lay.pp > 1 else 1.0
+
     def mem_ms(self, nbytes: float) -> float:
         return nbytes / (self.bw_gbs * 1e9 * self.prof.eta_bw) * 1e3
 
@@ -162,12 +169,14 @@ class StepModel:
         batch = max(batch, 1.0)
         stage_tokens = batch * self.lay.dp
         w_exp = self.expert_bytes * self.expert_fraction(stage_tokens)
-        kv = self.kv_tok_gpu * batch * context
+        # pipeline micro-batches: stages work on min(pp, B) micro-batches at once
+        mb = self.micro_batches(batch)
+        kv = self.kv_tok_gpu * batch * context / mb
         nbytes = self.dense_bytes + w_exp + kv
         t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / self.prof.eta_moe)
-        attn = batch * attention_flops_per_token(self.model, context) / self.lay.tp
+        attn = batch * attention_flops_per_token(self.model, context) / self.lay.tp / mb
         dense, moe = self.linear_flops_per_token(self.lay.dp)
-        gemm, moe = batch * dense, batch * moe
+        gemm, moe = batch * dense / mb, batch * moe / mb
         t_cmp = self.compute_ms(gemm, moe, attn)
         t_comm = self.comm_ms(batch, stage_tokens)
         t_ovh = self.overhead_ms(batch)

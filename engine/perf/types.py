@@ -48,7 +48,7 @@ class Step:
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
         ast.Div: operator.truediv, ast.Pow: operator.pow, ast.USub: operator.neg,
         ast.Gt: operator.gt, ast.Lt: operator.lt}
-_FUNCS = {"min": min, "max": max, "ln": math.log, "ceil": math.ceil}
+_FUNCS = {"min": min, "max": max, "ln": math.log, "exp": math.exp, "ceil": math.ceil}
 
 
 def evaluate(formula: str, values: dict[str, Any]) -> float:
