@@ -206,10 +206,18 @@ def test_g_gpu_026(plan):
 
 
 def test_g_gpu_016(plan):
-    """Latency-sensitive: at a 15 ms TPOT the low-bandwidth L40S replicas fail and a high-bandwidth GPU wins."""
+    """Latency-sensitive: at a 15 ms TPOT a single low-bandwidth L40S fails; the replica that wins reads its
+    weights with H100-class memory bandwidth — one H100 SXM, or L40S cards joined by tensor parallelism
+    (4 × 864 GB/s over PCIe, cheaper here than two HGX 4-GPU boards)."""
+    from servewise.engine.catalog import load_catalog
+
     out = plan({**TWO_GPUS, "sla": {"ttft_ms": 500, "tpot_ms": 15}})
     assert out.rejected("L40S | bf16 | tp1", "sla.reject-candidate-missing-sla")
-    assert out.values["chosen.gpu"] == "H100 SXM"
+    v = out.values
+    catalog = load_catalog()
+    replica_bw = catalog.gpu(v["chosen.gpu"])["bandwidth_gbs"] * v["chosen.tp"] * v.get("chosen.pp", 1)
+    assert replica_bw >= catalog.gpu("H100 SXM")["bandwidth_gbs"]
+    assert v["performance.tpot_ms"] <= 15
 
 
 def test_g_sla_003(plan):
@@ -262,7 +270,9 @@ def test_g_cnt_006(plan):
     loose = plan(BUSY)  # default targets: TTFT 500 ms, TPOT 50 ms
     tight = plan({**BUSY, "sla": {"ttft_ms": 500, "tpot_ms": 25}})
     assert tight.values["chosen.max_concurrency"] < loose.values["chosen.max_concurrency"]
-    assert tight.values["chosen.replicas"] >= loose.values["chosen.replicas"]
+    # more hardware for the same load (the layout may change: L40S at 25 ms moves to tensor parallel 2,
+    # fewer but larger replicas, so the count to compare is GPUs, not replicas)
+    assert tight.values["chosen.gpus"] > loose.values["chosen.gpus"]
 
 
 def test_g_gpu_001(plan):
