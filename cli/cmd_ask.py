@@ -13,10 +13,11 @@ from typing import Any, TypeVar
 
 import click
 
-from ..engine import interview as iv
-from ..engine.catalog import UnknownEntry
-from ..engine.inputs import WorkloadError
-from ..engine.runner import LoopError, RuleRuntimeError
+from servewise.engine.app import interview as iv
+from servewise.engine.app.inputs import WorkloadError
+from servewise.engine.domain.catalog import UnknownEntry
+from servewise.engine.runtime.runner import LoopError, RuleRuntimeError
+
 from . import render
 from .errors import InputError
 from .i18n import pick
@@ -217,8 +218,8 @@ class Interview:
             gc.freeze()
 
     def persist(self) -> None:
-        from ..engine.messages import message
-        from ..engine.yamlio import OutputError
+        from servewise.engine.common.messages import message
+        from servewise.engine.common.yamlio import OutputError
 
         try:
             iv.save_answers(self.save, self.session)
@@ -309,7 +310,8 @@ class Interview:
 
 def show_how(term: Terminal, plan: dict[str, Any], target: str, rules: dict[str, Any] | None = None) -> None:
     """HOW: the same explanation as `servewise explain PLAN.json TARGET --brief`."""
-    from ..engine import explain as ex
+    from servewise.engine.app import explain as ex
+
     from .cmd_audit import render_explain_brief
 
     try:
@@ -322,8 +324,9 @@ def show_how(term: Terminal, plan: dict[str, Any], target: str, rules: dict[str,
 
 def show_why_not(term: Terminal, plan: dict[str, Any], option: str, rules: dict[str, Any] | None = None) -> None:
     """WHY-NOT: the same answer as `servewise why-not PLAN.json OPTION`."""
-    from ..engine import explain as ex
-    from ..engine.catalog import load_catalog
+    from servewise.engine.app import explain as ex
+    from servewise.engine.domain.catalog import load_catalog
+
     from .cmd_audit import render_why_not
 
     gpus = dict(load_catalog().table("gpus").index)
@@ -338,7 +341,7 @@ def show_why_not(term: Terminal, plan: dict[str, Any], option: str, rules: dict[
 def after_plan(term: Terminal, runner: Interview, plan: dict[str, Any]) -> dict[str, Any]:
     """HOW, WHY-NOT and changing an answer over the finished plan until quit (or end of input);
     returns the latest plan."""
-    from ..engine import explain as ex
+    from servewise.engine.app import explain as ex
 
     rules = ex.rule_index(runner.rulebase)
     first = next((r["option"].split(" | ")[0] for r in plan["rejected"]), "air")

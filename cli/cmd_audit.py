@@ -13,7 +13,8 @@ from typing import Any
 
 import click
 
-from ..engine import explain as ex
+from servewise.engine.app import explain as ex
+
 from .errors import InputError
 from .i18n import pick
 from .render import component_line, to_json
@@ -69,7 +70,7 @@ def tr(key: str, lang: str, **kw: Any) -> str:
 def load_plan(path: str) -> dict[str, Any]:
     """Read and validate a plan.json written by `servewise plan --format json` (``-``: stdin);
     InputError (one line naming the file and JSON path) when unusable."""
-    from ..engine.planfile import PlanFileError, load_plan_file
+    from servewise.engine.app.planfile import PlanFileError, load_plan_file
 
     try:
         return load_plan_file(path)
@@ -83,7 +84,7 @@ def load_plan(path: str) -> dict[str, Any]:
 def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
     """Titles and sources of the rules, for display only: explain and why-not work from the plan
     alone, so a rule base that does not load (being edited) only loses the titles."""
-    from ..engine.rulebase import RuleLoadError, load_rules
+    from servewise.engine.lang.rulebase import RuleLoadError, load_rules
 
     try:
         return ex.rule_index(load_rules(settings.rules_dirs))
@@ -370,7 +371,7 @@ def explain(settings, plan_file: str, component: str, fmt_: str, brief: bool | N
 def why_not(settings, plan_file: str, option: str, fmt_: str) -> None:
     """Why OPTION (a GPU model, a candidate 'L40S | bf16 | tp2', infiniband-ndr, air, rent, ...) is
     not in the plan: the rules and numbers that rejected it, or why it was never a candidate."""
-    from ..engine.catalog import load_catalog
+    from servewise.engine.domain.catalog import load_catalog
 
     plan = load_plan(plan_file)
     gpus = dict(load_catalog().table("gpus").index)
@@ -389,9 +390,9 @@ def why_not(settings, plan_file: str, option: str, fmt_: str) -> None:
 def audit(settings, plan_file: str, fmt_: str) -> None:
     """Re-run PLAN.json's recorded workload under the current knowledge and report whether the result
     is identical, and what changed if not (exit 1 when it changed)."""
-    from ..engine.catalog import UnknownEntry
-    from ..engine.inputs import WorkloadError
-    from ..engine.runner import LoopError, RuleRuntimeError
+    from servewise.engine.app.inputs import WorkloadError
+    from servewise.engine.domain.catalog import UnknownEntry
+    from servewise.engine.runtime.runner import LoopError, RuleRuntimeError
 
     plan = load_plan(plan_file)
     dirs = settings.rules_dirs

@@ -8,7 +8,8 @@ from dataclasses import asdict
 
 import click
 
-from ..engine.kbcheck import check
+from servewise.engine.app.kbcheck import check
+
 from .i18n import pick
 
 
@@ -160,8 +161,8 @@ def kb_coverage(settings, fmt: str) -> None:
     Exit 1 when the verdict file is stale (an id without verdict, an unknown rule or catalog entry,
     an encoded id no rule cites, a test link that does not resolve); exit 2 when it is malformed.
     """
-    from ..engine.coverage import CoverageError
-    from ..engine.coverage import check as coverage_check
+    from servewise.engine.app.coverage import CoverageError
+    from servewise.engine.app.coverage import check as coverage_check
 
     rb = settings.rulebase()
     try:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import click
 
-from ..engine.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
-from ..engine.rulelint import Finding, lint, to_sarif
+from servewise.engine.lang.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
+from servewise.engine.lang.rulelint import Finding, lint, to_sarif
+
 from .main import rules as rules_group
 
 COMMANDS: list[click.Command] = []   # all of these join the `rules` group, not the top level
@@ -85,7 +86,7 @@ def rules_lint(settings, paths: tuple[str, ...], fmt: str, style: bool) -> None:
 def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool, coverage: bool) -> None:
     """Run the test cases written next to the rules (of PATHS, default all). A failing case shows
     why the rule did not fire: each condition with its values, the first false one marked."""
-    from ..engine.ruletest import case_coverage, run_all
+    from servewise.engine.app.ruletest import case_coverage, run_all
 
     extra, files = _split(paths)
     try:
@@ -132,7 +133,7 @@ def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool
 def rules_facts(settings, stage: str | None, fmt: str) -> None:
     """The fact dictionary: every name a rule may read, its type and unit, the stage that first
     provides it and who writes it (workload, catalog or rule ids)."""
-    from ..engine.factdict import FactDictionary
+    from servewise.engine.lang.factdict import FactDictionary
 
     fd = FactDictionary(_loaded(settings))
     entries = fd.listing(stage)
@@ -163,7 +164,7 @@ def _loaded(settings) -> RuleBase:
 @click.pass_obj
 def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
     """One rule: title, stage, sources with quotes, conditions, bindings, reads, writes, tests."""
-    from ..engine.ruledocs import card
+    from servewise.engine.app.ruledocs import card
 
     rb = _loaded(settings)
     try:
@@ -210,7 +211,7 @@ def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
 
 
 def _fires_in(rb: RuleBase, rule_id: str) -> list[str]:
-    from ..engine.plan import plan_file
+    from servewise.engine.app.plan import plan_file
 
     root = Path(__file__).resolve().parent.parent / "examples"
     out = []
@@ -228,7 +229,7 @@ def _fires_in(rb: RuleBase, rule_id: str) -> list[str]:
 @click.pass_obj
 def rules_graph(settings, fmt: str, stage: str | None, component: str | None) -> None:
     """The rule → fact → rule dependency graph (Mermaid or Graphviz dot)."""
-    from ..engine.ruledocs import graph_text
+    from servewise.engine.app.ruledocs import graph_text
 
     click.echo(graph_text(_loaded(settings), fmt, stage, component), nl=False)
 
@@ -240,7 +241,7 @@ def rules_graph(settings, fmt: str, stage: str | None, component: str | None) ->
 @click.pass_obj
 def rules_docs(settings, out_dir: str, check: bool) -> None:
     """Generate the rule reference (one Markdown page per stage, grouped by concern)."""
-    from ..engine.ruledocs import docs_pages
+    from servewise.engine.app.ruledocs import docs_pages
 
     pages = docs_pages(_loaded(settings))
     target = Path(out_dir)

@@ -17,7 +17,7 @@ class InputError(click.ClickException):
     exit_code = 2
 
     def show(self, file=None) -> None:  # one line, no "Error:" noise from click's default
-        from ..engine.messages import message
+        from servewise.engine.common.messages import message
 
         click.echo(message("error.prefix", _LANG[0], text=self.message), err=True, file=file)
 
@@ -41,7 +41,7 @@ class InternalError(click.ClickException):
         self.lang = lang
 
     def show(self, file=None) -> None:
-        from ..engine.messages import message
+        from servewise.engine.common.messages import message
 
         click.echo(message("internal.error", self.lang, kind="knowledge", text=self.message), err=True, file=file)
         click.echo(message("internal.hint", self.lang), err=True, file=file)

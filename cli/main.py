@@ -9,13 +9,14 @@ from pathlib import Path
 
 import click
 
-from ..engine.catalog import UnknownEntry
-from ..engine.inputs import WorkloadError, workload_schema
-from ..engine.messages import message
-from ..engine.plan import plan_file
-from ..engine.rulebase import RuleLoadError, load_rules
-from ..engine.runner import LoopError, RuleRuntimeError
-from ..engine.yamlio import OutputError, write_text_atomic
+from servewise.engine.app.inputs import WorkloadError, workload_schema
+from servewise.engine.app.plan import plan_file
+from servewise.engine.common.messages import message
+from servewise.engine.common.yamlio import OutputError, write_text_atomic
+from servewise.engine.domain.catalog import UnknownEntry
+from servewise.engine.lang.rulebase import RuleLoadError, load_rules
+from servewise.engine.runtime.runner import LoopError, RuleRuntimeError
+
 from . import render
 from .errors import InputError, InternalError, set_lang, workload_error
 from .i18n import default_lang
@@ -38,7 +39,7 @@ class Settings:
 
 def is_builtin_rule(file: str) -> bool:
     """Whether a rule's file is one of the built-in rules (not from --rules-dir)."""
-    from ..engine.rulebase import RULES_DIR
+    from servewise.engine.lang.rulebase import RULES_DIR
 
     return Path(file).resolve().is_relative_to(RULES_DIR.resolve())
 
@@ -147,8 +148,8 @@ def rules_functions() -> None:
     """List the functions rule expressions may call, with their documentation."""
     import inspect
 
-    from ..engine.expr import BUILTIN_FUNCTIONS
-    from ..engine.functions import FUNCTIONS
+    from servewise.engine.domain.functions import FUNCTIONS
+    from servewise.engine.lang.expr import BUILTIN_FUNCTIONS
 
     click.echo("built-in: " + ", ".join(sorted(BUILTIN_FUNCTIONS)))
     for name in sorted(FUNCTIONS):
@@ -165,7 +166,7 @@ def schema() -> None:
 @schema.command("plan")
 def schema_plan() -> None:
     """The plan JSON schema (CONTRACTS §4), for pipelines."""
-    from ..engine.rulebase import FACTS_DIR
+    from servewise.engine.lang.rulebase import FACTS_DIR
 
     click.echo((FACTS_DIR / "schemas" / "plan.schema.json").read_text(encoding="utf-8"), nl=False)
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from ..engine.catalog import UnknownEntry, load_catalog
-from ..engine.perf import PRECISIONS, estimate, estimate_embedding
-from ..engine.perf.calibration import BACKENDS
-from ..engine.perf.data import MODEL_ALIASES, DataError
-from ..engine.perf.validate import METRICS, validate
+from servewise.engine.domain.catalog import UnknownEntry, load_catalog
+from servewise.engine.domain.perf import PRECISIONS, estimate, estimate_embedding
+from servewise.engine.domain.perf.calibration import BACKENDS
+from servewise.engine.domain.perf.data import MODEL_ALIASES, DataError
+from servewise.engine.domain.perf.validate import METRICS, validate
 
 
 class BadInput(click.ClickException):

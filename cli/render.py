@@ -6,7 +6,8 @@ import json
 from collections import Counter
 from typing import Any
 
-from ..engine.plan import COMPONENT_FIELDS
+from servewise.engine.app.plan import COMPONENT_FIELDS
+
 from .i18n import COMPONENT_NAMES, pad, pick, t
 
 CONTRACT_COMPONENTS = tuple(COMPONENT_FIELDS)
@@ -278,7 +279,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append("")
         out.append(f"{t('notes', lang)} ({len(notes)}): " + ", ".join(w["rule"] for w in notes))
     if plan["rejected"]:
-        from ..engine.explain import rejections_by_gpu
+        from servewise.engine.app.explain import rejections_by_gpu
 
         groups = rejections_by_gpu(plan)
         out.append("")
@@ -315,7 +316,7 @@ def warning_text(warn: dict[str, Any], lang: str) -> str:
 
 def question_text(key: str) -> dict[str, str]:
     """The interview question of an input (facts/inputs.yaml), or the key itself."""
-    from ..engine.inputs import input_def
+    from servewise.engine.app.inputs import input_def
 
     try:
         return input_def(key).question
@@ -383,7 +384,7 @@ def _sources_md(source: Any) -> tuple[str, list[str]]:
 def _rejected_md(plan: dict[str, Any], lang: str) -> list[str]:
     """Rejections grouped by option (GPU model), with the reason of the configuration that came
     closest to being chosen; the full lists are collapsed so ~500 rejections stay readable."""
-    from ..engine.explain import rejections_by_gpu
+    from servewise.engine.app.explain import rejections_by_gpu
 
     groups = rejections_by_gpu(plan)
     o = [f"{len(plan['rejected'])} rejected configurations of {len(groups)} options; per option the reason of "

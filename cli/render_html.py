@@ -7,7 +7,8 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from ..engine.explain import rejections_by_gpu
+from servewise.engine.app.explain import rejections_by_gpu
+
 from .i18n import COMPONENT_NAMES, pick, t
 from .render import _reason_for, _v, bom_rows, component_line, input_rows, warning_text
 

@@ -13,7 +13,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..engine.plan import plan_file
+from servewise.engine.app.plan import plan_file
+
 from .render import _reason_for, capex_line, component_line
 
 ROOT = Path(__file__).resolve().parent.parent

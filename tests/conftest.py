@@ -45,7 +45,7 @@ def cli():
 
 @pytest.fixture(scope="session")
 def rulebase():
-    from servewise.engine.rulebase import load_rules
+    from servewise.engine.lang.rulebase import load_rules
 
     return load_rules()
 
@@ -100,8 +100,8 @@ def shared_once(tmp_path_factory, name: str, key: str, compute: Callable[[], dic
 
 def _plan_examples(rulebase, tmp_path_factory) -> dict[str, PlannedExample]:
     from servewise.cli.render import to_json
-    from servewise.engine.plan import plan_file
-    from servewise.engine.runner import WORK
+    from servewise.engine.app.plan import plan_file
+    from servewise.engine.runtime.runner import WORK
 
     def planned(path: Path) -> Callable[[], dict]:
         def compute() -> dict:

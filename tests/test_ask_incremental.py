@@ -17,10 +17,10 @@ import yaml
 from conftest import EXAMPLES
 
 from servewise.cli.cmd_ask import _fmt
-from servewise.engine import interview as iv
-from servewise.engine.askplan import AskRun, ask_map
-from servewise.engine.inputs import get_path, input_defs
-from servewise.engine.rulebase import STAGES, RuleBase
+from servewise.engine.app import interview as iv
+from servewise.engine.app.askplan import AskRun, ask_map
+from servewise.engine.app.inputs import get_path, input_defs
+from servewise.engine.lang.rulebase import STAGES, RuleBase
 
 # different question paths: online with a rack-power question, offline, edge video, an encoder, ASR
 SCRIPTED = ["chat-70b-online", "offline-batch", "edge-video", "embedding-500qps", "asr-whisper-100-streams"]

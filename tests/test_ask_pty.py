@@ -16,8 +16,8 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
-from servewise.engine.inputs import get_path, input_defs
-from servewise.engine.plan import plan_file
+from servewise.engine.app.inputs import get_path, input_defs
+from servewise.engine.app.plan import plan_file
 
 pexpect = pytest.importorskip("pexpect")
 

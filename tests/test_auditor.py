@@ -41,8 +41,8 @@ def in_process():
     from servewise.cli.cmd_audit import render_explain, render_why_not, rule_titles, to_json
     from servewise.cli.main import Settings
     from servewise.cli.wrap import NOT_A_TTY_WIDTH, wrap
-    from servewise.engine import explain as ex
-    from servewise.engine.catalog import load_catalog
+    from servewise.engine.app import explain as ex
+    from servewise.engine.domain.catalog import load_catalog
 
     titles = rule_titles(Settings("en", ()))
     gpus = dict(load_catalog().table("gpus").index)

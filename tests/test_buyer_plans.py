@@ -10,8 +10,8 @@ import yaml
 from conftest import EXAMPLES
 
 from servewise.cli.render import to_text
-from servewise.engine.catalog import load_catalog
-from servewise.engine.plan import plan_file
+from servewise.engine.app.plan import plan_file
+from servewise.engine.domain.catalog import load_catalog
 
 
 def _plan(workload: dict) -> dict:
@@ -236,7 +236,7 @@ def test_h20_server_draw_is_the_skus_maximum_not_the_gpu_sum(example_plans):
 
 
 def test_seed_cross_check_says_why_ranges_disagree():
-    from servewise.engine.kbcheck import seed_price_crosscheck
+    from servewise.engine.app.kbcheck import seed_price_crosscheck
 
     apart = [c["check"] for c in seed_price_crosscheck() if "the BOM is above it" in c["check"]]
     assert apart and all("the seed's server price" in c for c in apart)

@@ -21,7 +21,7 @@ NON_VALUE_KEYS = {"sources", "conflicts", "aliases", "alias_notes", "id"}
 
 
 def norm(name: str) -> str:
-    from servewise.engine.catalog import normalise_name
+    from servewise.engine.domain.catalog import normalise_name
 
     return normalise_name(name)
 
@@ -88,7 +88,7 @@ def test_every_catalog_file_is_tested():
 
 
 def test_catalog_loads_through_engine():
-    from servewise.engine.catalog import build_catalog
+    from servewise.engine.domain.catalog import build_catalog
 
     cat = build_catalog(CATALOG.glob("*.yaml"))
     for stem in FILES:
@@ -215,7 +215,7 @@ def test_ids_and_aliases_are_unique_within_a_file(stem):
     ],
 )
 def test_aliases_resolve(kind, name, expected):
-    from servewise.engine.catalog import build_catalog
+    from servewise.engine.domain.catalog import build_catalog
 
     cat = build_catalog(CATALOG.glob("*.yaml"))
     assert cat.table(kind).get(name)["id"] == expected
@@ -226,7 +226,7 @@ def test_reference_data_names_resolve():
     import csv
 
     data = ROOT / "facts" / "data"  # the project copy of shared/data
-    from servewise.engine.catalog import build_catalog
+    from servewise.engine.domain.catalog import build_catalog
 
     cat = build_catalog(CATALOG.glob("*.yaml"))
     missing = []
@@ -240,7 +240,7 @@ def test_reference_data_names_resolve():
 
 
 def test_server_gpu_models_resolve():
-    from servewise.engine.catalog import build_catalog
+    from servewise.engine.domain.catalog import build_catalog
 
     cat = build_catalog(CATALOG.glob("*.yaml"))
     for e in entries("servers"):
@@ -249,7 +249,7 @@ def test_server_gpu_models_resolve():
 
 
 def test_price_refers_to_resolves_and_ranges_are_ordered():
-    from servewise.engine.catalog import build_catalog
+    from servewise.engine.domain.catalog import build_catalog
 
     cat = build_catalog(CATALOG.glob("*.yaml"))
     for e in entries("prices"):

@@ -18,7 +18,7 @@ from conftest import EXAMPLES, ROOT
 
 from servewise.cli.main import cli
 from servewise.cli.render import to_text
-from servewise.engine.plan import COMPONENT_FIELDS
+from servewise.engine.app.plan import COMPONENT_FIELDS
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 PLAN_SCHEMA = json.loads((ROOT / "facts" / "schemas" / "plan.schema.json").read_text(encoding="utf-8"))

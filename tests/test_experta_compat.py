@@ -25,7 +25,7 @@ def test_only_the_compat_module_imports_experta():
 def test_import_leaves_collections_clean_and_logging_quiet():
     code = (
         "import collections, logging\n"
-        "import servewise.engine.experta_compat as c\n"
+        "import servewise.engine.runtime.experta_compat as c\n"
         "assert c.experta.__version__ == '1.9.4'\n"
         "assert not hasattr(collections, 'Mapping')\n"
         "assert not any(isinstance(h, logging.StreamHandler) for h in logging.getLogger().handlers)\n"
@@ -40,7 +40,7 @@ def _run_stale_case(strategy, n: int = 6) -> list[int]:
     order (as NOT(Hold) conditions clear), then a Block fact removes all of them. A strategy that
     fails to find a removed activation lets it fire although NOT(Block) is false.
     """
-    from servewise.engine.experta_compat import NOT, Fact, KnowledgeEngine, Rule
+    from servewise.engine.runtime.experta_compat import NOT, Fact, KnowledgeEngine, Rule
 
     class Item(Fact):
         pass
@@ -74,20 +74,20 @@ def _run_stale_case(strategy, n: int = 6) -> list[int]:
 
 def test_stock_strategy_fires_removed_activations():
     """The reproduction: experta's DepthStrategy leaves removed activations on the agenda."""
-    from servewise.engine.experta_compat import StockStrategy
+    from servewise.engine.runtime.experta_compat import StockStrategy
 
     stale = sum(bool(_run_stale_case(StockStrategy)) for _ in range(50))
     assert stale > 0
 
 
 def test_removed_activations_never_fire():
-    from servewise.engine.experta_compat import StableStrategy
+    from servewise.engine.runtime.experta_compat import StableStrategy
 
     assert all(_run_stale_case(StableStrategy) == [] for _ in range(200))
 
 
 def test_equal_salience_order_is_load_order():
-    from servewise.engine.experta_compat import Fact, KnowledgeEngine, Rule, StableStrategy
+    from servewise.engine.runtime.experta_compat import Fact, KnowledgeEngine, Rule, StableStrategy
 
     class Item(Fact):
         pass

@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import EXAMPLES
 
-from servewise.engine.explain import explain, why_not
+from servewise.engine.app.explain import explain, why_not
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servewise.engine.expr import EvalError, ExprError, compile_expr
-from servewise.engine.functions import FUNCTIONS
+from servewise.engine.domain.functions import FUNCTIONS
+from servewise.engine.lang.expr import EvalError, ExprError, compile_expr
 
 HOSTILE = [
     "__import__('os').system('true')",

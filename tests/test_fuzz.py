@@ -15,11 +15,11 @@ from conftest import EXAMPLES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servewise.engine import explain as ex
-from servewise.engine.inputs import WorkloadError, fill_defaults, input_defs, validate_workload
-from servewise.engine.planfile import PlanFileError, parse_plan, validate_plan
-from servewise.engine.rulebase import load_rule_file
-from servewise.engine.yamlio import YamlError, load_text
+from servewise.engine.app import explain as ex
+from servewise.engine.app.inputs import WorkloadError, fill_defaults, input_defs, validate_workload
+from servewise.engine.app.planfile import PlanFileError, parse_plan, validate_plan
+from servewise.engine.common.yamlio import YamlError, load_text
+from servewise.engine.lang.rulebase import load_rule_file
 
 SCALE = float(os.environ.get("SERVEWISE_FUZZ_SCALE", "1"))
 
@@ -118,8 +118,8 @@ def test_fuzz_rule_files(rule_path, changes, how, bits):
 @pytest.fixture(scope="module")
 def small_plan(rulebase) -> dict:
     """A real plan cut down to the trace closure of a few components (fast to validate)."""
-    from servewise.engine.inputs import load_workload
-    from servewise.engine.plan import plan_workload
+    from servewise.engine.app.inputs import load_workload
+    from servewise.engine.app.plan import plan_workload
 
     workload, defaults = load_workload(EXAMPLES / "chat-8b-small.yaml")
     plan = json.loads(json.dumps(plan_workload(workload, defaults, rulebase).plan))

@@ -19,9 +19,9 @@ from conftest import EXAMPLES, ROOT
 from servewise.cli.main import cli as group
 from servewise.cli.main import hoist_global_options
 from servewise.cli.main import run as run_cli
-from servewise.engine.inputs import WorkloadError, load_workload, validate_workload
-from servewise.engine.rulebase import RuleLoadError, load_rules
-from servewise.engine.yamlio import YamlError, load_file, load_text
+from servewise.engine.app.inputs import WorkloadError, load_workload, validate_workload
+from servewise.engine.common.yamlio import YamlError, load_file, load_text
+from servewise.engine.lang.rulebase import RuleLoadError, load_rules
 
 SMALL = str(EXAMPLES / "chat-8b-small.yaml")
 SMALL_TEXT = (EXAMPLES / "chat-8b-small.yaml").read_text(encoding="utf-8")
@@ -67,7 +67,7 @@ def test_output_refuses_fifo_folder_and_missing_folder(tmp_path):
 
 
 def test_output_respects_umask_and_keeps_a_replaced_files_mode(tmp_path):
-    from servewise.engine.yamlio import write_text_atomic
+    from servewise.engine.common.yamlio import write_text_atomic
 
     old = os.umask(0o027)
     try:
@@ -192,7 +192,7 @@ def test_zero_electricity_price_is_an_input_error_not_a_rule_error(tmp_path):
 
 
 def test_answers_file_uses_the_strict_loader(tmp_path):
-    from servewise.engine.interview import load_answers
+    from servewise.engine.app.interview import load_answers
 
     f = tmp_path / "a.yaml"
     f.write_text("mode: online\nmode: offline\n")
@@ -206,7 +206,7 @@ def test_answers_file_uses_the_strict_loader(tmp_path):
 # --------------------------------------------------------------------------------- 3. rule folders
 
 def test_total_rule_count_and_file_count_are_capped(tmp_path, monkeypatch):
-    import servewise.engine.rulebase as rb
+    import servewise.engine.lang.rulebase as rb
 
     monkeypatch.setattr(rb, "MAX_RULES", 3)
     rule = ("- id: t.r{n}\n  stage: derivations\n  title: {{en: t, zh: t}}\n  source: {{guideline: [G-GPU-001]}}\n"
@@ -243,7 +243,7 @@ def test_rule_file_alias_bomb_is_refused_quickly(tmp_path):
 
 
 def test_time_budget_per_plan(monkeypatch):
-    from servewise.engine import runner
+    from servewise.engine.runtime import runner
 
     monkeypatch.setattr(runner, "TIME_BUDGET_S", 0.0)
     res = invoke("plan", SMALL)
@@ -369,8 +369,8 @@ def test_exit_codes_ok_bad_input_infeasible(capsys):
 
 def test_builtin_rule_failure_is_internal_error(monkeypatch):
     import servewise.cli.main as main
-    from servewise.engine.rulebase import load_rules as real
-    from servewise.engine.runner import RuleRuntimeError
+    from servewise.engine.lang.rulebase import load_rules as real
+    from servewise.engine.runtime.runner import RuleRuntimeError
 
     spec = real().rules[0]
 
@@ -458,9 +458,9 @@ def test_open_questions_only_list_unanswered_inputs():
 # ------------------------------------------------------------------------------ 6. the interview
 
 def test_interview_after_the_plan_shares_how_and_why_not_and_can_change_an_answer(tmp_path):
-    from servewise.engine import explain as ex
-    from servewise.engine.inputs import load_workload
-    from servewise.engine.plan import plan_workload
+    from servewise.engine.app import explain as ex
+    from servewise.engine.app.inputs import load_workload
+    from servewise.engine.app.plan import plan_workload
 
     answers = tmp_path / "a.yaml"
     answers.write_text(SMALL_TEXT)
@@ -482,8 +482,8 @@ def test_interview_after_the_plan_shares_how_and_why_not_and_can_change_an_answe
 
 def test_interview_accepts_full_width_and_chinese_choice_names():
     from servewise.cli.cmd_ask import normalise_input
-    from servewise.engine import interview as iv
-    from servewise.engine.inputs import input_def
+    from servewise.engine.app import interview as iv
+    from servewise.engine.app.inputs import input_def
 
     assert normalise_input("？") == "?" and normalise_input("ｈｏｗ　ｇｐｕ") == "how gpu"
     assert iv.parse_answer(input_def("mode"), "在线") == "online"

@@ -8,9 +8,9 @@ import pytest
 import yaml
 from conftest import EXAMPLES
 
-from servewise.engine import interview as iv
-from servewise.engine.inputs import WorkloadError, fill_defaults, input_def, load_workload, validate_workload
-from servewise.engine.plan import plan_file, plan_workload
+from servewise.engine.app import interview as iv
+from servewise.engine.app.inputs import WorkloadError, fill_defaults, input_def, load_workload, validate_workload
+from servewise.engine.app.plan import plan_file, plan_workload
 
 EXAMPLE = EXAMPLES / "chat-70b-online.yaml"
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from servewise.engine.kbcheck import catalog_conflicts, check_claims
+from servewise.engine.app.kbcheck import catalog_conflicts, check_claims
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import re
 import pytest
 from conftest import ROOT
 
-from servewise.engine.coverage import STATUSES, CoverageError, Verdict, check, load_verdicts
-from servewise.engine.rulebase import guidelines
+from servewise.engine.app.coverage import STATUSES, CoverageError, Verdict, check, load_verdicts
+from servewise.engine.lang.rulebase import guidelines
 
 GUIDELINE_TESTS = ROOT / "tests" / "guidelines"
 
@@ -103,7 +103,7 @@ def test_check_finds_stale_verdicts(rulebase):
 
 
 def test_encoded_must_be_cited(rulebase):
-    from servewise.engine.rulebase import RuleBase
+    from servewise.engine.lang.rulebase import RuleBase
 
     others = RuleBase([r for r in rulebase.rules if not r.id.startswith("cooling.")], rulebase.files,
                       rulebase.knowledge_hash)

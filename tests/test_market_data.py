@@ -41,7 +41,7 @@ def schema() -> dict:
 
 @cache
 def catalog():
-    from servewise.engine.catalog import build_catalog
+    from servewise.engine.domain.catalog import build_catalog
 
     return build_catalog(CATALOG.glob("*.yaml"))
 

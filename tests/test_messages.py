@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from servewise.engine.messages import MessageError, catalog, message, placeholders
+from servewise.engine.common.messages import MessageError, catalog, message, placeholders
 
 
 def test_every_message_has_both_languages_with_the_same_placeholders():

@@ -26,7 +26,7 @@ def test_every_folder_is_a_declared_package():
 
 
 def test_cli_messages_have_both_languages_and_the_same_placeholders():
-    from servewise.engine.messages import catalog, message
+    from servewise.engine.common.messages import catalog, message
 
     for code, texts in catalog().items():
         assert set(texts) >= {"en", "zh"}, code

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.fn_packing import Demand, mig_fit, pack_servers
-from servewise.engine.functions import RunContext, reset_context, use_context
-from servewise.engine.pools import _dedupe_warnings
-from servewise.engine.pools_pack import packed_option, separate_rack
+from servewise.engine.app.pools import _dedupe_warnings
+from servewise.engine.app.pools_pack import packed_option, separate_rack
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.fn_packing import Demand, mig_fit, pack_servers
+from servewise.engine.domain.functions import RunContext, reset_context, use_context
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,7 +146,7 @@ def test_the_packed_plan_is_a_valid_explainable_plan_file(three_tenants: dict[st
     and each shared component is explained by a pools.pack step."""
     import json
 
-    from servewise.engine.planfile import validate_plan
+    from servewise.engine.app.planfile import validate_plan
 
     validate_plan(json.loads(json.dumps(three_tenants)), "multi-model-tenants")
     for comp in ("servers", "cpu", "memory", "storage", "power", "rack"):

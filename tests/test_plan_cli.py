@@ -75,7 +75,7 @@ def test_formulas_show_numbers(chat_plan):
 
 
 def test_every_catalog_gpu_has_a_reason(chat_plan):
-    from servewise.engine.catalog import load_catalog
+    from servewise.engine.domain.catalog import load_catalog
 
     plan, _ = chat_plan
     chosen = plan["components"]["gpu"]["model"]

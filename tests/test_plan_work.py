@@ -98,10 +98,10 @@ def test_work_counters_count_something(example_plans):
 @pytest.mark.parametrize("name", ["chat-70b-online", "infeasible-target"])
 def test_stock_matcher_and_uncached_rules_give_the_same_plan(example_plans, name, monkeypatch):
     from servewise.cli.render import to_json
-    from servewise.engine import runner
-    from servewise.engine.experta_compat import IndexedReteMatcher, experta
-    from servewise.engine.plan import plan_file
-    from servewise.engine.rulebase import load_rules
+    from servewise.engine.app.plan import plan_file
+    from servewise.engine.lang.rulebase import load_rules
+    from servewise.engine.runtime import runner
+    from servewise.engine.runtime.experta_compat import IndexedReteMatcher, experta
 
     assert runner.MATCHER is IndexedReteMatcher
     monkeypatch.setattr(runner, "MATCHER", experta.matchers.ReteMatcher)

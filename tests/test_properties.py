@@ -8,9 +8,9 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from servewise.engine.inputs import fill_defaults
-from servewise.engine.perf import weights_gib
-from servewise.engine.plan import plan_workload
+from servewise.engine.app.inputs import fill_defaults
+from servewise.engine.app.plan import plan_workload
+from servewise.engine.domain.perf import weights_gib
 
 SLOW = settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
 

@@ -8,8 +8,8 @@ import shutil
 
 import pytest
 
-from servewise.engine import rulecache
-from servewise.engine.rulebase import RULES_DIR, RuleLoadError, load_rules
+from servewise.engine.lang import rulecache
+from servewise.engine.lang.rulebase import RULES_DIR, RuleLoadError, load_rules
 
 RULE = """- id: cache.check
   title: {en: cache check, zh: 缓存检查}
@@ -41,7 +41,7 @@ def test_hit_gives_the_same_rule_base(cache, monkeypatch):
     first = load_rules()
     assert len(entries(cache)) == 1
     calls = []
-    monkeypatch.setattr("servewise.engine.rulebase._read_rule_file",
+    monkeypatch.setattr("servewise.engine.lang.rulebase._read_rule_file",
                         lambda *a: calls.append(a) or pytest.fail("cache hit must not re-read files"))
     second = load_rules()
     assert not calls and summary(second) == summary(first)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servewise.engine.rulebase import load_rules
-from servewise.engine.ruletest import prepare_workloads, run_case
+from servewise.engine.app.ruletest import prepare_workloads, run_case
+from servewise.engine.lang.rulebase import load_rules
 
 RULES = load_rules().rules
 CASES = [(spec, case) for spec in RULES for case in spec.tests]
@@ -52,10 +52,10 @@ def test_a_case_run_to_its_stage_sees_what_the_whole_plan_shows(rulebase):
     """`rules test` stops a workload after the last stage a case's verdict depends on
     (ruletest.needed_stage): for a case of each such stage, what the case checks (the rule's firings,
     rejections, questions, warnings and steps, and the values it expects) equals the whole plan's."""
-    from servewise.engine.inputs import fill_defaults
-    from servewise.engine.plan import plan_workload
-    from servewise.engine.rulebase import RuleBase
-    from servewise.engine.ruletest import FULL, needed_stage, run_workload
+    from servewise.engine.app.inputs import fill_defaults
+    from servewise.engine.app.plan import plan_workload
+    from servewise.engine.app.ruletest import FULL, needed_stage, run_workload
+    from servewise.engine.lang.rulebase import RuleBase
 
     fresh = RuleBase(rulebase.rules, rulebase.files, rulebase.knowledge_hash)  # not cached by other tests
     by_stage = {}

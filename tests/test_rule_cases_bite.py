@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-from servewise.engine.rulebase import RuleBase, load_rules
-from servewise.engine.rulelint import coverage_gaps, lint
-from servewise.engine.ruletest import case_coverage
+from servewise.engine.app.ruletest import case_coverage
+from servewise.engine.lang.rulebase import RuleBase, load_rules
+from servewise.engine.lang.rulelint import coverage_gaps, lint
 
 RULE = """\
 - id: my.hot

@@ -7,8 +7,8 @@ import json
 
 from conftest import ROOT
 
-from servewise.engine.rulebase import load_rules
-from servewise.engine.ruledocs import docs_pages, edges
+from servewise.engine.app.ruledocs import docs_pages, edges
+from servewise.engine.lang.rulebase import load_rules
 
 
 def test_docs_pages_match_the_rules():

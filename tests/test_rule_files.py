@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from servewise.engine.rulebase import RuleLoadError, load_rules
+from servewise.engine.lang.rulebase import RuleLoadError, load_rules
 
 GOOD = """\
 - id: test.cooling-note

@@ -99,8 +99,8 @@ def test_clean_rule_passes_and_formats(cli, tmp_path):
 
 
 def test_shipped_rules_are_clean_and_compute_nothing_in_templates(cli):
-    from servewise.engine.rulebase import load_rules
-    from servewise.engine.rulelint import lint
+    from servewise.engine.lang.rulebase import load_rules
+    from servewise.engine.lang.rulelint import lint
 
     rb = load_rules()
     assert [str(f) for f in lint(rb) if f.severity == "error"] == []
@@ -124,8 +124,8 @@ def test_failing_case_says_why_the_rule_did_not_fire(cli, tmp_path):
 
 
 def test_unknown_catalog_table_fails_at_run_time_too():
-    from servewise.engine.catalog import load_catalog
-    from servewise.engine.functions import FUNCTIONS, RunContext, reset_context, use_context
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.functions import FUNCTIONS, RunContext, reset_context, use_context
 
     token = use_context(RunContext(load_catalog()))
     try:

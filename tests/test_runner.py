@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.functions import RunContext
-from servewise.engine.rulebase import load_rules
-from servewise.engine.runner import LoopError, Origin, Runner
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.functions import RunContext
+from servewise.engine.lang.rulebase import load_rules
+from servewise.engine.runtime.runner import LoopError, Origin, Runner
 
 
 def rules(tmp_path, text):

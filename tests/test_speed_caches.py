@@ -10,8 +10,8 @@ import pickle
 import pytest
 from conftest import EXAMPLES
 
-from servewise.engine import rulecache
-from servewise.engine.rulebase import RuleBase, iter_exprs, load_rules
+from servewise.engine.lang import rulecache
+from servewise.engine.lang.rulebase import RuleBase, iter_exprs, load_rules
 
 RULE = """- id: speed.check
   title: {en: speed check, zh: 速度检查}
@@ -50,7 +50,7 @@ def shape(rb: RuleBase) -> list[tuple]:
 def test_compiled_rule_base_hit_is_the_same_rule_base(cache, monkeypatch):
     first = load_rules()
     assert len(compiled(cache)) == 1
-    monkeypatch.setattr("servewise.engine.rulebase._load_rules",
+    monkeypatch.setattr("servewise.engine.lang.rulebase._load_rules",
                         lambda *a: pytest.fail("a hit must not load the rule files again"))
     second = load_rules()
     assert shape(second) == shape(first) and second.knowledge_hash == first.knowledge_hash
@@ -98,7 +98,7 @@ def test_an_added_rules_dir_file_misses_the_compiled_cache(cache, tmp_path):
 
 
 def test_the_compiled_key_follows_engine_code_working_folder_and_options(cache, tmp_path, monkeypatch):
-    from servewise.engine.rulebase import _compiled_key
+    from servewise.engine.lang.rulebase import _compiled_key
 
     base = _compiled_key(None, True, False)
     assert base is not None and base == _compiled_key(None, True, False)
@@ -112,7 +112,7 @@ def test_the_compiled_key_follows_engine_code_working_folder_and_options(cache, 
 
 
 def test_no_compiled_cache_when_disabled(tmp_path, monkeypatch):
-    from servewise.engine.rulebase import _compiled_key
+    from servewise.engine.lang.rulebase import _compiled_key
 
     monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("SERVEWISE_NO_CACHE", "1")
@@ -121,7 +121,7 @@ def test_no_compiled_cache_when_disabled(tmp_path, monkeypatch):
 
 
 def test_catalog_cache_hit_and_miss(cache, tmp_path, monkeypatch):
-    from servewise.engine import catalog as cat
+    from servewise.engine.domain import catalog as cat
 
     cat.load_catalog.cache_clear()
     try:
@@ -150,7 +150,7 @@ def test_catalog_cache_hit_and_miss(cache, tmp_path, monkeypatch):
 
 
 def test_expressions_pickle_without_closures():
-    from servewise.engine.expr import compile_expr
+    from servewise.engine.lang.expr import compile_expr
 
     e = compile_expr("max(a, b) * 2 + (1 if c else 0)")
     again = pickle.loads(pickle.dumps(e))
@@ -162,14 +162,14 @@ def test_expressions_pickle_without_closures():
 # ------------------------------------------------------------------------ domain functions remembered
 
 def test_memoised_function_same_value_and_details():
-    from servewise.engine.catalog import load_catalog
-    from servewise.engine.functions import RunContext, memoised, reset_context, use_context
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.functions import RunContext, memoised, reset_context, use_context
 
     calls = []
 
     def f(x, y):
         calls.append((x, y))
-        from servewise.engine.functions import note_detail
+        from servewise.engine.domain.functions import note_detail
 
         note_detail({"function": "f", "x": x})
         return x * 10 + y
@@ -196,8 +196,8 @@ def test_memoised_function_same_value_and_details():
 
 
 def test_memoised_function_keeps_no_lists_unhashable_args_or_errors():
-    from servewise.engine.catalog import load_catalog
-    from servewise.engine.functions import RunContext, memoised, reset_context, use_context
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.functions import RunContext, memoised, reset_context, use_context
 
     calls = []
 
@@ -222,7 +222,7 @@ def test_memoised_function_keeps_no_lists_unhashable_args_or_errors():
 
 
 def test_registered_domain_functions_are_memoised_and_record_reads():
-    from servewise.engine.functions import FUNCTIONS, NOT_MEMOISED
+    from servewise.engine.domain.functions import FUNCTIONS, NOT_MEMOISED
 
     for name, fn in FUNCTIONS.items():
         inner = getattr(fn, "__wrapped__", fn) if getattr(fn, "records_reads", False) else fn
@@ -234,7 +234,7 @@ def test_registered_domain_functions_are_memoised_and_record_reads():
 
 def test_reused_engine_gives_the_same_plan_as_a_new_one():
     from servewise.cli.render import to_json
-    from servewise.engine.plan import plan_file
+    from servewise.engine.app.plan import plan_file
 
     rb = load_rules()
     path = EXAMPLES / "infeasible-target.yaml"
@@ -249,7 +249,7 @@ def test_reused_engine_gives_the_same_plan_as_a_new_one():
 def test_a_runner_nobody_holds_gives_its_engine_back():
     import gc
 
-    from servewise.engine.runner import Runner
+    from servewise.engine.runtime.runner import Runner
 
     rb = load_rules()
     runner = Runner(rb)

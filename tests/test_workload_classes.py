@@ -11,15 +11,15 @@ import pytest
 from conftest import EXAMPLES
 
 from servewise.cli.render import to_text
-from servewise.engine.inputs import load_workload
-from servewise.engine.plan import plan_workload
+from servewise.engine.app.inputs import load_workload
+from servewise.engine.app.plan import plan_workload
 
 ENCODER_EXAMPLES = ["embedding-500qps", "reranker"]
 CLASS_EXAMPLES = ENCODER_EXAMPLES + ["asr-whisper-100-streams", "edge-video"]
 
 
 def _plan(workload: dict) -> dict:
-    from servewise.engine.inputs import fill_defaults
+    from servewise.engine.app.inputs import fill_defaults
 
     filled, defaults = fill_defaults(workload)
     return plan_workload(filled, defaults).plan
@@ -167,7 +167,7 @@ def test_open_questions_do_not_ask_for_a_given_ttft():
 
 def test_vision_and_asr_catalog_numbers_have_sources():
     """Every number the class physics reads names a source covering it (field-level)."""
-    from servewise.engine.catalog import load_catalog
+    from servewise.engine.domain.catalog import load_catalog
 
     cat = load_catalog()
     for entry in cat.table("vision-models"):

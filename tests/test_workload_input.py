@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from servewise.engine.inputs import fill_defaults, input_defs, workload_schema
+from servewise.engine.app.inputs import fill_defaults, input_defs, workload_schema
 
 
 def write(tmp_path, text):

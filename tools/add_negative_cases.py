@@ -25,10 +25,10 @@ from typing import Any
 
 import yaml
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.functions import RunContext
-from servewise.engine.rulebase import RuleBase, RuleSpec, load_rules
-from servewise.engine.runner import Origin, Runner
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.functions import RunContext
+from servewise.engine.lang.rulebase import RuleBase, RuleSpec, load_rules
+from servewise.engine.runtime.runner import Origin, Runner
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _MISSING = object()
@@ -55,7 +55,7 @@ def _path(node: ast.AST) -> str | None:
 def domain(rb: RuleBase) -> dict[str, list[Any]]:
     """Text values each fact takes somewhere in the rule base (conditions, test facts, input choices),
     so a changed fact gets a real value (``13-34B``), not an invented one."""
-    from servewise.engine.factdict import _inputs
+    from servewise.engine.lang.factdict import _inputs
 
     out: dict[str, list[Any]] = {}
 

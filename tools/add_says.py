@@ -21,10 +21,10 @@ from typing import Any
 
 import yaml
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.functions import RunContext
-from servewise.engine.rulebase import TEMPLATE_FIELD, RuleBase, RuleSpec, load_rules
-from servewise.engine.runner import Origin, Runner
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.functions import RunContext
+from servewise.engine.lang.rulebase import TEMPLATE_FIELD, RuleBase, RuleSpec, load_rules
+from servewise.engine.runtime.runner import Origin, Runner
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_SAYS = 3

@@ -43,9 +43,9 @@ from pathlib import Path
 t0 = time.perf_counter()
 import yaml
 from servewise.cli import cmd_ask
-from servewise.engine import interview as iv
-from servewise.engine.inputs import get_path, input_defs
-from servewise.engine.rulebase import load_rules
+from servewise.engine.app import interview as iv
+from servewise.engine.app.inputs import get_path, input_defs
+from servewise.engine.lang.rulebase import load_rules
 
 example, save = Path(sys.argv[1]), Path(sys.argv[2])
 data = yaml.safe_load(example.read_text(encoding="utf-8"))

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.perf import estimate, max_concurrency
-from servewise.engine.perf.data import DEFAULT_FILES
-from servewise.engine.perf.memory import Layout
-from servewise.engine.perf.serving import predict
-from servewise.engine.perf.validate import validate
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.perf import estimate, max_concurrency
+from servewise.engine.domain.perf.data import DEFAULT_FILES
+from servewise.engine.domain.perf.memory import Layout
+from servewise.engine.domain.perf.serving import predict
+from servewise.engine.domain.perf.validate import validate
 
 
 def main() -> None:

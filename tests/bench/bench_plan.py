@@ -139,9 +139,9 @@ GROWTH_CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from servewise.engine.plan import plan_file
-from servewise.engine.rulebase import load_rules
-from servewise.engine.runner import Runner
+from servewise.engine.app.plan import plan_file
+from servewise.engine.lang.rulebase import load_rules
+from servewise.engine.runtime.runner import Runner
 t1 = time.perf_counter()
 rb = load_rules([Path(sys.argv[1])]) if sys.argv[1] else load_rules()
 t2 = time.perf_counter()
@@ -259,8 +259,8 @@ def profile_slowest(result: dict[str, object], docs: Path) -> str:
     import io
     import pstats
 
-    from servewise.engine.plan import plan_file
-    from servewise.engine.rulebase import load_rules
+    from servewise.engine.app.plan import plan_file
+    from servewise.engine.lang.rulebase import load_rules
 
     slowest = max(result["plans"], key=lambda k: result["plans"][k]["cpu"]["median"])
     prof = cProfile.Profile()

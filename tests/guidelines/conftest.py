@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.functions import RunContext
-from servewise.engine.inputs import fill_defaults
-from servewise.engine.plan import plan_workload
-from servewise.engine.rulebase import RuleBase
-from servewise.engine.runner import Memory, Origin, Runner
+from servewise.engine.app.inputs import fill_defaults
+from servewise.engine.app.plan import plan_workload
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.functions import RunContext
+from servewise.engine.lang.rulebase import RuleBase
+from servewise.engine.runtime.runner import Memory, Origin, Runner
 
 
 @dataclass

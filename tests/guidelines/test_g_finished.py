@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.functions import RunContext
-from servewise.engine.rulebase import RuleBase, load_rule_file
-from servewise.engine.runner import Origin, Runner
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.functions import RunContext
+from servewise.engine.lang.rulebase import RuleBase, load_rule_file
+from servewise.engine.runtime.runner import Origin, Runner
 
 SMALL = {"model": "Qwen2.5-7B", "precision": "fp8", "traffic": {"peak_qps": 2},
          "constraints": {"gpu_models": ["L40S"]}}

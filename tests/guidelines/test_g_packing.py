@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.functions import RunContext, reset_context, use_context
-from servewise.engine.pools_pack import packed_option
+from servewise.engine.app.pools_pack import packed_option
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.functions import RunContext, reset_context, use_context
 
 GIB_PER_GB = 1e9 / 2**30
 # Llama-3.1-8B bf16 on an H100 sized for 181 requests in flight: 15 + 2 + 25.6 = 42.6 GiB per GPU

@@ -209,7 +209,7 @@ def test_g_gpu_016(plan):
     """Latency-sensitive: at a 15 ms TPOT a single low-bandwidth L40S fails; the replica that wins reads its
     weights with H100-class memory bandwidth — one H100 SXM, or L40S cards joined by tensor parallelism
     (4 × 864 GB/s over PCIe, cheaper here than two HGX 4-GPU boards)."""
-    from servewise.engine.catalog import load_catalog
+    from servewise.engine.domain.catalog import load_catalog
 
     out = plan({**TWO_GPUS, "sla": {"ttft_ms": 500, "tpot_ms": 15}})
     assert out.rejected("L40S | bf16 | tp1", "sla.reject-candidate-missing-sla")

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from conftest import EXAMPLES
 
-from servewise.engine.perf import estimate
-from servewise.engine.perf.data import DEFAULT_FILES, read_rows
-from servewise.engine.perf.types import evaluate
+from servewise.engine.domain.perf import estimate
+from servewise.engine.domain.perf.data import DEFAULT_FILES, read_rows
+from servewise.engine.domain.perf.types import evaluate
 
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.yaml"))
 
@@ -87,7 +87,7 @@ def test_validate_rows_steps_recompute(arrival):
 
 def test_moe_low_batch_reads_touched_experts():
     """Mixtral (k=2 of E=8) at one request reads a quarter of the experts, as printed."""
-    from servewise.engine.catalog import load_catalog
+    from servewise.engine.domain.catalog import load_catalog
 
     cat = load_catalog()
     e = estimate(cat.model("Mixtral-8x7B"), cat.gpu("L40S"), tp=2, precision="fp8", isl=1024,
@@ -104,7 +104,7 @@ def test_moe_low_batch_reads_touched_experts():
 
 def test_validate_honours_request_rate_and_statistic(tmp_path):
     """A row with a request rate is predicted open loop; p99 rows get the queue's P99."""
-    from servewise.engine.perf.validate import validate
+    from servewise.engine.domain.perf.validate import validate
 
     head = ("model,gpu,backend,precision,isl,osl,concurrency,request_rate,tp,pp,ttft_ms,tpot_ms,"
             "statistic\n")

@@ -9,7 +9,7 @@ point above the achieved values, stop the model from getting worse than it is no
 
 import pytest
 
-from servewise.engine.perf.validate import validate
+from servewise.engine.domain.perf.validate import validate
 
 GUARD = {"tpot_ms": 0.115, "ttft_ms": 0.217, "offline_output_tokens_per_s": 0.11}
 TARGET = {"tpot_ms": 0.08, "ttft_ms": 0.15, "offline_output_tokens_per_s": 0.12}
@@ -60,9 +60,9 @@ def test_single_stream_prefill_rows_are_engine_prefills():
     They are compared with the prefill step (no server latency), which grows with the prompt,
     and is far below the served TTFT of the same request.
     """
-    from servewise.engine.perf.data import DEFAULT_FILES, read_rows
-    from servewise.engine.perf.serving import predict
-    from servewise.engine.perf.validate import predict_row
+    from servewise.engine.domain.perf.data import DEFAULT_FILES, read_rows
+    from servewise.engine.domain.perf.serving import predict
+    from servewise.engine.domain.perf.validate import predict_row
 
     _, rows = read_rows(DEFAULT_FILES[1])
     pre = [r for r in rows if r.prefill_only and not r.skipped]

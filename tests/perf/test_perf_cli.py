@@ -87,7 +87,7 @@ def test_unknown_model_suggests(run):
 
 
 def test_validate_json_rows(run, tmp_path):
-    src = open(__import__("servewise.engine.perf.data", fromlist=["x"]).DEFAULT_FILES[0]).read()
+    src = open(__import__("servewise.engine.domain.perf.data", fromlist=["x"]).DEFAULT_FILES[0]).read()
     lines = src.splitlines()
     f = tmp_path / "m.csv"
     f.write_text("\n".join(lines[:6]) + "\n")

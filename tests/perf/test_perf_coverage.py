@@ -10,9 +10,9 @@ import pytest
 from click.testing import CliRunner
 
 from servewise.cli.perf_commands import estimate_cmd
-from servewise.engine.catalog import load_catalog
-from servewise.engine.perf import estimate, estimate_embedding
-from servewise.engine.perf.data import DEFAULT_FILES, read_rows
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.perf import estimate, estimate_embedding
+from servewise.engine.domain.perf.data import DEFAULT_FILES, read_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = next((p / "shared" / "data" / "model_configs" for p in (ROOT.parent, ROOT.parent.parent)

@@ -2,9 +2,9 @@
 
 import pytest
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.perf import kv_bytes_per_token, memory, weights_gib
-from servewise.engine.perf.architecture import params
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.perf import kv_bytes_per_token, memory, weights_gib
+from servewise.engine.domain.perf.architecture import params
 
 GIB = 2**30
 

@@ -3,13 +3,13 @@
 
 import pytest
 
-from servewise.engine.catalog import load_catalog
-from servewise.engine.perf import compute_rate, default_kv_precision, estimate, max_concurrency
-from servewise.engine.perf.calibration import BOUNDS, FALLBACK_BAND, FALLBACK_PROFILE, gpu_class, profile
-from servewise.engine.perf.memory import Layout
-from servewise.engine.perf.ordering import PAIRS as ORDER_PAIRS
-from servewise.engine.perf.ordering import violations
-from servewise.engine.perf.timing import StepModel
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.perf import compute_rate, default_kv_precision, estimate, max_concurrency
+from servewise.engine.domain.perf.calibration import BOUNDS, FALLBACK_BAND, FALLBACK_PROFILE, gpu_class, profile
+from servewise.engine.domain.perf.memory import Layout
+from servewise.engine.domain.perf.ordering import PAIRS as ORDER_PAIRS
+from servewise.engine.domain.perf.ordering import violations
+from servewise.engine.domain.perf.timing import StepModel
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +87,8 @@ def test_faster_gpu_serves_dense_models_faster(pair):
 
 def test_engine_costs_shared_across_gpu_classes():
     """Per-step software costs are one value per backend, not per GPU class."""
-    from servewise.engine.perf.calibration import load_calibration
-    from servewise.engine.perf.fit import SHARED
+    from servewise.engine.domain.perf.calibration import load_calibration
+    from servewise.engine.domain.perf.fit import SHARED
 
     classes = load_calibration()["classes"]
     for be in ("sglang", "trtllm"):
@@ -267,7 +267,7 @@ def test_md1_p99_wait_matches_simulation(rho):
     import math
     import random
 
-    from servewise.engine.perf.serving import md1_tail
+    from servewise.engine.domain.perf.serving import md1_tail
 
     rng = random.Random(13)
     s, w, waits = 1.0, 0.0, []

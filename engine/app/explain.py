@@ -1,0 +1,410 @@
+"""The auditor's views over a plan document: explain (HOW), why-not and audit.
+
+``explain`` and ``why_not`` are pure functions of a plan dict (CONTRACTS §4): they walk the trace
+steps and their premises' ``step`` links, and the ``rejected`` list. ``audit`` re-runs the plan's
+recorded workload with a rule base and compares. Nothing here prints; the CLI renders the results.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from servewise.engine.domain.catalog import normalise_name
+from servewise.engine.lang.rulebase import STAGES, RuleBase
+
+TOP_SECTIONS = ("performance", "cost")
+# Values a component field can take besides the chosen one (CONTRACTS §4 enumerations), so that
+# `why-not air` or `why-not rent` can point at the step that decided the field.
+ALTERNATIVES: dict[str, tuple[str, ...]] = {
+    "components.network.inter_node": ("none", "ethernet-10g", "ethernet-25g", "ethernet-100g",
+                                      "roce-v2-400g", "infiniband-ndr"),
+    "components.interconnect.intra_node": ("nvlink", "pcie", "xgmi", "hccs", "none"),
+    "components.cooling.type": ("air", "hybrid", "liquid"),
+    "cost.buy_or_rent": ("buy", "rent"),
+    "components.software.framework": ("vLLM", "TensorRT-LLM", "SGLang", "MindIE", "LMDeploy"),
+}
+PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
+
+
+class ExplainError(LookupError):
+    """An unknown component or option; ``suggestions`` holds close names."""
+
+    def __init__(self, message: str, suggestions: Iterable[str] = ()):
+        self.suggestions = list(suggestions)
+        hint = f"; did you mean {', '.join(self.suggestions)}?" if self.suggestions else ""
+        super().__init__(message + hint)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def _norm(name: str) -> str:
+    return normalise_name(name)
+
+
+def _close(name: str, names: Iterable[str], n: int = 3) -> list[str]:
+    by_key: dict[str, str] = {}
+    for x in names:
+        by_key.setdefault(_norm(x), x)
+    hits = difflib.get_close_matches(_norm(name), list(by_key), n=n, cutoff=0.5)
+    hits += [k for k in by_key if _norm(name) and _norm(name) in k and k not in hits]
+    return [by_key[h] for h in hits[:n]]
+
+
+def rule_index(rulebase: RuleBase) -> dict[str, dict[str, Any]]:
+    """Title, stage and cited sources of every rule (for rejections, which carry only the id)."""
+    from servewise.engine.app.plan import cite
+
+    out: dict[str, dict[str, Any]] = {}
+    for r in rulebase.rules:
+        info = {"title": r.title, "stage": r.stage, "source": [cite(s) for s in r.sources]}
+        for rid in (r.id, *r.aliases):
+            out[rid] = info
+    return out
+
+
+# ---------------------------------------------------------------------------------------- explain
+
+def targets(plan: dict[str, Any]) -> list[str]:
+    """Everything `explain` accepts: components, their fields, performance and cost."""
+    out: list[str] = []
+    for comp, fields in plan["components"].items():
+        out.append(comp)
+        out += [f"{comp}.{f}" for f in fields]
+    for section in TOP_SECTIONS:
+        out.append(section)
+        out += [f"{section}.{f}" for f in plan.get(section, {})]
+    return out
+
+
+def _target_facts(plan: dict[str, Any], target: str) -> tuple[str, dict[str, Any]]:
+    """The canonical target name and the facts (dotted path → value) it stands for."""
+    name = target.strip()
+    if name.startswith("components."):
+        name = name[len("components."):]
+    head, _, field = name.partition(".")
+    lookup = {k.lower(): k for k in list(plan["components"]) + list(TOP_SECTIONS)}
+    if head.lower() not in lookup:
+        raise ExplainError(f"unknown component '{target}' (components: "
+                           f"{', '.join(list(plan['components']) + list(TOP_SECTIONS))})",
+                           _close(target, targets(plan)))
+    head = lookup[head.lower()]
+    section = plan["components"][head] if head in plan["components"] else plan.get(head, {})
+    prefix = f"components.{head}" if head in plan["components"] else head
+    if field:
+        if field not in section:
+            raise ExplainError(f"unknown field '{target}' (fields of {head}: {', '.join(section) or '—'})",
+                               _close(target, targets(plan)))
+        return f"{head}.{field}", {f"{prefix}.{field}": section[field]}
+    return head, {f"{prefix}.{f}": v for f, v in section.items()}
+
+
+def _steps_setting(plan: dict[str, Any], facts: dict[str, Any]) -> list[int]:
+    """The last step that concluded each fact (a later `choose` overrides an earlier one)."""
+    last: dict[str, int] = {}
+    for step in plan["trace"]:
+        for c in step["conclusions"]:
+            if c["fact"] in facts:
+                last[c["fact"]] = step["step"]
+    return sorted(set(last.values()), reverse=True)
+
+
+def _used_conclusions(step: dict[str, Any], wanted: set[str]) -> list[dict[str, Any]]:
+    """The conclusions of a step the chain uses (all of them when no specific one matches)."""
+    used = [c for c in step["conclusions"]
+            if c["fact"] in wanted or any(w.startswith(c["fact"] + ".") for w in wanted)]
+    return used or step["conclusions"][:12]
+
+
+def catalog_refs(step: dict[str, Any], conclusions: list[dict[str, Any]] | None = None) -> list[str]:
+    """Catalog entries a step read for ``conclusions`` (default: all): premise origins,
+    catalog(...) calls, priced or estimated GPUs, calibration data."""
+    refs: list[str] = []
+    for p in step["premises"]:
+        origin = p.get("origin") or {}
+        if origin.get("kind") == "catalog":
+            refs.append(origin["ref"])
+    for c in step["conclusions"] if conclusions is None else conclusions:
+        for d in c.get("details") or []:  # recorded by the functions that read them (engine/provenance.py)
+            refs += [f"catalog:{ref}" for ref in d.get("catalog") or [] if isinstance(ref, str)]
+            refs += [f"catalog:prices/{x['price']}" for x in d.get("from") or [] if "price" in x]
+            cal = d.get("calibration") or {}
+            if cal.get("source"):
+                refs.append(f"calibration:{cal.get('gpu_class', '?')}/{cal.get('backend', '?')} ({cal['source']})")
+        if isinstance(c.get("value"), dict) and c["fact"].endswith("]") and c["value"].get("gpu"):
+            refs.append(f"catalog:gpus/{c['value']['gpu']}")  # a proposed candidate's catalog attributes
+    return list(dict.fromkeys(refs))
+
+
+def explain(plan: dict[str, Any], target: str, rules: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The chain from a component (or field) back to inputs and catalog entries.
+
+    Steps are listed from the component back towards the inputs (descending step number); each
+    carries only the conclusions the chain uses. ``rules`` (from :func:`rule_index`) adds titles.
+    """
+    name, facts = _target_facts(plan, target)
+    by_no = {s["step"]: s for s in plan["trace"]}
+    roots = _steps_setting(plan, facts)
+    wanted: dict[int, set[str]] = {n: set(facts) for n in roots}
+    order: list[int] = []
+    todo = list(roots)
+    while todo:
+        n = max(todo)  # highest step first: every dependant is visited before its premises
+        todo = [x for x in todo if x != n]
+        if n in order or n not in by_no:
+            continue
+        order.append(n)
+        for p in by_no[n]["premises"]:
+            if "step" in p:
+                wanted.setdefault(p["step"], set()).add(p["fact"])
+                todo.append(p["step"])
+    steps: list[dict[str, Any]] = []
+    inputs: dict[str, dict[str, Any]] = {}
+    catalog: list[str] = []
+    for n in order:
+        s = by_no[n]
+        info = (rules or {}).get(s["rule"], {})
+        used = _used_conclusions(s, wanted.get(n, set()))
+        steps.append({
+            "step": n, "rule": s["rule"], "title": info.get("title"), "stage": s.get("stage"),
+            "item": s.get("item"), "source": s["source"], "corrects": s.get("corrects"),
+            "because": s["because"], "because_i18n": s.get("because_i18n") or {"en": s["because"]},
+            "conclusions": used,
+            "conclusions_total": len(s["conclusions"]),
+            "premises": s["premises"],
+            "catalog": catalog_refs(s, used),
+        })
+        for p in s["premises"]:
+            origin = p.get("origin")
+            if origin and origin.get("kind") in ("input", "default"):
+                inputs.setdefault(p["fact"], {"fact": p["fact"], "value": p.get("value"),
+                                              "given": origin["kind"] == "input", "ref": origin["ref"]})
+        catalog += steps[-1]["catalog"]
+    return {
+        "target": name, "facts": facts, "knowledge_hash": plan["knowledge_hash"],
+        "steps": steps, "inputs": sorted(inputs.values(), key=lambda x: x["fact"]),
+        "catalog": list(dict.fromkeys(catalog)),
+        "undecided": not roots,
+    }
+
+
+# ---------------------------------------------------------------------------------------- why-not
+
+def _stage_rank(rule: str, rules: dict[str, dict[str, Any]] | None, trace_stage: dict[str, str]) -> int:
+    stage = (rules or {}).get(rule, {}).get("stage") or trace_stage.get(rule)
+    return STAGES.index(stage) if stage in STAGES else len(STAGES)
+
+
+def rejection_rank(r: dict[str, Any], rules: dict[str, dict[str, Any]] | None,
+                   trace_stage: dict[str, str]) -> tuple:
+    """Sort key: the rejection that came closest to being chosen first (ranked at selection by
+    score, then the latest stage that rejected it)."""
+    score = (r.get("values") or {}).get("score") if r.get("ranked") else None
+    numbers = tuple(float(x) if isinstance(x, (int, float)) else 0.0 for x in (score or []))
+    return (0 if r.get("ranked") else 1, numbers, -_stage_rank(r["rule"], rules, trace_stage), r["option"])
+
+
+def _proposal_rules(plan: dict[str, Any]) -> set[str]:
+    """Rules that proposed items (their rejections mean: never a candidate)."""
+    return {s["rule"] for s in plan["trace"]
+            if any(c["fact"].endswith("]") and "[" in c["fact"] for c in s["conclusions"])}
+
+
+def chosen_candidate(plan: dict[str, Any]) -> str | None:
+    for s in plan["trace"]:
+        for c in s["conclusions"]:
+            if c["fact"] == "chosen.id":
+                return c["value"]
+    return None
+
+
+def group_rejections(plan: dict[str, Any], entries: list[dict[str, Any]],
+                     rules: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Rejections grouped by rule, best-ranked group (closest to being chosen) first."""
+    trace_stage = {s["rule"]: s.get("stage") for s in plan["trace"]}
+    proposal = _proposal_rules(plan)
+    groups: dict[str, dict[str, Any]] = {}
+    for r in sorted(entries, key=lambda r: rejection_rank(r, rules, trace_stage)):
+        g = groups.setdefault(r["rule"], {
+            "rule": r["rule"], "title": (rules or {}).get(r["rule"], {}).get("title"),
+            "source": (rules or {}).get(r["rule"], {}).get("source"),
+            "stage": (rules or {}).get(r["rule"], {}).get("stage") or trace_stage.get(r["rule"]),
+            "at_proposal": r["rule"] in proposal, "ranked": bool(r.get("ranked")), "entries": []})
+        g["entries"].append(r)
+    return list(groups.values())
+
+
+def rejections_by_gpu(plan: dict[str, Any], rules: dict[str, dict[str, Any]] | None = None
+                      ) -> dict[str, list[dict[str, Any]]]:
+    """Rejected candidates by their first id part (the GPU model), best-ranked first in each list;
+    options that are not candidates (e.g. ``infiniband-ndr``) keep their own name."""
+    trace_stage = {s["rule"]: s.get("stage") for s in plan["trace"]}
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in plan["rejected"]:
+        out.setdefault(r["option"].split(" | ")[0], []).append(r)
+    ranked = {k: sorted(v, key=lambda r: rejection_rank(r, rules, trace_stage)) for k, v in out.items()}
+    return dict(sorted(ranked.items(), key=lambda kv: rejection_rank(kv[1][0], rules, trace_stage)))
+
+
+def _value_fields(plan: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for comp, fields in plan["components"].items():
+        for f, v in fields.items():
+            out[f"components.{comp}.{f}"] = v
+    for section in TOP_SECTIONS:
+        for f, v in plan.get(section, {}).items():
+            out[f"{section}.{f}"] = v
+    return out
+
+
+def _deciding_step(plan: dict[str, Any], fact: str) -> dict[str, Any] | None:
+    step = None
+    for s in plan["trace"]:
+        if any(c["fact"] == fact for c in s["conclusions"]):
+            step = s
+    if step is None:
+        return None
+    return {"step": step["step"], "rule": step["rule"], "stage": step.get("stage"),
+            "source": step["source"], "because": step["because"],
+            "because_i18n": step.get("because_i18n") or {"en": step["because"]},
+            "conclusions": step["conclusions"]}
+
+
+def known_options(plan: dict[str, Any], catalog_gpus: Iterable[str] = ()) -> list[str]:
+    names = [r["option"] for r in plan["rejected"]] + [r["option"].split(" | ")[0] for r in plan["rejected"]]
+    names += list(catalog_gpus) + [v for vs in ALTERNATIVES.values() for v in vs] + list(PRECISIONS)
+    return list(dict.fromkeys(names))
+
+
+def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] | None = None,
+            catalog_gpus: dict[str, str] | None = None) -> dict[str, Any]:
+    """Why OPTION is not in the plan: the rules and numbers that rejected it, or why it never was
+    a candidate. ``catalog_gpus`` maps normalised names and aliases to catalog GPU ids."""
+    query = option.strip()
+    key = _norm(query)
+    chosen = chosen_candidate(plan)
+    base = {"option": query, "chosen": chosen, "knowledge_hash": plan["knowledge_hash"]}
+    # 1. an exact rejected option (a candidate id such as 'L40S | bf16 | tp2', or 'infiniband-ndr')
+    exact = [r for r in plan["rejected"] if _norm(r["option"]) == key]
+    if chosen and _norm(chosen) == key:
+        return base | {"status": "chosen", "kind": "candidate", "resolved": chosen,
+                       "decided_by": _deciding_step(plan, "chosen.id"), "groups": []}
+    if exact:
+        return base | {"status": "rejected", "kind": exact[0]["kind"], "resolved": exact[0]["option"],
+                       "groups": group_rejections(plan, exact, rules)}
+    # 2. a GPU model (by name or catalog alias): every candidate of it
+    gpu = (catalog_gpus or {}).get(key)
+    by_gpu = {_norm(g): g for g in rejections_by_gpu(plan)}
+    name = by_gpu.get(key) or (gpu if gpu and _norm(gpu) in by_gpu else None)
+    chosen_gpu = plan["components"].get("gpu", {}).get("model")
+    if name is not None or (gpu and gpu == chosen_gpu) or (chosen_gpu and _norm(chosen_gpu) == key):
+        name = name or chosen_gpu
+        entries = [r for r in plan["rejected"] if r["option"].split(" | ")[0] == name]
+        status = "chosen" if name == chosen_gpu else (
+            "never-candidate" if entries and all(g["at_proposal"] for g in group_rejections(plan, entries, rules))
+            else "rejected")
+        return base | {"status": status, "kind": "gpu", "resolved": name,
+                       "groups": group_rejections(plan, entries, rules),
+                       "decided_by": _deciding_step(plan, "chosen.id") if status == "chosen" else None}
+    if gpu:  # in the catalog now, but the plan never considered it
+        return base | {"status": "never-candidate", "kind": "gpu", "resolved": gpu, "groups": [],
+                       "reason": "not-in-plan"}
+    # 3. a precision: the candidates at it, or the step that chose which precisions to consider
+    if key in PRECISIONS:
+        entries = [r for r in plan["rejected"] if r["kind"] == "candidate"
+                   and len(r["option"].split(" | ")) > 1 and r["option"].split(" | ")[1] == key]
+        chosen_prec = plan["components"].get("gpu", {}).get("precision")
+        status = "chosen" if chosen_prec == key else ("rejected" if entries else "never-candidate")
+        return base | {"status": status, "kind": "precision", "resolved": key,
+                       "groups": group_rejections(plan, entries, rules),
+                       "decided_by": _deciding_step(plan, "workload.precisions") if not entries else None}
+    # 4. another value of an enumerated field (air, rent, ethernet-100g, ...)
+    values = _value_fields(plan)
+    for fact, alternatives in ALTERNATIVES.items():
+        match = next((a for a in alternatives if _norm(a) == key), None)
+        if match is None or fact not in values:
+            continue
+        status = "chosen" if _norm(str(values[fact])) == key else "not-chosen"
+        return base | {"status": status, "kind": "value", "resolved": match, "field": fact,
+                       "value": values[fact], "groups": [], "decided_by": _deciding_step(plan, fact)}
+    for fact, value in values.items():  # any other field whose value is exactly this option
+        if isinstance(value, str) and _norm(value) == key:
+            return base | {"status": "chosen", "kind": "value", "resolved": value, "field": fact,
+                           "value": value, "groups": [], "decided_by": _deciding_step(plan, fact)}
+    raise ExplainError(f"'{query}' is neither a rejected option nor a known alternative in this plan",
+                       _close(query, known_options(plan, (catalog_gpus or {}).values())))
+
+
+# ------------------------------------------------------------------------------------------ audit
+
+def _flat(node: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(node, dict) and node:
+        out: dict[str, Any] = {}
+        for k, v in node.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: node}
+
+
+def compare(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """What differs between two plans: values of components/performance/cost, warnings,
+    rejections and the rules that fired."""
+    same_json = json.dumps(old, sort_keys=True) == json.dumps(new, sort_keys=True)
+    changes: list[dict[str, Any]] = []
+    for key in ("servewise_version", "knowledge_hash", "feasible"):
+        if old.get(key) != new.get(key):
+            changes.append({"path": key, "old": old.get(key), "new": new.get(key)})
+    for section in ("components", "performance", "cost"):
+        a, b = _flat(old.get(section, {}), section), _flat(new.get(section, {}), section)
+        for path in sorted(set(a) | set(b)):
+            if a.get(path, "<absent>") != b.get(path, "<absent>"):
+                changes.append({"path": path, "old": a.get(path), "new": b.get(path)})
+
+    def keyed(items: list[dict[str, Any]], fields: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+        return {" | ".join(str(i.get(f)) for f in fields): i for i in items}
+
+    ow, nw = keyed(old.get("warnings", []), ("rule", "message")), keyed(new.get("warnings", []), ("rule", "message"))
+    orj, nrj = keyed(old.get("rejected", []), ("option", "rule")), keyed(new.get("rejected", []), ("option", "rule"))
+    orules = sorted({s["rule"] for s in old.get("trace", [])})
+    nrules = sorted({s["rule"] for s in new.get("trace", [])})
+    return {
+        "identical": same_json,
+        "changes": changes,
+        "warnings_added": [nw[k] for k in nw if k not in ow],
+        "warnings_removed": [ow[k] for k in ow if k not in nw],
+        "rejected_added": [nrj[k] for k in nrj if k not in orj],
+        "rejected_removed": [orj[k] for k in orj if k not in nrj],
+        "rules_added": [r for r in nrules if r not in orules],
+        "rules_removed": [r for r in orules if r not in nrules],
+        "trace_changed": json.dumps(old.get("trace"), sort_keys=True) != json.dumps(new.get("trace"), sort_keys=True),
+    }
+
+
+def audit(plan: dict[str, Any], rulebase: RuleBase, rules_dirs: list[Any] | None = None) -> dict[str, Any]:
+    """Re-run the plan's recorded workload with ``rulebase`` (loaded with the extra ``rules_dirs``)
+    and compare with the plan.
+
+    ``status`` is ``identical``; ``edited`` when the knowledge hash is the same but the result is not
+    (the recorded inputs and result do not match: the file was edited, or servewise changed); or
+    ``knowledge-changed`` when the hash differs."""
+    from servewise.engine.app.plan import plan_workload, rules_dirs_record
+
+    result = plan_workload(plan["workload"], list(plan.get("defaults_used", [])), rulebase, "<plan workload>")
+    if rules_dirs:
+        result.plan["rules_dirs"] = rules_dirs_record(rules_dirs)
+    new = json.loads(json.dumps(result.plan, ensure_ascii=False, sort_keys=True))
+    report = compare(plan, new)
+    report["old_knowledge_hash"] = plan.get("knowledge_hash")
+    report["new_knowledge_hash"] = new.get("knowledge_hash")
+    report["old_rules_dirs"] = plan.get("rules_dirs") or []
+    report["new_rules_dirs"] = new.get("rules_dirs") or []
+    if report["identical"]:
+        report["status"] = "identical"
+    elif report["old_knowledge_hash"] == report["new_knowledge_hash"]:
+        report["status"] = "edited"
+    else:
+        report["status"] = "knowledge-changed"
+    return report

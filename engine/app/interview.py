@@ -1,0 +1,444 @@
+"""The guided interview (`servewise ask`): what to ask next, why, and how answers are kept.
+
+No printing here. The command (cli/cmd_ask.py) shows questions and reads answers; this module
+decides which input is still needed, parses and checks answers, explains (WHY, HOW, WHY-NOT)
+and saves the answers as a workload file after every change.
+
+Which questions are asked
+  * ``model`` first (required; nothing can be planned without it);
+  * every input an ``ask`` rule requests in the plan of the answers so far (``plan["asks"]``);
+  * every input whose ``ask_if`` (facts/inputs.yaml) holds and that some rule reads.
+Each must still be open (not answered, skipped or asked before) and relevant: its ``ask_if``, if
+any, must hold (no SLA questions offline, no edge questions in a data centre); ``models`` (several
+models together) is not asked: this version plans one model. Open questions are ordered by
+decisiveness, :data:`PRIORITY`; inputs not listed there follow in the order of facts/inputs.yaml.
+The operator may stop at any time: unanswered inputs keep their defaults.
+
+Only the ``asks`` of a plan matter here, so the interview does not plan after each answer: an
+:class:`~.askplan.AskRun` runs just the stages whose rules ask for the inputs the next question
+depends on (the ``inputs`` stage for the built-in rules), and the whole plan when it is shown.
+:func:`open_questions` takes either (a plan's ``asks`` or an ``AskRun``) and gives the same
+questions, in the same order, with the same reasons.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servewise.engine.app.askplan import AskRun, ask_map, plan_of
+from servewise.engine.app.inputs import (
+    InputDef,
+    WorkloadError,
+    fill_defaults,
+    flatten,
+    get_path,
+    has_path,
+    input_def,
+    input_defs,
+    set_path,
+    validate_workload,
+)
+from servewise.engine.app.plan import PlanResult
+from servewise.engine.common.yamlio import YamlError, display_name, load_text, read_text, write_text_atomic
+from servewise.engine.domain.catalog import UnknownEntry, load_catalog
+from servewise.engine.lang.expr import EvalError, ExprError, compile_expr
+from servewise.engine.lang.rulebase import RuleBase
+
+# Most decisive first: the model and the service mode shape everything, then load and latency
+# (they size the GPUs), then request shape, precision, constraints, facilities, cost, edge.
+PRIORITY: tuple[str, ...] = (
+    "model", "mode", "traffic.peak_qps", "sla.ttft_ms", "sla.tpot_ms",
+    "traffic.avg_input_tokens", "traffic.avg_output_tokens", "traffic.max_context_tokens",
+    "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.network_ms", "sla.preprocess_ms",
+    "sla.postprocess_ms", "sla.p99", "sla.availability", "constraints.allow_single_point_of_failure",
+    "constraints.domestic_only", "deployment.region", "constraints.exclude_restricted",
+    "constraints.vendors", "constraints.gpu_models",
+    "constraints.team_skills", "constraints.allow_unskilled_vendor", "constraints.capex_budget_cny",
+    "sla.max_cny_per_million_tokens",
+    "constraints.multi_tenant",
+    "constraints.accept_used_hardware", "constraints.rack_power_kw", "constraints.cooling_available",
+    "constraints.electricity_cny_per_kwh", "deployment.horizon_months", "deployment.buy_or_rent",
+    "deployment.model_versions", "deployment.log_storage_tb", "traffic.requests_per_day",
+    "traffic.average_to_peak", "deployment.log_retention_days", "deployment.log_bytes_per_request",
+    "edge.power_budget_w", "edge.video_streams", "edge.ambient_max_c",
+)
+NOT_ASKED = frozenset({"models"})
+HEADER = "# servewise ask: interview answers; a workload file (servewise plan FILE)"
+YES = frozenset({"y", "yes", "true", "on", "1", "是", "对", "要"})
+NO = frozenset({"n", "no", "false", "off", "0", "否", "不", "不要"})
+NONE = frozenset({"none", "null", "-", "无"})
+
+
+class AnswerError(ValueError):
+    """An answer cannot be used; the message says what was expected."""
+
+    def __init__(self, message: str, cause: WorkloadError | None = None):
+        super().__init__(message)
+        self.cause = cause
+
+    def text(self, lang: str) -> str:
+        """The message in ``lang`` (validation messages come from facts/messages/inputs.yaml)."""
+        if self.cause is not None and self.cause.code is not None:
+            from servewise.engine.common.messages import message
+            return message(self.cause.code, lang, **self.cause.args_)
+        return str(self)
+
+
+@dataclass
+class Reason:
+    """One rule behind a question: it asks for the input (``asks``) or reads it."""
+
+    rule: str
+    title: dict[str, str]
+    because: dict[str, str] | None = None
+    asks: bool = False
+
+
+@dataclass
+class Question:
+    key: str
+    definition: InputDef
+    reasons: list[Reason] = field(default_factory=list)
+    # the asking rules' reasons when they need a further rule run: computed by `why` (they come first)
+    more: Callable[[], list[Reason]] | None = field(default=None, repr=False, compare=False)
+
+    def resolve(self) -> list[Reason]:
+        """Every reason, running the rules the asking ones need if not done yet."""
+        if self.more is not None:
+            self.reasons = self.more() + self.reasons
+            self.more = None
+        return self.reasons
+
+
+@dataclass
+class Session:
+    """Answers so far (a partial workload), the questions asked in order, and those skipped."""
+
+    answers: dict[str, Any] = field(default_factory=dict)
+    asked: list[str] = field(default_factory=list)
+    skipped: set[str] = field(default_factory=set)
+    revisit: str | None = None
+    done: bool = False
+
+    def answered(self, key: str) -> bool:
+        return has_path(self.answers, key)
+
+    def value(self, key: str) -> Any:
+        return get_path(self.answers, key)
+
+    def answer(self, key: str, value: Any) -> None:
+        set_path(self.answers, key, value)
+        self.skipped.discard(key)
+        self._asked(key)
+
+    def skip(self, key: str) -> None:
+        """Take the default: the input is left out of the workload file."""
+        remove_path(self.answers, key)
+        self.skipped.add(key)
+        self._asked(key)
+
+    def back(self) -> str | None:
+        """Revisit the previous question (its answer stays until replaced); None at the start."""
+        if not self.asked:
+            return None
+        key = self.asked.pop()
+        self.revisit = key
+        self.done = False
+        return key
+
+    def _asked(self, key: str) -> None:
+        if key in self.asked:
+            self.asked.remove(key)
+        self.asked.append(key)
+        if self.revisit == key:
+            self.revisit = None
+
+
+def remove_path(data: dict[str, Any], key: str) -> None:
+    """Delete a dotted key and any mapping left empty."""
+    parts = key.split(".")
+    nodes = [data]
+    for part in parts[:-1]:
+        nxt = nodes[-1].get(part)
+        if not isinstance(nxt, dict):
+            return
+        nodes.append(nxt)
+    nodes[-1].pop(parts[-1], None)
+    for depth in range(len(parts) - 1, 0, -1):
+        if not nodes[depth]:
+            nodes[depth - 1].pop(parts[depth - 1], None)
+
+
+def askable() -> list[InputDef]:
+    return list(_askable())
+
+
+@lru_cache(maxsize=1)
+def _askable() -> tuple[InputDef, ...]:
+    order = {k: i for i, k in enumerate(PRIORITY)}
+    defs = [d for d in input_defs() if d.key not in NOT_ASKED]
+    return tuple(sorted(defs, key=lambda d: (order.get(d.key, len(order)), input_defs().index(d))))
+
+
+@lru_cache(maxsize=64)
+def _compiled(src: str):
+    return compile_expr(src)
+
+
+def relevant(d: InputDef, workload: dict[str, Any]) -> bool:
+    """Whether ``ask_if`` holds for the default-filled workload (no ``ask_if``: always)."""
+    if not d.ask_if:
+        return True
+    try:
+        return bool(_compiled(d.ask_if).evaluate_with(flatten(workload)))
+    except (EvalError, ExprError):
+        return False
+
+
+def readers(key: str, rulebase: RuleBase) -> list[Reason]:
+    """Rules that read this input in a condition or formula (what they try to decide: the title)."""
+    found = ask_map(rulebase).readers.get(key)
+    if found is None:  # not an input: scan the rules
+        return [Reason(r.id, r.title) for r in rulebase.rules if key in r.names]
+    return [Reason(rule, title) for rule, title in found]
+
+
+class _PlanAsks:
+    """The asks of a computed plan (or of none), in the interface of :class:`AskRun`."""
+
+    def __init__(self, plan: dict[str, Any] | None):
+        self.entries = (plan or {}).get("asks", [])
+
+    def known(self, key: str) -> bool:
+        return True
+
+    def asks(self, key: str) -> list[dict[str, Any]]:
+        return [a for a in self.entries if a["input"] == key]
+
+
+def _ask_reasons(source: AskRun | _PlanAsks, key: str, rulebase: RuleBase) -> list[Reason]:
+    out = []
+    for a in source.asks(key):
+        title = rulebase.by_id(a["rule"]).title if _has_rule(rulebase, a["rule"]) else {"en": a["rule"]}
+        out.append(Reason(a["rule"], title, a.get("because"), asks=True))
+    return out
+
+
+def _question(d: InputDef, source: AskRun | _PlanAsks, rulebase: RuleBase, reads: list[Reason]) -> Question:
+    if source.known(d.key):
+        return Question(d.key, d, _ask_reasons(source, d.key, rulebase) + reads)
+    return Question(d.key, d, reads, more=lambda: _ask_reasons(source, d.key, rulebase))
+
+
+def open_questions(session: Session, plan: dict[str, Any] | AskRun | None, rulebase: RuleBase,
+                   first: bool = False) -> list[Question]:
+    """Every question still to ask, most decisive first (see the module docstring); ``plan`` is a
+    plan (its ``asks`` are read) or an :class:`AskRun` (runs only the stages a question needs).
+    ``first``: only the first question (what the interview asks next)."""
+    if not session.answered("model"):
+        return [Question("model", input_def("model"), readers("model", rulebase))]
+    source = plan if isinstance(plan, AskRun) else _PlanAsks(plan)
+    order = _askable()
+    if first and session.revisit in {d.key for d in order}:  # `back`: asked again whatever else holds
+        d = input_def(session.revisit)
+        return [_question(d, source, rulebase, readers(d.key, rulebase))]
+    filled, _ = fill_defaults(session.answers)
+    out: list[Question] = []
+    for d in order:
+        key = d.key
+        reads = readers(key, rulebase)
+        if key == session.revisit:
+            out.insert(0, _question(d, source, rulebase, reads))
+            continue
+        if session.answered(key) or key in session.skipped or key in session.asked:
+            continue
+        # the static test first: an input with `ask_if` that rules read needs no rule run
+        if relevant(d, filled) and ((d.ask_if is not None and reads) or source.asks(key)):
+            out.append(_question(d, source, rulebase, reads))
+            if first:
+                break
+    return out
+
+
+def _has_rule(rulebase: RuleBase, rule_id: str) -> bool:
+    try:
+        rulebase.by_id(rule_id)
+    except KeyError:
+        return False
+    return True
+
+
+def next_question(session: Session, plan: dict[str, Any] | AskRun | None,
+                  rulebase: RuleBase) -> Question | None:
+    questions = open_questions(session, plan, rulebase, first=True)
+    return questions[0] if questions else None
+
+
+def why(question: Question) -> list[Reason]:
+    """MYCIN's WHY: the rules that ask for this input (with their reason) and those that read it."""
+    seen: set[str] = set()
+    out = []
+    for r in sorted(question.resolve(), key=lambda r: not r.asks):
+        if r.rule not in seen:
+            seen.add(r.rule)
+            out.append(r)
+    return out
+
+
+# ----- answers ---------------------------------------------------------------------------------
+
+def _number(text: str) -> Any:
+    clean = text.replace(",", "").replace("_", "").strip()
+    for conv in (int, float):
+        try:
+            return conv(clean)
+        except ValueError:
+            pass
+    return text
+
+
+def _pick_choice(d: InputDef, text: str) -> Any:
+    choices = list(d.choices or ())
+    for c in choices:
+        if str(c).lower() == text.lower() or any(names.get(str(c)) == text for names in d.labels.values()):
+            return c
+    if text.isdigit() and 1 <= int(text) <= len(choices):
+        return choices[int(text) - 1]
+    return text
+
+
+def parse_answer(d: InputDef, text: str) -> Any:
+    """The typed value of an answer (a string the checks will reject is returned as is)."""
+    text = text.strip()
+    if d.nullable and text.lower() in NONE:
+        return None
+    if d.type == "model":
+        if text.startswith("{"):
+            try:
+                data, _ = load_text(text, "answer")
+            except YamlError as exc:
+                raise AnswerError(exc.message) from None
+            return data
+        return text
+    if d.type in ("number", "integer"):
+        return _number(text)
+    if d.type == "boolean":
+        low = text.lower()
+        return True if low in YES else False if low in NO else text
+    if d.type == "choice":
+        return _pick_choice(d, text)
+    if d.type in ("choices", "strings"):
+        parts = [p.strip() for p in text.replace("，", ",").split(",") if p.strip()]
+        if d.type == "choices" and len(parts) == 1 and " " in parts[0]:
+            parts = parts[0].split()
+        return [_pick_choice(d, p) for p in parts] if d.type == "choices" else parts
+    return text
+
+
+def check_answer(session: Session, key: str, value: Any) -> Any:
+    """The value to store, or :class:`AnswerError` with the workload validation's message."""
+    trial = copy.deepcopy(session.answers)
+    set_path(trial, key, value)
+    try:
+        validate_partial(trial)
+    except WorkloadError as exc:
+        raise AnswerError(exc.message, exc) from None
+    if key == "model" and isinstance(value, str):
+        try:
+            return load_catalog().model(value)["id"]
+        except UnknownEntry as exc:
+            raise AnswerError(str(exc)) from None
+    return value
+
+
+def validate_partial(data: Any, file: str = "<answers>") -> None:
+    """Workload validation that allows a missing model (it is asked first)."""
+    if isinstance(data, dict) and "model" not in data and "models" not in data:
+        data = {**data, "model": "?"}
+    validate_workload(data, file)
+
+
+def plan_answers(session: Session, rulebase: RuleBase) -> PlanResult:
+    """The plan of the answers so far, every other input at its default (needs the model)."""
+    return plan_of(session.answers, rulebase)
+
+
+def prepare(rulebase: RuleBase) -> None:
+    """Load what answering needs before the first question: the catalog (the model's name is
+    checked against it) and the rule base's question map."""
+    load_catalog()
+    ask_map(rulebase)
+
+
+def ask_run(session: Session, rulebase: RuleBase, on_plan: Callable[[], None] | None = None) -> AskRun:
+    """What the next questions need from the rules for the answers so far, computed on demand."""
+    return AskRun(rulebase, session.answers, on_plan)
+
+
+# HOW and WHY-NOT over the plan are engine/explain.py's `explain` and `why_not`, shared with the
+# auditor's commands (one implementation).
+
+
+# ----- the answers file ------------------------------------------------------------------------
+
+def dump_answers(session: Session) -> str:
+    """The workload YAML with the interview state in leading comments (a valid workload file)."""
+    ordered: dict[str, Any] = {}
+    for d in input_defs():
+        if session.answered(d.key):
+            set_path(ordered, d.key, session.value(d.key))
+    lines = [HEADER,
+             f"# asked: {', '.join(session.asked)}",
+             f"# skipped: {', '.join(k for k in askable_keys() if k in session.skipped)}",
+             f"# status: {'done' if session.done else 'open'}"]
+    body = yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, default_flow_style=False) if ordered else ""
+    return "\n".join(lines) + "\n" + body
+
+
+def askable_keys() -> list[str]:
+    return [d.key for d in askable()]
+
+
+def save_answers(path: str | Path, session: Session) -> None:
+    """Atomic write (temporary file in the same folder, then rename): never a half-written file;
+    raises :class:`~.yamlio.OutputError` for a device, FIFO, folder or unwritable place."""
+    write_text_atomic(path, dump_answers(session), fsync=True)
+
+
+def _comment(text: str, name: str) -> list[str] | None:
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        body = line[1:].strip()
+        if body.startswith(name + ":"):
+            return [k.strip() for k in body[len(name) + 1:].split(",") if k.strip()]
+    return None
+
+
+def load_answers(path: str | Path) -> Session:
+    """Read an answers file (or any workload file): answers, and the interview state if recorded.
+
+    Raises :class:`WorkloadError` (file, field, message) when it is not a valid partial workload."""
+    name = display_name(path)
+    try:
+        text = read_text(path)
+        data, lines = load_text(text, name)
+    except YamlError as exc:
+        raise WorkloadError(exc.path, exc.line, "", exc.message) from None
+    data = data or {}
+    if isinstance(data, dict) and "model" not in data and "models" not in data:
+        validate_workload({**data, "model": "?"}, name, lines)
+    else:
+        validate_workload(data, name, lines)
+    keys = set(askable_keys())
+    asked = [k for k in (_comment(text, "asked") or []) if k in keys]
+    skipped = {k for k in (_comment(text, "skipped") or []) if k in keys}
+    status = _comment(text, "status") or []
+    return Session(answers=data, asked=asked, skipped=skipped, done=status == ["done"])

@@ -1,0 +1,221 @@
+"""Build a plan: workload → input facts → rule run → the plan document of CONTRACTS §4.
+
+A workload with several models (``models:``) is planned one pool at a time and combined by
+engine/pools.py; both share the plan's parts through engine/plan_contract.py."""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, load_workload
+from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
+from servewise.engine.app.plan_contract import closure as _closure
+from servewise.engine.app.pools import combine, sub_workload
+from servewise.engine.common.messages import both, message
+from servewise.engine.domain.catalog import UnknownEntry, load_catalog
+from servewise.engine.domain.functions import RunContext
+from servewise.engine.lang.factdict import MODEL_FACT_FIELDS
+from servewise.engine.lang.rulebase import RuleBase, load_rules
+from servewise.engine.runtime.memory import Memory, Origin
+from servewise.engine.runtime.runner import Runner
+
+
+def servewise_version() -> str:
+    try:
+        return version("servewise")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+def custom_model(spec: dict[str, Any]) -> dict[str, Any]:
+    """A catalog-shaped model entry from a workload's custom-model mapping."""
+    entry = {k: v for k, v in spec.items() if k not in ("name", "params_b")}
+    entry["id"] = spec["name"]
+    entry["total_params_b"] = spec["params_b"]
+    entry.setdefault("num_kv_heads", spec["num_attention_heads"])
+    entry.setdefault("head_dim", spec["hidden_size"] // spec["num_attention_heads"])
+    entry.setdefault("attention_type", "MHA" if entry["num_kv_heads"] == spec["num_attention_heads"] else "GQA")
+    entry.setdefault("intermediate_size", 4 * spec["hidden_size"])
+    entry.setdefault("vocab_size", 128000)
+    entry["sources"] = [{"ref": "workload file (custom model)", "status": "user"}]
+    return entry
+
+
+def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunContext,
+                file: str = "<workload>") -> dict[str, tuple[Any, Origin]]:
+    """Every input as a fact, plus the model's architecture from the catalog."""
+    facts: dict[str, tuple[Any, Origin]] = {}
+    for key, value in flatten(workload).items():
+        if key == "models":
+            continue
+        kind = "default" if key in defaults_used else "input"
+        facts[key] = (value, Origin(kind, f"workload:{key}"))
+    model_spec = workload.get("model")
+    if model_spec is None:
+        raise WorkloadError(file, 0, "model", "missing required field 'model' (or 'models')")
+    if isinstance(model_spec, dict):
+        entry = custom_model(model_spec)
+        ctx.custom_models[entry["id"]] = entry
+        ref = "workload:model"
+    else:
+        try:
+            entry = ctx.catalog.model(model_spec)
+        except UnknownEntry as exc:
+            raise WorkloadError(file, 0, "model", str(exc)) from None
+        ref = f"catalog:models/{entry['id']}"
+    facts["model"] = (entry["id"], Origin("input", "workload:model"))
+    facts["model.id"] = (entry["id"], Origin("catalog", ref))
+    for f in MODEL_FACT_FIELDS:
+        facts[f"model.{f}"] = (entry.get(f), Origin("catalog", ref))
+    return facts
+
+
+def _section(mem: Memory, prefix: str, fields: tuple[str, ...]) -> tuple[dict[str, Any], list[int]]:
+    out: dict[str, Any] = {}
+    steps = []
+    for f in fields:
+        key = f"{prefix}.{f}"
+        out[f] = mem.values.get(key)
+        if key in mem.value_step:
+            steps.append(mem.value_step[key])
+    for key in sorted(mem.values):  # extra fields rules chose beyond the contract
+        if key.startswith(prefix + ".") and key.count(".") == prefix.count(".") + 1:
+            f = key.rsplit(".", 1)[1]
+            if f not in out:
+                out[f] = mem.values[key]
+                if key in mem.value_step:
+                    steps.append(mem.value_step[key])
+    return out, steps
+
+
+def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
+             rulebase: RuleBase) -> dict[str, Any]:
+    components: dict[str, Any] = {}
+    roots: list[int] = []
+    undecided: list[str] = []
+    for comp, fields in COMPONENT_FIELDS.items():
+        section, steps = _section(mem, f"components.{comp}", fields)
+        components[comp] = section
+        roots += steps
+        if not steps:
+            undecided.append(comp)
+    for key in sorted(mem.values):  # components beyond the contract (isolation, monitoring...)
+        if key.startswith("components."):
+            comp = key.split(".")[1]
+            if comp not in components:
+                section, steps = _section(mem, f"components.{comp}", ())
+                components[comp] = section
+                roots += steps
+    performance, steps = _section(mem, "performance", PERFORMANCE_FIELDS)
+    roots += steps
+    cost, steps = _section(mem, "cost", COST_FIELDS)
+    roots += steps
+    bom = mem.values.get("bom.lines") or []  # capex_cny = Σ qty × midpoint of unit_price_cny
+    if "bom.lines" in mem.value_step:
+        roots.append(mem.value_step["bom.lines"])
+    roots += [w["step"] for w in mem.warnings] + [a["step"] for a in mem.asks]
+    feasible = mem.values.get("plan.feasible")
+    if feasible is None:
+        feasible = mem.values.get("chosen.id") is not None
+    if "plan.feasible" in mem.value_step:
+        roots.append(mem.value_step["plan.feasible"])
+    if not feasible:  # say so explicitly instead of leaving empty components unexplained
+        for comp in undecided:
+            components[comp]["status"] = message("plan.not-planned", "en")
+    warnings = [{"rule": w["rule"], "severity": w["severity"], "message": w["message"]["en"],
+                 "message_i18n": w["message"]} for w in mem.warnings]
+    for comp in undecided if feasible else []:
+        texts = both("plan.undecided-component", component=comp)
+        warnings.append({"rule": "engine.undecided-component", "severity": "warning",
+                         "message": texts["en"], "message_i18n": texts})
+    rejected = [{"option": r["option"], "kind": r["kind"], "rule": r["rule"],
+                 "because": r["because"]["en"], "because_i18n": r["because"],
+                 "values": r.get("values", {})} | ({"ranked": True} if r.get("ranked") else {})
+                for r in mem.rejections]
+    trace = []
+    for s in _closure(mem, roots):
+        step = dict(s)
+        src = step["source"]
+        step["source"] = [cite(x) for x in src] if isinstance(src, list) else cite(src)
+        step["because_i18n"] = step["because"]
+        step["because"] = step["because"]["en"]
+        trace.append(step)
+    return {
+        "servewise_version": servewise_version(),
+        "knowledge_hash": rulebase.knowledge_hash,
+        "workload": workload,
+        "defaults_used": sorted(defaults_used),
+        "feasible": bool(feasible),
+        "components": components,
+        "performance": performance,
+        "bom": bom,
+        "cost": cost,
+        "warnings": warnings,
+        "rejected": rejected,
+        "asks": [{"input": a["input"], "rule": a["rule"], "because": a["because"]} for a in mem.asks],
+        "trace": trace,
+    }
+
+
+def plan_workload(workload: dict[str, Any], defaults_used: list[str],
+                  rulebase: RuleBase | None = None, file: str = "<workload>",
+                  provided: frozenset[str] | None = None,
+                  cache: dict[tuple, Any] | None = None) -> PlanResult:
+    """Run the rules over a validated, default-filled workload. ``cache``: the domain functions'
+    memory of results (RunContext.cache), shared by the pools of one several-model plan."""
+    rulebase = rulebase or load_rules()
+    if workload.get("model") is None and workload.get("models"):
+        entries = workload["models"]
+        # the pools of this plan remember domain-function results together (pure functions of
+        # their arguments and the catalog), unless a pool brings its own model definition
+        shared: dict[tuple, Any] | None = {} if all(isinstance(e.get("model"), str) for e in entries) else None
+        results = []
+        for entry in entries:
+            sub, extra = sub_workload(workload, entry)
+            results.append(plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
+                                               or entry.get("peak_qps") is None] + extra,
+                                         rulebase, file, provided, shared))
+
+        def replan(entry: dict[str, Any], gpu: str) -> PlanResult:  # the pool on another host GPU
+            sub, extra = sub_workload(workload, entry)
+            sub["constraints"]["gpu_models"] = [gpu]
+            return plan_workload(sub, [d for d in defaults_used if d != "constraints.gpu_models" and (
+                d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided,
+                shared)
+        return PlanResult(combine(workload, defaults_used, entries, results, replan), results[0].memory)
+    mem = run_rules(workload, defaults_used, rulebase, file, provided, cache=cache)
+    return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
+
+
+def run_rules(workload: dict[str, Any], defaults_used: list[str], rulebase: RuleBase,
+              file: str = "<workload>", provided: frozenset[str] | None = None,
+              stop_after: str | None = None, cache: dict[tuple, Any] | None = None) -> Memory:
+    """The rule run of one model's plan, stopped after stage ``stop_after`` if given (the
+    interview runs only the stages that decide its next question: engine/askplan.py); ``cache``
+    as in :func:`plan_workload`."""
+    if provided is None:
+        provided = frozenset(d.key for d in input_defs()
+                             if d.key not in defaults_used and get_path(workload, d.key) is not None)
+    ctx = RunContext(load_catalog(), provided=provided, cache={} if cache is None else cache)
+    facts = input_facts(workload, defaults_used, ctx, file)
+    return Runner(rulebase).run(facts, ctx, stop_after=stop_after)
+
+
+def rules_dirs_record(dirs: list[Path] | list[str]) -> list[dict[str, str]]:
+    """The extra rule folders (``--rules-dir``) as recorded in a plan: path and hash of their rule
+    files, so that `audit` re-runs with the same folders and notices when they changed."""
+    from servewise.engine.lang.rulebase import compute_hash, rule_files
+
+    return [{"path": str(d), "hash": compute_hash(rule_files([Path(d)]))} for d in dirs]
+
+
+def plan_file(path: str | Path, rulebase: RuleBase | None = None,
+              rules_dirs: list[Path] | None = None) -> PlanResult:
+    """Plan a workload file (``-`` is stdin); ``rules_dirs`` are recorded in the plan when given."""
+    workload, defaults_used = load_workload(path)
+    result = plan_workload(workload, defaults_used, rulebase, "<stdin>" if str(path) == "-" else str(path))
+    if rules_dirs:
+        result.plan["rules_dirs"] = rules_dirs_record(rules_dirs)
+    return result

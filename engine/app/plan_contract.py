@@ -1,0 +1,66 @@
+"""What a plan is made of (CONTRACTS §4), shared by planning one model (engine/plan.py) and
+combining several pools (engine/pools.py) without either importing the other's internals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servewise.engine.lang.rulebase import guidelines
+from servewise.engine.runtime.memory import Memory
+
+COMPONENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "gpu": ("model", "count", "per_server", "precision", "tensor_parallel", "replicas",
+            "vram_per_gpu_gib"),
+    "servers": ("count", "form"),
+    "cpu": ("model", "sockets", "cores_total"),
+    "memory": ("capacity_gb", "type", "channels_populated"),
+    "interconnect": ("intra_node", "pcie_lanes_per_gpu"),
+    "network": ("inter_node", "switch_features"),
+    "storage": ("system", "model_store", "raid", "capacity_tb"),
+    "power": ("server_draw_w", "psu_total_w", "redundancy"),
+    "cooling": ("type",),
+    "rack": ("power_kw_per_rack", "servers_per_rack"),
+    "software": ("framework", "settings"),
+}
+PERFORMANCE_FIELDS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "max_concurrency", "meets_sla")
+COST_FIELDS = ("capex_cny", "capex_range_cny", "monthly_opex_cny", "cny_per_million_tokens", "buy_or_rent")
+
+
+@dataclass
+class PlanResult:
+    plan: dict[str, Any]
+    memory: Memory
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self.plan["feasible"])
+
+
+def cite(source: dict[str, Any]) -> dict[str, Any]:
+    """A rule's source with the guideline's section and verbatim quote attached."""
+    out = dict(source)
+    ids = source.get("guideline")
+    first = ids[0] if isinstance(ids, list) else ids
+    if first and first in guidelines():
+        g = guidelines()[first]
+        out.setdefault("doc", g["source"]["doc"])
+        out.setdefault("section", g["source"]["section"])
+        out.setdefault("quote", g["quote"])
+    return out
+
+
+def closure(mem: Memory, roots: list[int]) -> list[dict[str, Any]]:
+    """The steps behind ``roots``: the roots and, recursively, the steps of their premises."""
+    by_no = {s["step"]: s for s in mem.steps}
+    keep: set[int] = set()
+    todo = [r for r in roots if r is not None]
+    while todo:
+        n = todo.pop()
+        if n in keep or n not in by_no:
+            continue
+        keep.add(n)
+        for p in by_no[n]["premises"]:
+            if "step" in p:
+                todo.append(p["step"])
+    return [by_no[n] for n in sorted(keep)]

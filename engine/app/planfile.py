@@ -1,0 +1,92 @@
+"""Read and validate a saved plan (``servewise plan --format json``) before the auditor's tools use it.
+
+A plan file may have been edited by hand or tampered with: it must be strict JSON (no NaN or
+Infinity), match ``servewise schema plan``, and its trace links must point backwards at existing
+steps. Errors name the file and the JSON path, in one line.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from servewise.engine.common.paths import PACKAGE_ROOT
+from servewise.engine.common.yamlio import YamlError, read_text
+
+SCHEMA_FILE = PACKAGE_ROOT / "facts" / "schemas" / "plan.schema.json"
+MAX_PLAN_BYTES = 64 << 20  # the largest example plan is about 1 MB
+
+
+class PlanFileError(ValueError):
+    """An unusable plan file; ``where`` is the JSON path (``trace[3].premises[0].step``) or ''."""
+
+    def __init__(self, file: str, where: str, message: str):
+        self.file, self.where, self.message = file, where, message
+        super().__init__(f"{file}: {where}: {message}" if where else f"{file}: {message}")
+
+
+@lru_cache(maxsize=1)
+def plan_validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+
+
+def _json_path(parts: Any) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def parse_plan(text: str, file: str) -> dict[str, Any]:
+    """Parse and validate plan JSON text; raise :class:`PlanFileError`."""
+    try:
+        data = json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise PlanFileError(file, f"line {exc.lineno}", f"not a plan JSON file: {exc.msg}") from None
+    except RecursionError:
+        raise PlanFileError(file, "", "not a plan JSON file: nested too deeply") from None
+    except ValueError as exc:
+        raise PlanFileError(file, "", f"not a plan JSON file: {exc}") from None
+    validate_plan(data, file)
+    return data
+
+
+def validate_plan(data: Any, file: str = "<plan>") -> None:
+    """Raise :class:`PlanFileError` unless ``data`` is a plan the auditor's tools can use."""
+    if not isinstance(data, dict) or "trace" not in data or "knowledge_hash" not in data:
+        raise PlanFileError(file, "", "not a servewise plan (make one with servewise plan W.yaml --format json)")
+    try:
+        error = jsonschema.exceptions.best_match(plan_validator().iter_errors(data))
+    except RecursionError:
+        raise PlanFileError(file, "", "nested too deeply") from None
+    if error is not None:
+        where = _json_path(error.absolute_path) or "(top level)"
+        message = error.message if len(error.message) <= 160 else error.message[:157] + "..."
+        raise PlanFileError(file, where, f"{message} (see servewise schema plan)")
+    seen: set[int] = set()
+    for i, step in enumerate(data["trace"]):
+        n = step["step"]
+        if n in seen:
+            raise PlanFileError(file, f"trace[{i}].step", f"step {n} appears twice")
+        seen.add(n)
+        for j, premise in enumerate(step["premises"]):
+            if "step" in premise and premise["step"] not in seen - {n}:
+                raise PlanFileError(file, f"trace[{i}].premises[{j}].step",
+                                    f"points at step {premise['step']}, which is not an earlier step of the trace")
+
+
+def load_plan_file(path: str | Path) -> dict[str, Any]:
+    """Read a plan file (a regular file, or ``-`` for stdin) and validate it."""
+    try:
+        text = read_text(path, MAX_PLAN_BYTES)
+    except YamlError as exc:
+        raise PlanFileError(str(path), "", exc.message) from None
+    return parse_plan(text, "<stdin>" if str(path) == "-" else str(path))

@@ -1,0 +1,374 @@
+"""Several models hosted together (`models:` in the workload).
+
+Each model is planned as its own pool of GPUs by the same rules (the sources put different
+models on separate GPUs or MIG instances, G-ISO-010), then the pools are combined into one plan:
+counts add up, equal choices are kept, differing choices are listed per model, and one
+composition step per component links the combined value to the pool steps that decided it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from servewise.engine.app.inputs import input_defs
+from servewise.engine.app.plan_contract import COMPONENT_FIELDS, PlanResult, cite
+from servewise.engine.app.plan_contract import closure as _closure
+from servewise.engine.app.pools_pack import PackedOption, packed_option, separate_rack
+from servewise.engine.common.messages import LANGS, both, message
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.functions import RunContext, catalog, reset_context, use_context
+
+SUMMED = {("gpu", "count"), ("gpu", "replicas"), ("servers", "count"), ("storage", "capacity_tb")}
+STEP_OFFSET = 100_000
+COMBINE_SOURCE = {"guideline": ["G-ISO-010", "G-ISO-002", "G-MEM-007"]}
+PACK_SOURCE = {"guideline": ["G-ISO-010", "G-ISO-003", "G-ISO-006", "G-STO-008", "G-MEM-020"]}
+PACKED_COMPONENTS = ("servers", "cpu", "memory", "storage", "power", "cooling", "rack")
+
+
+def sub_workload(workload: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The single-model workload of one pool (its own model and peak QPS)."""
+    sub = copy.deepcopy(workload)
+    sub["model"] = entry["model"]
+    sub["models"] = None
+    extra: list[str] = []
+    if entry.get("peak_qps") is not None:
+        sub["traffic"]["peak_qps"] = entry["peak_qps"]
+    return sub, extra
+
+
+def _label(entry: dict[str, Any]) -> str:
+    model = entry["model"] if isinstance(entry["model"], str) else entry["model"]["name"]
+    return f"{model} ({entry['tenant']})" if entry.get("tenant") else model
+
+
+def _combine_field(comp: str, field: str, values: list[tuple[str, Any]]) -> Any:
+    present = [v for _, v in values]
+    if (comp, field) in SUMMED and all(isinstance(v, (int, float)) for v in present):
+        total = sum(present)
+        return round(total, 3) if isinstance(total, float) else total
+    if all(v == present[0] for v in present):
+        return present[0]
+    if comp == "gpu" and field in ("per_server", "tensor_parallel") and all(isinstance(v, int) for v in present):
+        return max(present)
+    return "; ".join(f"{label}: {value}" for label, value in values)
+
+
+def _shift(step: dict[str, Any], offset: int, prefix: str) -> dict[str, Any]:
+    out = copy.deepcopy(step)
+    out["step"] += offset
+    out["pool"] = prefix
+    for p in out["premises"]:
+        if "step" in p:
+            p["step"] += offset
+    return out
+
+
+def _both_by_lang(code: str, per_lang: dict[str, dict[str, Any]], **args: Any) -> dict[str, str]:
+    """Like ``both`` where some arguments are themselves language-specific texts."""
+    return {lang: message(code, lang, **args, **per_lang.get(lang, per_lang["en"])) for lang in LANGS}
+
+
+def _monthly(capex: Any, opex: Any, months: int) -> float | None:
+    if not isinstance(capex, (int, float)) or not isinstance(opex, (int, float)):
+        return None
+    return round(capex / months + opex)
+
+
+def _tenants(option: PackedOption | None, labels: list[str], results: list[PlanResult]) -> list[dict[str, Any]]:
+    """What separates each tenant (pool) from the others."""
+    out = []
+    for i, label in enumerate(labels):
+        v = results[i].memory.values
+        if option is None or not v.get("pack.may_share_server", True):
+            texts = both("pools.tenant-own-servers")
+            out.append({"pool": label, "isolation": texts["en"], "isolation_i18n": texts, "servers": []})
+            continue
+        where = [k for k, s in enumerate(option.servers) if label in s["pools"]]
+        others_en = others_zh = ""
+        for k in where:
+            mates = [p for p in option.servers[k]["pools"] if p != label]
+            if mates:
+                t = both("pools.tenant-shares-with", server=k + 1, pools=", ".join(mates))
+                others_en += t["en"]
+                others_zh += t["zh"]
+        unit = v.get("pack.unit")
+        if unit in ("mig", "mps"):
+            texts = _both_by_lang(f"pools.tenant-{unit}", {"en": {"others": others_en}, "zh": {"others": others_zh}},
+                                  profile=v.get("pack.slice_profile"))
+        else:
+            texts = _both_by_lang("pools.tenant-gpu", {"en": {"others": others_en}, "zh": {"others": others_zh}},
+                                  gpus=v.get("chosen.gpus"), gpu=v.get("chosen.gpu"))
+        out.append({"pool": label, "isolation": texts["en"], "isolation_i18n": texts,
+                    "unit": unit, "servers": [k + 1 for k in where]})
+    return out
+
+
+def _mig_host(results: list[PlanResult], hosts: list[str]) -> str | None:
+    """A MIG-capable GPU to try as host besides the pools' own choices: the best-ranked feasible
+    alternative with MIG instances among the pools' ranked options (largest pool first), where MIG
+    slices may let several small pools share one card."""
+    for r in results:
+        for rej in r.plan["rejected"]:
+            gpu = str(rej["option"]).split(" | ")[0]
+            if rej.get("ranked") and gpu not in hosts and catalog("gpus", gpu, "mig") is True \
+                    and catalog("gpus", gpu, "mig_max_instances"):
+                return gpu
+    return None
+
+
+def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], labels: list[str],
+                  results: list[PlanResult], replan: Callable[[dict[str, Any], str], PlanResult] | None
+                  ) -> tuple[list[PlanResult], PackedOption | None, dict[str, Any]]:
+    """Separate servers per pool vs the pools packed into shared servers of one host GPU model (each
+    GPU model some pool chose, the others re-planned on it): the cheapest per month (capex written off
+    over min(horizon, 36) months + opex) within what the rules allow each pool to share."""
+    months = min(workload["deployment"]["horizon_months"], 36)
+    plans = [r.plan for r in results]
+    sep_capex = sum(p["cost"].get("capex_cny") or 0 for p in plans)
+    sep_opex = sum(p["cost"].get("monthly_opex_cny") or 0 for p in plans)
+    sep_servers = sum(p["components"]["servers"].get("count") or 0 for p in plans)
+    separate = {"option": "separate", "servers": sep_servers, "capex_cny": sep_capex,
+                "monthly_opex_cny": sep_opex, "monthly_cost_cny": _monthly(sep_capex, sep_opex, months)}
+    options: list[dict[str, Any]] = [separate]
+    best: tuple[float, list[PlanResult], PackedOption] | None = None
+    reasons: list[str] = []
+    if replan is not None and len(results) > 1 and all(r.feasible for r in results) and workload["mode"] != "edge":
+        order = sorted(range(len(results)), key=lambda i: (-(results[i].memory.values.get("chosen.gpus") or 0), i))
+        hosts = list(dict.fromkeys(str(results[i].memory.values.get("chosen.gpu")) for i in order))
+        token = use_context(RunContext(load_catalog()))
+        try:
+            mig = _mig_host([results[i] for i in order], hosts)
+            hosts += [mig] if mig else []
+            for gpu in hosts:
+                used: list[PlanResult] = []
+                for e, r, lb in zip(entries, results, labels, strict=True):  # stop at the first misfit
+                    used.append(r if r.memory.values.get("chosen.gpu") == gpu else replan(e, gpu))
+                    if not used[-1].feasible:
+                        reasons.append(f"{lb} cannot run on {gpu}")
+                        options.append({"option": f"packed on {gpu}", "feasible": False,
+                                        "reason": f"{lb}: no feasible configuration on {gpu}"})
+                        break
+                if not all(u.feasible for u in used):
+                    continue
+                values = {lb: u.memory.values for lb, u in zip(labels, used, strict=True)}
+                limit = max(float(v.get("facility.rack_limit_kw") or 0) for v in values.values()) or 6.0
+                opt = packed_option(gpu, labels, values, workload, limit)
+                if opt is None:
+                    reasons.append(f"a pool on {gpu} spans servers or has no packing conclusion")
+                    continue
+                options.append({"option": f"packed on {gpu}", "feasible": True, "servers": len(opt.servers),
+                                "capex_cny": opt.cost["capex_cny"], "monthly_opex_cny": opt.cost["monthly_opex_cny"],
+                                "monthly_cost_cny": opt.cost["monthly_cost_cny"]})
+                if best is None or opt.cost["monthly_cost_cny"] < best[0]:
+                    best = (opt.cost["monthly_cost_cny"], used, opt)
+        finally:
+            reset_context(token)
+    sep_monthly = separate["monthly_cost_cny"]
+    packed = best is not None and sep_monthly is not None and best[0] < sep_monthly
+    fmt = {"count": len(results), "sep_servers": sep_servers, "sep_monthly": sep_monthly or 0}
+    if packed and best is not None:
+        _, used, opt = best
+        level = workload["constraints"].get("tenant_isolation") or "hard"
+        labels_zh = next((d.labels.get("zh", {}) for d in input_defs() if d.key == "constraints.tenant_isolation"), {})
+        texts = _both_by_lang("pools.packed-chosen", {"en": {"isolation": level},
+                                                      "zh": {"isolation": labels_zh.get(level, level)}},
+                              servers=len(opt.servers), gpu=opt.host_gpu, monthly=best[0],
+                              capex=int(opt.cost["capex_cny"]), months=months, opex=opt.cost["monthly_opex_cny"], **fmt)
+        tenants = _tenants(opt, labels, used)
+    else:
+        if best is not None:
+            why = both("pools.packed-dearer", servers=len(best[2].servers), gpu=best[2].host_gpu, monthly=best[0])
+        else:
+            reason = "; ".join(reasons) or "one pool only, or a pool is infeasible"
+            why = both("pools.no-packing", reason=reason)
+        texts = _both_by_lang("pools.separate-chosen", {lang: {"why": why[lang]} for lang in why}, **fmt)
+        used, opt = results, None
+        tenants = _tenants(None, labels, results)
+    packing = {"chosen": "packed" if opt else "separate", "host_gpu": opt.host_gpu if opt else None,
+               "because": texts["en"], "because_i18n": texts, "options": options, "tenants": tenants,
+               "tenant_isolation": workload["constraints"].get("tenant_isolation"),
+               "servers": opt.servers if opt else []}
+    return used, opt, packing
+
+
+def _component_texts(option: PackedOption | None, components: dict[str, Any],
+                     packing: dict[str, Any]) -> dict[str, dict[str, str]]:
+    """The explanation of each component sized once per physical server (or of the shared racks)."""
+    rack = components["rack"]
+    rack_args = {"count": components["servers"].get("count"), "limit": rack.get("rack_limit_kw"),
+                 "per_rack": rack.get("servers_per_rack"), "racks": rack.get("racks"),
+                 "draw": (option.components["power"]["server_draw_w"] if option else
+                          components["power"].get("server_draw_w"))}
+    if option is None:
+        return {"rack": both("pools.pack-rack", **rack_args)} if rack.get("racks") else {}
+    sv = option.servers
+    return {
+        "servers": both("pools.pack-servers", count=len(sv), gpu=option.host_gpu,
+                        gpus=", ".join(str(x["gpus_installed"]) for x in sv), sku=", ".join(x["sku"] for x in sv)),
+        "cpu": both("pools.pack-cpu", detail="; ".join(components["cpu"]["per_server"])),
+        "memory": both("pools.pack-memory", detail="; ".join(components["memory"]["per_server"])),
+        "storage": both("pools.pack-storage", detail="; ".join(
+            f"{x['models_tb']} TB models + {x['logs_tb']} TB logs = {x['store_tb']} TB on {x['drives']} × "
+            f"{x['drive_tb']} TB {x['ssd']} ({x['raid']})" for x in sv)),
+        "power": both("pools.pack-power", detail=", ".join(str(x["draw_w"]) for x in sv)),
+        "cooling": both("pools.pack-cooling", type=components["cooling"]["type"]),
+        "rack": both("pools.pack-rack", **rack_args),
+    }
+
+
+def _dedupe_warnings(warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A warning several pools share (same rule, same text) appears once, naming the pools."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for w in warnings:
+        groups.setdefault((w["rule"], w["raw"]), []).append(w)
+    out = []
+    for ws in groups.values():
+        w = dict(ws[0])
+        pools = [x["pool"] for x in ws]
+        raw, raw_i18n = w.pop("raw"), w.pop("raw_i18n")
+        if len(pools) > 1 or pools[0] is not None:
+            names = ", ".join(p for p in pools if p)  # message_i18n stays unprefixed (renderers add the pool)
+            w.update(message=f"[{names}] {raw}", message_i18n=raw_i18n, pool=names, pools=[p for p in pools if p])
+        out.append(w)
+    return out
+
+
+def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[dict[str, Any]],
+            results: list[PlanResult],
+            replan: Callable[[dict[str, Any], str], PlanResult] | None = None) -> dict[str, Any]:
+    labels = [_label(e) for e in entries]
+    results, option, packing = choose_layout(workload, entries, labels, results, replan)
+    plans = [r.plan for r in results]
+    first = plans[0]
+    trace: list[dict[str, Any]] = []
+    for i, (label, plan) in enumerate(zip(labels, plans, strict=True)):
+        trace += [_shift(s, (i + 1) * STEP_OFFSET, label) for s in plan["trace"]]
+    components: dict[str, Any] = {}
+    next_step = (len(plans) + 1) * STEP_OFFSET
+    for comp in [*COMPONENT_FIELDS, *sorted({c for p in plans for c in p["components"]} - set(COMPONENT_FIELDS))]:
+        fields = sorted({f for p in plans for f in p["components"].get(comp, {})})
+        section = {}
+        for f in fields:
+            section[f] = _combine_field(comp, f, [(lb, p["components"].get(comp, {}).get(f))
+                                                   for lb, p in zip(labels, plans, strict=True)])
+        components[comp] = section
+        if option is not None and comp in PACKED_COMPONENTS:
+            continue  # sized once per physical server: the pools.pack steps below
+        premises = []
+        for i, plan in enumerate(plans):
+            for s in plan["trace"]:
+                if any(c["fact"].startswith(f"components.{comp}.") for c in s["conclusions"]):
+                    premises.append({"fact": f"pools[{labels[i]}].components.{comp}",
+                                     "value": plan["components"].get(comp), "step": s["step"] + (i + 1) * STEP_OFFSET})
+        if not premises:
+            continue
+        texts = both("pools.combine", count=len(plans), component=comp)
+        trace.append({
+            "step": next_step, "rule": "pools.combine", "stage": "bom", "source": cite(COMBINE_SOURCE),
+            "item": None, "premises": premises,
+            "conclusions": [{"fact": f"components.{comp}.{f}", "value": v} for f, v in section.items()],
+            "because": texts["en"], "because_i18n": texts,
+        })
+        next_step += 1
+    perf = [p["performance"] for p in plans]
+    cost = [p["cost"] for p in plans]
+
+    def total(key: str, rows: list[dict[str, Any]]) -> Any:
+        vals = [r.get(key) for r in rows]
+        return round(sum(vals), 3) if all(isinstance(v, (int, float)) for v in vals) else None
+
+    def worst(key: str) -> Any:
+        vals = [r.get(key) for r in perf]
+        return max(vals) if all(isinstance(v, (int, float)) for v in vals) else None
+
+    tokens = [r.get("output_tokens_per_s") or 0 for r in perf]
+    per_m = [c.get("cny_per_million_tokens") for c in cost]
+    weighted = (round(sum(t * c for t, c in zip(tokens, per_m, strict=True)) / sum(tokens), 3)
+                if sum(tokens) > 0 and all(isinstance(c, (int, float)) for c in per_m) else None)
+    decisions = {c.get("buy_or_rent") for c in cost}
+    warnings = _dedupe_warnings([dict(w, raw=w["message"], raw_i18n=w.get("message_i18n") or {"en": w["message"]},
+                                      pool=labels[i]) for i, p in enumerate(plans) for w in p["warnings"]])
+    if option is not None:
+        for comp in PACKED_COMPONENTS:
+            components[comp] = option.components[comp]
+        components["gpu"] = dict(components["gpu"], count=sum(sv["gpus_installed"] for sv in option.servers),
+                                 per_server=max(sv["gpus_installed"] for sv in option.servers))
+    else:
+        components["rack"] = dict(components["rack"], **separate_rack(plans))
+    components["isolation"] = dict(components.get("isolation") or {},
+                                   per_tenant={t["pool"]: t["isolation"] for t in packing["tenants"]})
+    premises = [{"fact": f"pools[{labels[i]}].pack.unit", "value": r.memory.values.get("pack.unit"),
+                 "step": r.memory.value_step["pack.unit"] + (i + 1) * STEP_OFFSET}
+                for i, r in enumerate(results) if "pack.unit" in r.memory.value_step]
+    kept = {s["step"] for s in trace}
+    for i, r in enumerate(results):  # the pack.* steps and what they read join the trace
+        roots = [st["step"] for st in r.memory.steps if any(c["fact"].startswith("pack.") for c in st["conclusions"])]
+        for st in _closure(r.memory, roots):
+            shifted = st["step"] + (i + 1) * STEP_OFFSET
+            if shifted not in kept:
+                kept.add(shifted)
+                step = dict(st)
+                src = step["source"]
+                step["source"] = [cite(x) for x in src] if isinstance(src, list) else cite(src)
+                step["because_i18n"] = step["because"]
+                step["because"] = step["because"]["en"]
+                trace.append(_shift(step, (i + 1) * STEP_OFFSET, labels[i]))
+    decision = next_step
+    trace.append({"step": decision, "rule": "pools.pack", "stage": "bom", "source": cite(PACK_SOURCE),
+                  "item": None, "premises": premises,
+                  "conclusions": [{"fact": "packing.chosen", "value": packing["chosen"]},
+                                  {"fact": "packing.options", "value": packing["options"]}],
+                  "because": packing["because"], "because_i18n": packing["because_i18n"]})
+    for comp, texts in _component_texts(option, components, packing).items():
+        next_step += 1
+        trace.append({"step": next_step, "rule": "pools.pack", "stage": "bom", "source": cite(PACK_SOURCE),
+                      "item": None,
+                      "premises": [{"fact": "packing.chosen", "value": packing["chosen"], "step": decision}],
+                      "conclusions": [{"fact": f"components.{comp}.{f}", "value": v}
+                                      for f, v in sorted(components[comp].items())],
+                      "because": texts["en"], "because_i18n": texts})
+    trace.sort(key=lambda st: st["step"])
+    if option is not None and len(option.servers) == 1:
+        texts = both("pools.packed-one-server", count=len(plans))
+        warnings.append({"rule": "pools.pack", "severity": "warning", "pool": ", ".join(labels),
+                         "pools": labels, "message": texts["en"], "message_i18n": texts})
+    if len(decisions) > 1:
+        texts = both("pools.buy-or-rent-differ")
+        warnings.append({"rule": "pools.combine", "severity": "warning", "pool": None,
+                         "message": texts["en"], "message_i18n": texts})
+    return {
+        "servewise_version": first["servewise_version"],
+        "knowledge_hash": first["knowledge_hash"],
+        "workload": workload,
+        "defaults_used": sorted(defaults_used),
+        "feasible": all(p["feasible"] for p in plans),
+        "components": components,
+        "performance": {
+            "ttft_ms": worst("ttft_ms"), "tpot_ms": worst("tpot_ms"),
+            "output_tokens_per_s": total("output_tokens_per_s", perf),
+            "max_concurrency": total("max_concurrency", perf),
+            "meets_sla": all(r.get("meets_sla") for r in perf),
+        },
+        "bom": (option.bom if option is not None else
+                [dict(line, pool=labels[i]) for i, p in enumerate(plans) for line in p.get("bom") or []]),
+        "packing": packing,
+        "cost": option.cost | {"cny_per_million_tokens": weighted, "buy_or_rent": "buy"} if option is not None else {
+            "capex_cny": total("capex_cny", cost),
+            "capex_range_cny": ([total("lo", [{"lo": (c.get("capex_range_cny") or [None, None])[0]} for c in cost]),
+                                 total("hi", [{"hi": (c.get("capex_range_cny") or [None, None])[1]} for c in cost])]
+                                if all(c.get("capex_range_cny") for c in cost) else None),
+            "monthly_opex_cny": total("monthly_opex_cny", cost),
+            "cny_per_million_tokens": weighted,
+            "buy_or_rent": decisions.pop() if len(decisions) == 1 else "buy",
+        },
+        "pools": [{"model": labels[i], "peak_qps": plans[i]["workload"]["traffic"]["peak_qps"],
+                   "feasible": plans[i]["feasible"], "components": plans[i]["components"],
+                   "performance": plans[i]["performance"], "cost": plans[i]["cost"]}
+                  for i in range(len(plans))],
+        "warnings": warnings,
+        "rejected": [dict(r, pool=labels[i]) for i, p in enumerate(plans) for r in p["rejected"]],
+        "asks": [a for p in plans for a in p.get("asks", [])],
+        "trace": trace,
+    }

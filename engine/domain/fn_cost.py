@@ -1,0 +1,118 @@
+"""Domain functions for software settings, isolation, procurement and cost rules.
+
+Pure functions of their arguments and the catalog; every constant is documented where defined.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from servewise.engine.domain.catalog import UnknownEntry
+from servewise.engine.domain.functions import current, domain_function, midpoint, note_detail
+
+# Weight-quantization method per precision, as the serving frameworks name it. int4 is
+# weight-only 4-bit (W4A16): AWQ or GPTQ checkpoints (G-MEM-022); int8 is a W8A8 checkpoint.
+QUANT_METHOD = {
+    "bf16": None, "fp16": None,
+    "fp8": "fp8",
+    "int8": "w8a8 int8 (compressed-tensors / SmoothQuant checkpoint)",
+    "int4": "awq (or gptq), weight-only 4-bit",
+    "fp4": "nvfp4",
+}
+
+# Share of device memory a serving engine may pre-allocate for weights + KV cache (G-SW-008).
+MEMORY_FRACTION = 0.9
+
+
+@domain_function
+def quant_method(precision: str) -> str | None:
+    """Quantization method the serving framework is given for a weight precision (None for 16-bit)."""
+    return QUANT_METHOD.get(str(precision))
+
+
+@domain_function
+def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, precision: str,
+                     max_len: int) -> dict[str, Any]:
+    """Launch settings of one serving engine replica, named as the framework's own flags.
+
+    ``max_seqs`` is the SLA-limited concurrency per replica (not the framework default);
+    ``replicas`` independent engines are run data-parallel behind a load balancer.
+    """
+    tp, replicas, max_seqs, max_len = int(tp), int(replicas), int(max_seqs), int(max_len)
+    quant = QUANT_METHOD.get(str(precision))
+    common = {"data_parallel_replicas": replicas}
+    fw = str(framework)
+    if fw == "TensorRT-LLM":
+        return {"inflight_batching": True, "tp_size": tp, "max_batch_size": max_seqs,
+                "kv_cache_free_gpu_memory_fraction": MEMORY_FRACTION, "max_seq_len": max_len,
+                "quantization": quant, **common}
+    if fw == "SGLang":
+        return {"continuous_batching": True, "tensor_parallel_size": tp, "max_running_requests": max_seqs,
+                "mem_fraction_static": MEMORY_FRACTION, "context_length": max_len,
+                "quantization": quant, **common}
+    if fw == "MindIE":
+        return {"continuous_batching": True, "worldSize": tp, "maxBatchSize": max_seqs,
+                "max_batch_size": max_seqs, "npuMemSize": -1, "maxSeqLen": max_len,
+                "quantization": quant, **common}
+    return {"continuous_batching": True, "tensor_parallel_size": tp, "max_num_seqs": max_seqs,
+            "gpu_memory_utilization": MEMORY_FRACTION, "max_model_len": max_len,
+            "quantization": quant, "dtype": "bfloat16", **common}
+
+
+# MIG geometry (NVIDIA MIG user guide): GPUs with 7 compute slices split memory into 8 slices
+# (1g = 1/8, 2g = 2/8, 3g = 4/8, 4g = 4/8, 7g = 8/8); the A30 has 4 compute and 4 memory slices.
+_MIG_PROFILES = {7: ((1, 1 / 8), (2, 2 / 8), (3, 4 / 8), (7, 1.0)), 4: ((1, 1 / 4), (2, 2 / 4), (4, 1.0))}
+
+
+@domain_function
+def mig_profile(gpu: str, need_gb: float) -> str | None:
+    """Smallest MIG profile (e.g. ``3g.40gb``) of ``gpu`` whose memory holds ``need_gb``; None when
+    the GPU has no published MIG geometry or no profile is large enough."""
+    try:
+        entry = current().catalog.table("gpus").get(gpu)
+    except UnknownEntry:
+        return None
+    slices, memory = entry.get("mig_max_instances"), entry.get("memory_gb")
+    if entry.get("mig") is not True or slices not in _MIG_PROFILES or not memory:
+        return None
+    for compute, share in _MIG_PROFILES[slices]:
+        gb = math.floor(memory * share + 0.5)
+        if gb >= need_gb:
+            note_detail({"function": "mig_profile", "gpu": entry["id"], "need_gb": round(need_gb, 1),
+                         "result": f"{compute}g.{gb}gb",
+                         "formula": f"smallest profile: {compute} compute slice(s), {share:.3g} × {memory} GB"})
+            return f"{compute}g.{gb}gb"
+    return None
+
+
+@domain_function
+def oem_systems(gpu: str) -> list[str]:
+    """Catalog OEM / certified systems (type ``system``) built for this GPU, in file order."""
+    table = current().catalog.table("gpus")
+    try:
+        gpu_id = table.get(gpu)["id"]
+    except UnknownEntry:
+        return []
+    out = []
+    for server in current().catalog.table("servers"):
+        if server.get("type") != "system":
+            continue
+        for name in server.get("gpu_models") or []:
+            try:
+                if table.get(name)["id"] == gpu_id:
+                    out.append(server["id"])
+                    break
+            except UnknownEntry:
+                continue
+    return out
+
+
+@domain_function
+def price_mid(price_id: str) -> float | None:
+    """Midpoint of a sourced price range in facts/catalog/prices.yaml (CNY), or None."""
+    try:
+        entry = current().catalog.table("prices").get(price_id)
+    except UnknownEntry:
+        return None
+    return midpoint(entry)

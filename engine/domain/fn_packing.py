@@ -1,0 +1,162 @@
+"""Packing several model pools into shared physical servers: the arithmetic only.
+
+The judgements (which isolation level allows which kind of sharing, when a pool may take a MIG slice)
+are rules (rules/bom/packing.yaml); this module holds the numbers they call and the bin packing that
+``engine/pools.py`` runs over the pools' conclusions:
+
+* ``mig_fit`` — the smallest MIG instance that holds one replica *as sized* (weights + KV cache for
+  the requests in flight + runtime overhead within the usable share of its memory, the same headroom
+  rule as the main sizing) and has the compute share the pool's load needs;
+* ``pack_servers`` — first-fit decreasing of whole-GPU groups (a tensor-parallel replica stays in one
+  server) and of shared GPUs (MIG slices / MPS shares, first packed onto GPUs) into servers of a
+  given capacity; a pool that may not share a server gets servers of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from servewise.engine.domain.catalog import UnknownEntry
+from servewise.engine.domain.functions import current, domain_function, note_detail
+
+GIB_PER_GB = 1e9 / 2**30
+# MIG geometry: (compute slices, memory share) per profile, for GPUs with 7 or 4 instances (NVIDIA
+# MIG user guide, e.g. H100 80GB: 1g.10gb, 2g.20gb, 3g.40gb, 7g.80gb; A30: 1g.6gb, 2g.12gb, 4g.24gb).
+_MIG_PROFILES = {7: ((1, 1 / 8), (2, 2 / 8), (3, 4 / 8), (7, 1.0)), 4: ((1, 1 / 4), (2, 2 / 4), (4, 1.0))}
+
+
+def _mig_geometry(gpu: str) -> tuple[int, float, tuple[tuple[int, float], ...]] | None:
+    try:
+        entry = current().catalog.table("gpus").get(gpu)
+    except UnknownEntry:
+        return None
+    slices, memory = entry.get("mig_max_instances"), entry.get("memory_gb")
+    if entry.get("mig") is not True or slices not in _MIG_PROFILES or not memory:
+        return None
+    return int(slices), float(memory), _MIG_PROFILES[slices]
+
+
+@domain_function
+def mig_fit(gpu: str, weights_gib: float, overhead_gib: float, kv_gib_per_request: float,
+            needed_concurrency: float, load_share: float, usable_fraction: float,
+            tpot_ms: float | None = None, ttft_ms: float | None = None,
+            tpot_target: float | None = None, ttft_target: float | None = None) -> dict[str, Any] | None:
+    """The smallest MIG instance (smaller than the whole GPU) of ``gpu`` that holds one replica as
+    sized: ``weights + overhead + kv_per_request × concurrency ≤ usable_fraction × instance memory``
+    for ``needed_concurrency`` requests in flight, with a compute share ≥ ``load_share`` (the GPUs'
+    worth of throughput the pool needs) and, when targets are given, the latency within them:
+    ``tpot_ms`` / ``ttft_ms`` (the whole GPU at that concurrency) scaled by the instance's memory
+    (bandwidth) and compute share — a first-order estimate. Returns ``{profile, share, memory_share,
+    concurrency, tpot_ms, ttft_ms}`` (``concurrency``: the requests in flight the instance holds,
+    re-derived from its memory), or None when no instance short of the whole GPU qualifies."""
+    geo = _mig_geometry(gpu)
+    if geo is None or kv_gib_per_request <= 0:
+        return None
+    slices, memory, profiles = geo
+    for compute, mem_share in profiles:
+        if compute >= slices:  # the whole GPU is not a slice
+            break
+        gb = math.floor(memory * mem_share + 0.5)
+        room = gb * GIB_PER_GB * usable_fraction - weights_gib - overhead_gib
+        holds = math.floor(room / kv_gib_per_request) if room > 0 else 0
+        share = compute / slices
+        tpot = tpot_ms / mem_share if tpot_ms is not None else None
+        ttft = ttft_ms / share if ttft_ms is not None else None
+        fast = ((tpot_target is None or tpot is None or tpot <= tpot_target)
+                and (ttft_target is None or ttft is None or ttft <= ttft_target))
+        if holds >= needed_concurrency and share >= load_share and fast:
+            result = {"profile": f"{compute}g.{gb}gb", "share": round(share, 4), "memory_share": mem_share,
+                      "concurrency": int(holds), "tpot_ms": None if tpot is None else round(tpot, 2),
+                      "ttft_ms": None if ttft is None else round(ttft, 1)}
+            note_detail({"function": "mig_fit", "gpu": gpu, "result": result["profile"],
+                         "formula": (f"({gb} GB × {GIB_PER_GB:.4f} GiB/GB × {usable_fraction} − {weights_gib:.1f} GiB "
+                                     f"weights − {overhead_gib:.1f} GiB overhead) ÷ {kv_gib_per_request:.3f} GiB "
+                                     f"per request = {holds} requests ≥ {needed_concurrency:.0f} needed; compute "
+                                     f"{compute}/{slices} ≥ load {load_share:.2f} GPU; TPOT ÷ {mem_share:g}, "
+                                     f"TTFT ÷ {share:.3f} within the targets")})
+            return result
+    return None
+
+
+@dataclass
+class Demand:
+    """One pool's GPU demand: ``groups`` whole-GPU groups of ``group_size`` GPUs (one per replica), or
+    ``shares`` fractions of one GPU (MIG slices / MPS shares: ``(compute, memory)`` each)."""
+    pool: str
+    group_size: int = 1
+    groups: int = 0
+    shares: list[tuple[float, float]] = field(default_factory=list)
+    share_label: str | None = None
+    own_servers: bool = False
+
+
+@dataclass
+class Server:
+    capacity: int
+    gpus: list[list[tuple[str, str]]] = field(default_factory=list)  # per GPU: (pool, what) residents
+
+    @property
+    def used(self) -> int:
+        return len(self.gpus)
+
+    def pools(self) -> list[str]:
+        return sorted({p for g in self.gpus for p, _ in g})
+
+
+def _shared_gpus(demands: list[Demand]) -> list[list[tuple[str, str, float, float]]]:
+    """First-fit decreasing of the fractional shares onto GPUs (compute and memory both ≤ 1)."""
+    items = sorted(((d.pool, d.share_label or "share", c, m) for d in demands if not d.own_servers
+                    for c, m in d.shares), key=lambda it: (-max(it[2], it[3]), it[0]))
+    gpus: list[list[tuple[str, str, float, float]]] = []
+    for it in items:
+        for g in gpus:
+            if sum(x[2] for x in g) + it[2] <= 1 + 1e-9 and sum(x[3] for x in g) + it[3] <= 1 + 1e-9:
+                g.append(it)
+                break
+        else:
+            gpus.append([it])
+    return gpus
+
+
+def pack_servers(demands: list[Demand], capacity: int) -> list[Server]:
+    """Servers of ``capacity`` GPUs holding every demand: pools with ``own_servers`` alone, the rest
+    first-fit decreasing (largest group first; a group never spans servers)."""
+    servers: list[Server] = []
+    for d in demands:  # dedicated servers first, in pool order
+        if not d.own_servers:
+            continue
+        groups = [[(d.pool, "whole GPU")] * d.group_size for _ in range(d.groups)]
+        groups += [[(d.pool, d.share_label or "share")] for _ in d.shares]
+        _ffd(servers, groups, capacity, new_only_from=len(servers))
+    groups = [[(d.pool, "whole GPU")] * d.group_size for d in demands if not d.own_servers for _ in range(d.groups)]
+    groups += [[(p, w) for p, w, _, _ in g] for g in _shared_gpus(demands)]
+    start = len(servers)
+    _ffd(servers, [g for g in groups if len(g) and g[0][1] == "whole GPU"], capacity, start)
+    for shared in (g for g in groups if not (len(g) and g[0][1] == "whole GPU")):
+        _place(servers, [shared], capacity, start)
+    return servers
+
+
+def _ffd(servers: list[Server], groups: list[list[tuple[str, str]]], capacity: int, new_only_from: int) -> None:
+    """Whole-GPU groups, largest first; a group of n GPUs takes n GPU slots in one server."""
+    by_size: dict[int, list[list[tuple[str, str]]]] = {}
+    for g in groups:
+        by_size.setdefault(len(g), []).append(g)
+    for size in sorted(by_size, reverse=True):
+        for g in by_size[size]:
+            _place(servers, [[r] for r in g], capacity, new_only_from)
+
+
+def _place(servers: list[Server], gpus: list[list[tuple[str, str]]], capacity: int, start: int) -> None:
+    for s in servers[start:]:
+        if s.used + len(gpus) <= capacity:
+            s.gpus.extend(gpus)
+            return
+    servers.append(Server(capacity, list(gpus)))
+
+
+def gpu_share_of(server: Server, pool: str) -> float:
+    """The GPUs' worth of this server a pool uses (shared GPUs split by resident count)."""
+    return sum(sum(1 for p, _ in g if p == pool) / len(g) for g in server.gpus)

@@ -1,0 +1,48 @@
+"""Domain functions for server sizing: how many GPUs of a model one server can take."""
+
+from __future__ import annotations
+
+import math
+
+from servewise.engine.domain.catalog import UnknownEntry
+from servewise.engine.domain.functions import current, domain_function, note_detail
+
+DEFAULT_GPUS_PER_SERVER = 8  # HGX baseboards and 4U PCIe GPU servers hold 8 (servers.yaml: generic-4u-pcie-8gpu)
+
+
+@domain_function
+def gpus_per_server_max(gpu: str) -> int:
+    """The most GPUs of this model one catalog server takes: a server's per-card limit
+    (``max_cards_by_model``) or its ``gpus_max`` where it lists this GPU; 8 otherwise."""
+    gpus = current().catalog.table("gpus")
+    found: list[tuple[str, int]] = []
+    for entry in current().catalog.table("servers"):
+        if entry.get("type") == "edge-module":
+            continue
+        for name, count in (entry.get("max_cards_by_model") or {}).items():
+            try:
+                if gpus.get(name)["id"] == gpu:
+                    found.append((entry["id"], int(count)))
+            except UnknownEntry:
+                continue
+        if entry.get("max_cards_by_model"):
+            continue
+        for name in entry.get("gpu_models") or []:
+            try:
+                if gpus.get(name)["id"] == gpu and entry.get("gpus_max"):
+                    found.append((entry["id"], int(entry["gpus_max"])))
+            except UnknownEntry:
+                continue
+    if not found:
+        return DEFAULT_GPUS_PER_SERVER
+    best = max(found, key=lambda f: f[1])
+    note_detail({"function": "gpus_per_server_max", "gpu": gpu, "server": best[0], "result": best[1]})
+    return best[1]
+
+
+@domain_function
+def gpus_within_power(limit_w: float | None, gpu_w: float, host_w: float, overhead: float) -> int:
+    """GPUs one server can hold so that (GPUs × gpu_w + host_w) × overhead stays within limit_w."""
+    if limit_w is None or gpu_w is None or gpu_w <= 0:
+        return DEFAULT_GPUS_PER_SERVER
+    return max(0, math.floor((limit_w / overhead - host_w) / gpu_w))

@@ -1,0 +1,162 @@
+"""Domain functions for GPU sizing rules: the performance model with pipeline parallelism and an
+end-to-end latency target, and small helpers for rule-of-thumb comparisons.
+
+Every timing and memory number comes from :mod:`servewise.engine.domain.perf` (the calibrated model that
+``servewise estimate`` uses); nothing here is a second performance formula.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servewise.engine.domain.functions import current, domain_function, note_detail
+
+PRECISION_ORDER = ("bf16", "fp16", "fp8", "int8", "fp4", "int4")  # widest first
+
+
+def _perf():
+    from servewise.engine.domain import perf
+
+    return perf
+
+
+# Sizing is for production traffic: open-loop (Poisson) arrivals, TTFT checked at its P99.
+ARRIVAL = "poisson"
+
+
+def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
+                 concurrency: int, arrival: str = ARRIVAL) -> dict[str, Any]:
+    """The performance model's estimate for a tp x pp replica under production (open-loop)
+    traffic at the rate that keeps ``concurrency`` requests in flight, memoised per run."""
+    ctx = current()
+    c = max(1, int(concurrency))
+    key = ("estimate_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl), c,
+           str(arrival))
+    if key not in ctx.cache:
+        ctx.cache[key] = _perf().estimate(
+            ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp), precision=str(precision),
+            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival),
+        ).to_dict()
+    return ctx.cache[key]
+
+
+def _metric(data: dict[str, Any], metric: str) -> Any:
+    if metric in data:
+        return data[metric]
+    if metric in data.get("memory", {}):
+        return data["memory"][metric]
+    if metric.endswith("_hi") or metric.endswith("_lo"):
+        band = data.get("band", {}).get(metric[:-3])
+        return None if not band else band[1 if metric.endswith("_hi") else 0]
+    raise ValueError(f"unknown estimate metric '{metric}'")
+
+
+@domain_function
+def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
+                concurrency: int, metric: str, arrival: str = ARRIVAL) -> Any:
+    """One metric of the performance estimate of a replica of ``tp`` x ``pp`` GPUs (``ttft_ms``,
+    ``tpot_ms``, ``output_tokens_per_s``, ``fits``, ``weights_gib``, ``kv_cache_gib``,
+    ``overhead_gib``, ``per_gpu_gib``, ``budget_gib``, ``kv_capacity_tokens``, ``*_hi``/``*_lo``
+    band ends, ``ttft_p99_ms`` in open loop); ``arrival`` ``poisson`` (production traffic at the
+    rate that keeps ``concurrency`` in flight) or ``closed`` (a full batch queue, offline);
+    records the formula steps as details."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, arrival)
+    value = _metric(data, metric)
+    note_detail({"function": "estimate_pp", "metric": metric, "steps": data.get("steps", []),
+                 "calibration": data.get("calibration")})
+    return value
+
+
+@domain_function
+def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
+         concurrency: int) -> dict[str, Any]:
+    """The whole performance estimate of a tp x pp replica as a record, so a rule computes it once:
+    ``let: {p: "perf(model.id, chosen.gpu, ...)"}`` then ``p.ttft_ms``, ``p.weights_gib``,
+    ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``)."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency)
+    note_detail({"function": "perf", "steps": data.get("steps", []), "calibration": data.get("calibration")})
+    out = {k: v for k, v in data.items() if not isinstance(v, (dict, list))}
+    out.update(data.get("memory", {}))
+    for name, band in (data.get("band") or {}).items():
+        if band:
+            out[f"{name}_lo"], out[f"{name}_hi"] = band[0], band[1]
+    return out
+
+
+def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float | None,
+           e2e_ms: float | None) -> bool:
+    if not data.get("fits") or data.get("ttft_ms") is None:
+        return False
+    ttft, tpot = _metric(data, "ttft_ms_hi"), _metric(data, "tpot_ms_hi")
+    if data.get("ttft_p99_ms") is not None:  # open loop: the queue's P99 as well
+        ttft = max(ttft, data["ttft_p99_ms"])
+    if ttft_ms is not None and ttft > ttft_ms:
+        return False
+    if tpot_ms is not None and tpot > tpot_ms:
+        return False
+    return not (e2e_ms is not None and ttft + max(int(osl) - 1, 0) * tpot > e2e_ms)
+
+
+@domain_function
+def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
+                       ttft_ms: float | None, tpot_ms: float | None,
+                       e2e_ms: float | None = None, arrival: str = ARRIVAL) -> int:
+    """Largest number of requests in flight per ``tp`` x ``pp`` replica, under open-loop
+    (Poisson) arrivals (``arrival="closed"``: a full batch queue), whose TTFT (P99 of the queue
+    and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x
+    TPOT`` meet the targets (``None``: no target) and whose KV cache fits; 0 when even one
+    request fails. TTFT and TPOT grow with concurrency, so the answer is found by bisection over [1, 1024]."""
+    ctx = current()
+    key = ("max_concurrency_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl),
+           ttft_ms, tpot_ms, e2e_ms, str(arrival))
+    if key not in ctx.cache:
+        if e2e_ms is None:
+            n = _perf().max_concurrency(
+                ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp),
+                precision=str(precision), isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms,
+                arrival=str(arrival))
+        else:
+            def ok(c: int) -> bool:
+                data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival)
+                return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms)
+
+            n = 0
+            if ok(1):
+                lo, hi = 1, 1024
+                if ok(hi):
+                    lo = hi
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+                n = lo
+        ctx.cache[key] = int(n)
+    n = ctx.cache[key]
+    note_detail({"function": "max_concurrency_pp", "result": n,
+                 "formula": f"largest C ({arrival} arrivals) with max(TTFT_p99(C), TTFT_hi(C)) ≤ "
+                            "TTFT target, TPOT_hi(C) ≤ TPOT target, TTFT + (osl-1) x TPOT_hi(C) ≤ "
+                            "inference budget and KV(C) fitting"})
+    return int(n)
+
+
+@domain_function
+def widest_precision(precisions: Any) -> str:
+    """The least compressed precision of a list (bf16 before fp8 before int4)."""
+    items = [str(p) for p in (precisions or [])]
+    for p in PRECISION_ORDER:
+        if p in items:
+            return p
+    return items[0] if items else "bf16"
+
+
+@domain_function
+def gib(gb: float) -> float:
+    """GB (10^9 bytes, how vendors state memory) as GiB (2^30 bytes, how the model sizes weights)."""
+    return float(gb) * 1e9 / 2**30
+
+
+@domain_function
+def compute_tflops(gpu: str, precision: str) -> float | None:
+    """Dense tensor TFLOPS (TOPS for int8) the performance model runs ``precision`` GEMMs at on
+    ``gpu`` (e.g. weight-only int4 at the 16-bit rate); None when the catalog has no figure."""
+    rate, _ = _perf().compute_rate(current().catalog.gpu(gpu), str(precision))
+    return None if rate is None else float(rate)

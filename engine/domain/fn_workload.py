@@ -1,0 +1,182 @@
+"""Domain functions for workload classes that are not decoder LLMs: encoders (embedding, reranking)
+sized by prefill compute and batch latency, ASR sized by audio-seconds per second from a sourced
+real-time factor, and video analytics sized by frames per second × per-frame cost plus hardware
+video decode capacity.
+
+Encoder timings come from :func:`servewise.engine.domain.perf.estimate_embedding` (the calibrated model that
+``servewise estimate --task embedding`` uses); nothing here is a second performance formula. The
+ASR and vision figures are catalog facts with their sources; the arithmetic is shown as details.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servewise.engine.domain.fn_facilities import _entry
+from servewise.engine.domain.functions import current, domain_function, note_detail
+
+# vLLM's default upper limit of sequences in one engine step (max_num_seqs, 256; docs.vllm.ai
+# engine arguments): an encoder batch is searched up to it.
+MAX_BATCH_SEQUENCES = 256
+
+
+def _perf():
+    from servewise.engine.domain import perf
+
+    return perf
+
+
+def _step(steps: list[dict[str, Any]], name: str) -> dict[str, Any]:
+    for s in steps:
+        if s.get("name") == name:
+            return s
+    return {}
+
+
+def _encoder_raw(model: str, gpu: str, tp: int, precision: str, isl: int, sequences: int) -> dict[str, Any]:
+    """The perf model's encoder estimate for one batch of ``sequences`` inputs, memoised per run."""
+    ctx = current()
+    key = ("encoder", model, gpu, int(tp), str(precision), int(isl), int(sequences))
+    if key not in ctx.cache:
+        ctx.cache[key] = _perf().estimate_embedding(
+            ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), precision=str(precision),
+            isl=int(isl), concurrency=max(1, int(sequences))).to_dict()
+    return ctx.cache[key]
+
+
+def _encoder_record(data: dict[str, Any], sequences: int) -> dict[str, Any]:
+    """Latency, batch step, throughput and the compute behind them, from the estimate's steps."""
+    steps = data.get("steps") or []
+    comp = _step(steps, "encoder_compute").get("values", {})
+    step_ms = _step(steps, "encoder_step").get("result")
+    latency = data.get("ttft_ms")
+    band = (data.get("band") or {}).get("ttft_ms")
+    hi = band[1] if band else latency
+    factor = (hi / latency) if latency else None
+    gflops = (comp.get("gemm_gflops", 0.0) + comp.get("moe_gflops", 0.0)
+              + comp.get("attention_gflops", 0.0))
+    mem = data.get("memory") or {}
+    return {
+        "fits": bool(data.get("fits")) and latency is not None,
+        "latency_ms": latency, "latency_ms_hi": hi,
+        "step_ms": step_ms, "step_ms_hi": step_ms * factor if step_ms and factor else step_ms,
+        "sequences": int(sequences),
+        "sequences_per_s": (sequences / step_ms * 1e3) if step_ms else None,
+        "gflops_per_sequence": gflops / sequences if sequences else None,
+        "peak_tflops": comp.get("peak_tflops"),
+        "eta_flops": (comp.get("eta_flops") or 0.0) * (comp.get("eta_lowp") or 1.0),
+        "weights_gib": mem.get("weights_gib"), "per_gpu_gib": mem.get("per_gpu_gib"),
+    }
+
+
+@domain_function
+def encoder(model: str, gpu: str, tp: int, precision: str, isl: int, requests: int,
+            sequences_per_request: int = 1) -> dict[str, Any]:
+    """An encoder replica (embedding / reranking) running batches of ``requests`` requests of
+    ``sequences_per_request`` inputs of ``isl`` tokens: ``latency_ms`` (+ ``_hi``, the band's
+    upper end), ``step_ms`` (+ ``_hi``), ``requests_per_s`` at a full batch, ``gflops_per_request``,
+    ``peak_tflops`` and ``eta_flops`` (the calibrated compute efficiency), ``fits``, memory."""
+    seqs = max(1, int(requests)) * max(1, int(sequences_per_request))
+    data = _encoder_raw(model, gpu, tp, precision, isl, seqs)
+    rec = _encoder_record(data, seqs)
+    k = max(1, int(sequences_per_request))
+    rec["requests"] = max(1, int(requests))
+    rec["requests_per_s"] = rec["sequences_per_s"] / k if rec["sequences_per_s"] else None
+    rec["gflops_per_request"] = rec["gflops_per_sequence"] * k if rec["gflops_per_sequence"] else None
+    note_detail({"function": "encoder", "steps": data.get("steps", []),
+                 "calibration": data.get("calibration")})
+    return rec
+
+
+@domain_function
+def encoder_max_batch(model: str, gpu: str, tp: int, precision: str, isl: int,
+                      sequences_per_request: int, target_ms: float | None) -> int:
+    """Largest batch (requests) per encoder replica whose worst-case latency meets ``target_ms``:
+    a request arriving just after a batch started waits for that batch step, then runs in the
+    next one, so ``step_hi(B) + latency_hi(B) ≤ target`` (upper band of the estimate). Without a
+    target the batch is limited by vLLM's default of 256 sequences per step; 0 when even one
+    request misses the target or the weights do not fit."""
+    k = max(1, int(sequences_per_request))
+    limit = max(1, MAX_BATCH_SEQUENCES // k)
+    ctx = current()
+    key = ("encoder_max_batch", model, gpu, int(tp), str(precision), int(isl), k, target_ms)
+    if key not in ctx.cache:
+        def ok(b: int) -> bool:
+            rec = _encoder_record(_encoder_raw(model, gpu, tp, precision, isl, b * k), b * k)
+            if not rec["fits"]:
+                return False
+            return target_ms is None or rec["step_ms_hi"] + rec["latency_ms_hi"] <= float(target_ms)
+
+        n = 0
+        if ok(1):
+            lo, hi = 1, limit
+            if ok(hi):
+                lo = hi
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+            n = lo
+        ctx.cache[key] = n
+    n = ctx.cache[key]
+    note_detail({"function": "encoder_max_batch", "result": n,
+                 "formula": "largest B (requests, ≤ 256 sequences) with step_hi(B) + latency_hi(B) "
+                            "≤ latency target: one batch of waiting, then its own batch"})
+    return int(n)
+
+
+@domain_function
+def asr_capacity(model: str, gpu: str, precision: str) -> dict[str, Any]:
+    """Audio seconds per second one GPU transcribes: the model's sourced real-time factor
+    (batched, measured on a reference GPU) scaled by the smaller of the GPU's ratios to the
+    reference in 16-bit dense tensor TFLOPS (the encoder is compute-bound) and in memory
+    bandwidth (the token-by-token decoder is bandwidth-bound); an estimate. Returns ``audio_s_per_s``, ``rtf``,
+    the reference, the ratio, the decoder's tokens/s at that load and ``gflops_per_audio_s``."""
+    m = current().model(model)
+    ref = m.get("asr_reference") or {}
+    tflops = _perf().compute_rate(current().catalog.gpu(gpu), "bf16")[0]
+    if not ref or not tflops:
+        return {"audio_s_per_s": None, "rtf": None}
+    bw = current().catalog.gpu(gpu).get("bandwidth_gbs")
+    compute_ratio = float(tflops) / float(ref["gpu_fp16_tflops"])
+    bandwidth_ratio = float(bw) / float(ref["gpu_bandwidth_gbs"]) if bw else compute_ratio
+    ratio = min(compute_ratio, bandwidth_ratio)
+    rtf = float(ref["rtf"]) / ratio
+    out = {"audio_s_per_s": 1.0 / rtf, "rtf": rtf, "rtf_reference": float(ref["rtf"]),
+           "reference_gpu": ref["gpu"], "reference_tflops": float(ref["gpu_fp16_tflops"]),
+           "reference_bandwidth_gbs": float(ref["gpu_bandwidth_gbs"]),
+           "gpu_tflops": float(tflops), "gpu_bandwidth_gbs": float(bw) if bw else None,
+           "compute_ratio": compute_ratio, "bandwidth_ratio": bandwidth_ratio, "ratio": ratio,
+           "bound": "compute (encoder)" if compute_ratio <= bandwidth_ratio else "bandwidth (decoder)",
+           "decoder_tokens_per_audio_s": float(ref["decoder_tokens_per_audio_s"]),
+           "gflops_per_audio_s": float(ref["gflops_per_audio_s"]),
+           "precision_note": "16-bit reference; int8/int4 speed-ups are not assumed"}
+    out["eta_flops"] = out["audio_s_per_s"] * out["gflops_per_audio_s"] / 1e3 / float(tflops)
+    note_detail({"function": "asr_capacity", "result": round(out["audio_s_per_s"], 1),
+                 "formula": "audio_s_per_s = min(tflops_gpu / tflops_ref, bandwidth_gpu / bandwidth_ref)"
+                            " / rtf_ref",
+                 "values": {k: v for k, v in out.items() if isinstance(v, (int, float))}})
+    return out
+
+
+@domain_function
+def vision_frame_capacity(detector: str, gpu: str) -> dict[str, Any]:
+    """Frames per second one accelerator runs ``detector`` at: its 16-bit dense tensor TFLOPS × the
+    detector's measured efficiency (GFLOPs per frame ÷ measured ms per frame ÷ the measuring
+    device's TFLOPS, from the catalog) ÷ GFLOPs per frame; and its hardware video decode capacity
+    (1080p frames/s, None when not sourced)."""
+    det = _entry("vision-models", detector)
+    g = current().catalog.gpu(gpu)
+    tflops = _perf().compute_rate(g, "bf16")[0] or (g.get("dense_tflops") or {}).get("int8")
+    if det is None or not tflops:
+        return {"frames_per_s": None, "decode_fps": g.get("video_decode_1080p_fps")}
+    meas = det["measured"]
+    eta = det["gflops_per_frame"] / meas["ms_per_frame"] / meas["device_fp16_tflops"]
+    fps = float(tflops) * eta * 1e3 / det["gflops_per_frame"]
+    out = {"frames_per_s": fps, "eta_flops": eta, "peak_tflops": float(tflops),
+           "gflops_per_frame": float(det["gflops_per_frame"]),
+           "decode_fps": g.get("video_decode_1080p_fps"), "detector": det["id"]}
+    note_detail({"function": "vision_frame_capacity", "result": round(fps, 1),
+                 "formula": "fps = peak_tflops x eta x 1e3 / gflops_per_frame; eta = gflops_per_frame"
+                            " / measured ms_per_frame / measuring device TFLOPS",
+                 "values": {k: v for k, v in out.items() if isinstance(v, (int, float))}})
+    return out

@@ -1,0 +1,230 @@
+"""Calibration profiles: a few efficiencies per GPU class and serving backend.
+
+The constants live in ``facts/calibration.yaml`` (written by ``python -m
+servewise.engine.domain.perf.fit``). A GPU is mapped to a class by architecture and memory technology
+(``hopper-hbm``, ``blackwell-hbm``, ``ada-gddr``, ...). Classes with measured rows have fitted
+profiles; other classes borrow the profile of a measured class (``inherit``) and carry a wider
+uncertainty band. A backend missing from a measured class is derived from the same backend's
+ratio in the reference class.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servewise.engine.common.paths import PACKAGE_ROOT
+
+CALIBRATION_FILE = PACKAGE_ROOT / "facts" / "calibration.yaml"
+BACKENDS = ("vllm", "trtllm", "sglang")
+
+# First-order values used when no calibration file exists (public efficiency figures:
+# decode 74-77% of peak bandwidth at batch 1, prefill 54-69% of peak FLOPS).
+FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.8, "t_step_ms": 1.0,
+                    "t_layer_us": 20.0, "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 2.0,
+                    "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05,
+                    "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0,
+                    "t_in_token_us": 1.0}
+PARAMS = ("eta_bw", "eta_flops", "eta_moe", "t_step_ms", "t_layer_us", "t_seq_us", "interference",
+          "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission",
+          "dp_wait", "eta_lowp", "t_moe_layer_us", "t_in_token_us")
+# Physical range of each constant: the fit's bounds, and the clip of a borrowed (ratio) profile.
+# eta_bw is capped at 92 %: more than that of peak HBM bandwidth is not reached by real kernels,
+# and without the cap the fit trades bandwidth against per-step overhead. t_layer is capped at
+# 60 us (a layer's small kernels: norms, rotary, routing, a few launches): above that the fit
+# would turn one model's slow MoE kernels into a per-layer cost charged to every model.
+BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 0.9), "eta_moe": (0.1, 1.0),
+          "t_step_ms": (0.01, 30.0), "t_layer_us": (0.01, 60.0), "t_seq_us": (0.01, 500.0),
+          "interference": (0.05, 3.0), "t_chunk_ms": (0.01, 100.0),
+          "t_request_ms": (0.1, 500.0), "k_step": (0.01, 20.0), "burst": (0.001, 3.0),
+          "admission": (0.001, 3.0),
+          "dp_wait": (0.01, 200.0), "eta_lowp": (0.5, 1.0),
+          "t_moe_layer_us": (0.01, 300.0), "t_in_token_us": (0.001, 100.0)}
+# Prefill chunk (tokens per engine step) of each backend's default scheduler.
+CHUNK_TOKENS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
+FALLBACK_LINKS = {
+    "nvlink": {"latency_us": 8.0, "eta": 0.7},
+    "pcie": {"latency_us": 25.0, "eta": 0.6},
+    "xgmi": {"latency_us": 12.0, "eta": 0.6},
+    "hccs": {"latency_us": 15.0, "eta": 0.6},
+}
+FALLBACK_BAND = {"ttft_ms": [0.6, 1.6], "tpot_ms": [0.8, 1.25], "output_tokens_per_s": [0.8, 1.25]}
+PCIE_GBS = {3: 13.0, 4: 26.0, 5: 52.0}  # effective one-direction x16 bandwidth per generation
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Efficiencies of one GPU class with one backend."""
+
+    gpu_class: str
+    backend: str
+    eta_bw: float          # achieved share of peak memory bandwidth in decode steps
+    eta_flops: float       # achieved share of peak dense tensor FLOPS (GEMMs, attention)
+    eta_moe: float         # efficiency of grouped expert GEMMs / expert reads relative to dense
+    t_step_ms: float       # fixed cost per engine step (scheduler, launch)
+    t_layer_us: float      # per-layer cost per step (small kernels, norms, routing)
+    t_seq_us: float        # per-sequence cost per step (sampling, detokenisation, bookkeeping)
+    interference: float    # share of other requests' prefill time that lands on decode steps
+    t_chunk_ms: float      # extra cost of each prefill chunk (its own step / launch)
+    t_request_ms: float    # fixed per-request latency before the first token (HTTP, tokenise)
+    k_step: float          # decode steps a new request waits for (admission at step boundaries)
+    burst: float           # share of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
+    admission: float       # share of the completion interval (osl-1) x TPOT / (C-1) waited
+    dp_wait: float         # decode steps a new request waits when attention runs data-parallel
+    eta_lowp: float        # efficiency of native 8/4-bit GEMMs relative to 16-bit ones
+    t_moe_layer_us: float  # extra cost per MoE layer per step (routing, grouped-GEMM launches)
+    t_in_token_us: float   # per prompt token before the engine (tokenise, IPC, HTTP)
+    band: dict[str, list[float]]  # [low, high] multipliers from the measured error spread
+    measured: bool         # fitted on rows of this class and backend
+    source: str            # where the numbers come from
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"gpu_class": self.gpu_class, "backend": self.backend, "measured": self.measured,
+                **{k: getattr(self, k) for k in PARAMS}, "source": self.source}
+
+
+def gpu_class(gpu: dict[str, Any]) -> str:
+    """``<architecture>-<memory technology>``, e.g. ``hopper-hbm``, ``ada-gddr``."""
+    arch = str(gpu.get("arch", "unknown")).lower()
+    word = re.split(r"[\s(]+", arch.strip())[0] or "unknown"
+    if "ascend" in arch or "da vinci" in arch:
+        word = "ascend"
+    elif "orin" in arch:
+        word = "orin"
+    elif word == "cdna":
+        word = "cdna" + (re.findall(r"\d", arch) or [""])[0]
+    mem = str(gpu.get("memory_type", "")).lower()
+    tech = "hbm" if "hbm" in mem else "gddr" if "gddr" in mem else "lpddr" if "lpddr" in mem \
+        else "mem"
+    return f"{word}-{tech}"
+
+
+@lru_cache(maxsize=4)
+def load_calibration(path: str | None = None) -> dict[str, Any]:
+    """The calibration file as a dict (empty when it does not exist yet)."""
+    p = Path(path) if path else CALIBRATION_FILE
+    if not p.exists():
+        return {}
+    return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+
+
+# vLLM turns its custom all-reduce off on more than two PCIe-only GPUs and uses NCCL (ring)
+# instead ("Custom allreduce is disabled because it's not supported on more than two PCIe-only
+# GPUs", vllm/distributed/device_communicators/custom_all_reduce.py); TRT-LLM and SGLang also
+# run NCCL there.
+PCIE_RING_SOURCE = ("https://github.com/vllm-project/vllm/blob/main/vllm/distributed/"
+                    "device_communicators/custom_all_reduce.py")
+
+
+def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
+                n_gpus: int = 2) -> tuple[str, float, float, float]:
+    """(kind, bandwidth GB/s, efficiency, latency µs) of an all-reduce over ``n_gpus`` GPUs.
+
+    Efficiency and latency are fitted from measured all-reduce kernels (``links`` in the
+    calibration file, written by ``python -m servewise.engine.domain.perf.kernels``): the GPU's own
+    values where it was measured (``by_gpu``), else the median of its link kind (NVLink or
+    PCIe) at that GPU count, the nearest measured count when it was not.
+
+    PCIe beyond two GPUs: the engines all-reduce with an NCCL ring (``PCIE_RING_SOURCE``),
+    whose bus bandwidth per GPU does not fall with the GPU count (every GPU sends and receives
+    ``2 (n-1)/n`` of the message over its own x16 link): the efficiency of the measured
+    two-GPU all-reduce, a latency of ``n - 1`` ring hops of it. The measured custom all-reduce
+    at 4 and 8 PCIe GPUs (a path the engines do not take; 0.14 and 0.075 of the link on the
+    measured L40S box) made TP 4/8 on PCIe 3-7x slower than TRT-LLM's published L40S
+    throughput (Mixtral-8x7B/8x22B TP 4/8, benchmarks-extra.csv).
+    """
+    cal = load_calibration() if cal is None else cal
+    kind = str(gpu.get("intra_node") or "pcie").lower()
+    links = {**FALLBACK_LINKS, **(cal.get("links") or {})}
+    lp = links.get(kind, links["pcie"])
+    own = ((links.get("by_gpu") or {}).get(str(gpu.get("id"))) or {}).get("by_gpus")
+    table = own or lp.get("by_gpus")
+    ring = kind == "pcie" and n_gpus > 2
+    if table:
+        want = 2 if ring else n_gpus
+        n = min(table, key=lambda k: (abs(int(k) - want), int(k)))
+        lp = table[n]
+    bw = gpu.get("link_gbs")
+    if not isinstance(bw, (int, float)) or bw <= 0 or kind == "pcie":
+        bw = PCIE_GBS.get(int(gpu.get("pcie_gen") or 4), 26.0)
+    else:
+        bw = float(bw) / 2  # NVLink figures are bidirectional totals
+    lat = float(lp["latency_us"]) * ((n_gpus - 1) if ring else 1)
+    return kind, float(bw), float(lp["eta"]), lat
+
+
+def _widen(band: dict[str, list[float]], factor: float) -> dict[str, list[float]]:
+    return {k: [lo ** factor, hi ** factor] for k, (lo, hi) in band.items()}
+
+
+def profile(gpu: dict[str, Any], backend: str = "vllm",
+            cal: dict[str, Any] | None = None) -> Profile:
+    """The calibration profile for ``gpu`` running ``backend``."""
+    cal = load_calibration() if cal is None else cal
+    backend = str(backend).lower()
+    if backend not in BACKENDS:
+        raise ValueError(f"backend '{backend}': expected one of {', '.join(BACKENDS)}")
+    cls = gpu_class(gpu)
+    classes = cal.get("classes") or {}
+    widen = float(cal.get("unmeasured_band_widening", 2.0))
+    entry = classes.get(cls)
+    if not classes:
+        return Profile(cls, backend, **FALLBACK_PROFILE, band=dict(FALLBACK_BAND),
+                       measured=False, source="first-order defaults (no calibration file)")
+    if entry is None:
+        entry = {"inherit": cal.get("default_class", next(iter(classes)))}
+    if "inherit" in entry:
+        parent = _class_profile(classes, entry["inherit"], backend, cal)
+        scale = entry.get("scale") or {}
+        p = replace(parent, gpu_class=cls, measured=False,
+                    eta_bw=parent.eta_bw * scale.get("eta_bw", 1.0),
+                    eta_flops=parent.eta_flops * scale.get("eta_flops", 1.0),
+                    band=_widen(parent.band, widen),
+                    source=f"no measured rows for {cls}: efficiencies of {entry['inherit']}"
+                           f" ({entry.get('why', 'same memory/compute class')}), band widened")
+        return p
+    return _class_profile(classes, cls, backend, cal)
+
+
+def _clip(key: str, value: float) -> float:
+    """``value`` kept inside the physical range of ``key`` (a ratio transfer can leave it)."""
+    lo, hi = BOUNDS[key]
+    return min(max(value, lo), hi)
+
+
+def _value(entry: dict[str, Any], key: str) -> float:
+    """Constant ``key`` of a calibration entry (an older file may lack newer constants)."""
+    return float(entry.get(key, FALLBACK_PROFILE[key]))
+
+
+def _class_profile(classes: dict[str, Any], cls: str, backend: str,
+                   cal: dict[str, Any]) -> Profile:
+    entry = classes[cls]
+    backends = entry.get("backends") or {}
+    keys = PARAMS
+    if backend in backends:
+        b = backends[backend]
+        return Profile(cls, backend, *(_value(b, k) for k in keys),
+                       band=b["band"],
+                       measured=True, source=b.get("fitted_on", "facts/calibration.yaml"))
+    # backend not measured on this class: transfer its ratio to a reference backend
+    ref_cls = cal.get("default_class", "hopper-hbm")
+    ref = (classes.get(ref_cls) or {}).get("backends") or {}
+    common = next((k for k in BACKENDS if k in backends and k in ref), None)
+    widen = float(cal.get("unmeasured_band_widening", 2.0))
+    if common is None or backend not in ref:
+        b = next(iter(backends.values()))
+        vals = [_value(b, k) for k in keys]
+        band = _widen(b["band"], widen)
+    else:
+        b, r0, r1 = backends[common], ref[common], ref[backend]
+        vals = [_clip(k, _value(b, k) * _value(r1, k) / _value(r0, k)) for k in keys]
+        band = _widen(b["band"], widen ** 0.5)
+    return Profile(cls, backend, *vals, band=band, measured=False,
+                   source=f"{backend} not measured on {cls}: {common or 'first'} profile of "
+                          f"{cls} x ({backend}/{common}) ratio on {ref_cls}, band widened")

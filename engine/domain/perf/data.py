@@ -1,0 +1,249 @@
+"""Read measured serving results (measured.csv or benchmarks.csv layout) into uniform rows.
+
+Column semantics of measured.csv (aiconfigurator silicon sample), as checked against each row's
+source id:
+
+* ``concurrency`` is per attention-DP rank: the run had ``concurrency x attention_dp`` requests
+  in flight (ids say ``c256`` where the row says 32 with attention_dp 8).
+* The GPU count of a run is ``max(tp x attention_dp, moe_tp x moe_ep)``; where attention is
+  narrower than the MoE group (vLLM rows with tp 1, moe_tp 2), the extra GPUs serve attention
+  data-parallel.
+* On NVL72 racks (GB200/GB300, ``nvlink_domain`` 72) wide runs are real; an MLA model there
+  with ``tp`` > 8 and no attention DP is read as attention data-parallel over the ``tp`` GPUs
+  (its latent KV, replicated per TP rank, could not hold the thousands of sequences in flight).
+* Rows with ``tp x attention_dp`` > 8 are mislabelled single-node runs: their ids say
+  ``tp8_ep8`` / ``tp4_ep4`` and their numbers equal the rows labelled tp 8, moe_ep 8. There the
+  ``tp``/``attention_dp`` column holds tp x ep; the run used ``moe_ep`` GPUs with expert-parallel
+  MoE and attention TP (or DP when ``attention_dp`` > 1) over the same GPUs.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from servewise.engine.common.paths import PACKAGE_ROOT
+from servewise.engine.domain.catalog import UnknownEntry, load_catalog
+from servewise.engine.domain.perf.memory import Layout
+
+DATA_DIR = PACKAGE_ROOT / "facts" / "data"
+DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv",
+                 DATA_DIR / "measured-extra.csv.gz", DATA_DIR / "benchmarks-extra.csv.gz")
+NODE_GPUS = 8
+
+# Names used by the data files that the catalog may not carry (same architecture).
+MODEL_ALIASES = {"deepseek-r1": "DeepSeek-V3", "llama-3-8b": "Llama-3.1-8B",
+                 "llama-3-70b": "Llama-3.1-70B", "llama-3.3-70b": "Llama-3.1-70B"}
+
+MEASURED_COLUMNS = {"model", "gpu", "backend", "precision", "isl", "osl", "concurrency", "tp",
+                    "pp", "ttft_ms", "tpot_ms"}
+BENCH_COLUMNS = {"model", "gpu", "n_gpus", "framework", "precision", "tp", "input_len",
+                 "output_len", "concurrency_or_batch", "ttft_ms", "tpot_or_itl_ms",
+                 "output_tokens_per_s_total"}
+
+
+class DataError(ValueError):
+    """A data file that cannot be read as either layout."""
+
+
+@dataclass
+class Row:
+    """One measurement, normalised; ``skipped`` says why it cannot be predicted."""
+
+    index: int
+    model: dict[str, Any] | None = None
+    gpu: dict[str, Any] | None = None
+    model_name: str = ""
+    gpu_name: str = ""
+    backend: str = ""
+    precision: str = ""
+    kv_precision: str | None = None
+    isl: int = 0
+    osl: int = 0
+    concurrency: float | None = None   # total requests in flight; None = offline (max)
+    layout: Layout = field(default_factory=Layout)
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    tput: float | None = None
+    offline: bool = False
+    prefill_only: bool = False         # in-process engine benchmark: TTFT = the prefill alone
+    request_rate: float | None = None  # offered requests/s: open loop (Poisson arrivals)
+    statistic: str = "mean"            # of the latency columns: mean | median | p99
+    skipped: str | None = None
+
+
+def _f(v: str | None) -> float | None:
+    try:
+        x = float(str(v).replace(",", "").strip())
+    except (TypeError, ValueError):
+        return None
+    return x if x > 0 else None
+
+
+def _i(v: str | None, default: int = 0) -> int:
+    x = _f(v)
+    return int(x) if x else default
+
+
+def resolve_model(name: str) -> dict[str, Any]:
+    cat = load_catalog()
+    base = re.sub(r"\s*\(.*\)\s*$", "", name).strip()
+    try:
+        return cat.model(base)
+    except UnknownEntry:
+        alias = MODEL_ALIASES.get(base.lower())
+        if alias:
+            return cat.model(alias)
+        raise
+
+
+def resolve_gpu(name: str) -> dict[str, Any]:
+    return load_catalog().gpu(name)
+
+
+def _entities(row: Row, model: str, gpu: str) -> None:
+    row.model_name, row.gpu_name = model, gpu
+    try:
+        row.model = resolve_model(model)
+        row.gpu = resolve_gpu(gpu)
+    except UnknownEntry as exc:
+        row.skipped = str(exc)
+
+
+STATISTICS = ("mean", "median", "p99")
+
+
+def _load(row: Row, r: dict[str, str]) -> None:
+    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2)."""
+    row.request_rate = _f(r.get("request_rate"))
+    stat = (r.get("statistic") or "").strip().lower() or "mean"
+    if stat not in STATISTICS:
+        row.skipped = row.skipped or f"statistic '{stat}': expected one of {', '.join(STATISTICS)}"
+    row.statistic = stat
+
+
+def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
+                     model: dict[str, Any] | None = None) -> tuple[Layout, float]:
+    """Layout and requests in flight of a measured row; a run wider than the GPU's NVLink
+    domain (8, or 72 for NVL72 racks: ``nvlink_domain`` in the catalog) is a mislabelled
+    single-node run (see the module docstring)."""
+    domain = int((gpu or {}).get("nvlink_domain") or NODE_GPUS)
+    tp, adp = _i(r.get("tp"), 1), _i(r.get("attention_dp"), 1)
+    mtp, mep = _i(r.get("moe_tp"), 1), _i(r.get("moe_ep"), 1)
+    pp = _i(r.get("pp"), 1)
+    conc = (_f(r.get("concurrency")) or 0) * adp
+    if tp * adp > domain and mtp * mep == tp * adp:
+        n = mep
+        real_tp, real_dp = (n, 1) if adp == 1 else (1, n)
+        return Layout(real_tp, pp, mep, real_dp), conc
+    n = max(tp * adp, mtp * mep)
+    if tp > NODE_GPUS and adp == 1 and model and str(model.get("attention_type")).upper() == "MLA":
+        # MLA's latent KV is replicated on every TP rank: tp 72 with thousands of sequences
+        # cannot hold its KV, so such a run split attention data-parallel over the GPUs
+        return Layout(1, pp, mep, tp), conc
+    return Layout(tp, pp, mep, max(1, n // tp)), conc
+
+
+def read_measured(rows: list[dict[str, str]]) -> list[Row]:
+    out = []
+    for i, r in enumerate(rows):
+        row = Row(index=i, backend=(r.get("backend") or "").strip().lower(),
+                  precision=(r.get("precision") or "").strip().lower(),
+                  isl=_i(r.get("isl")), osl=_i(r.get("osl")),
+                  ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_ms")))
+        _entities(row, r.get("model", ""), r.get("gpu", ""))
+        _load(row, r)
+        try:
+            row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
+        except ValueError as exc:
+            row.skipped = row.skipped or f"parallel layout: {exc}"
+        if not row.skipped and (not row.isl or not row.osl
+                                or not (row.concurrency or row.request_rate)):
+            row.skipped = "isl, osl or concurrency/request_rate missing"
+        if not row.skipped and not row.precision:
+            row.skipped = "precision missing"
+        out.append(row)
+    return out
+
+
+def _backend(framework: str) -> str | None:
+    f = framework.lower()
+    if "tensorrt" in f or "nim" in f or "trt" in f:
+        return "trtllm"
+    if "sglang" in f:
+        return "sglang"
+    if "vllm" in f:
+        return "vllm"
+    return None
+
+
+def _precision(text: str) -> tuple[str | None, str | None]:
+    """Weight precision named first in the text, and an FP8 KV cache if stated."""
+    t = text.lower()
+    kv = "fp8" if "fp8 kv" in t else None
+    keys = {"fp4": "fp4", "q4": "int4", "4-bit": "int4", "int4": "int4", "fp8": "fp8",
+            "int8": "int8", "bf16": "bf16", "fp16": "fp16"}
+    found = sorted((t.find(k), p) for k, p in keys.items() if k in t)
+    return (found[0][1] if found else None), kv
+
+
+def read_benchmarks(rows: list[dict[str, str]]) -> list[Row]:
+    out = []
+    for i, r in enumerate(rows):
+        row = Row(index=i, ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_or_itl_ms")),
+                  tput=_f(r.get("output_tokens_per_s_total")))
+        _entities(row, r.get("model", ""), r.get("gpu", ""))
+        row.backend = _backend(r.get("framework", "")) or ""
+        row.precision, row.kv_precision = _precision(r.get("precision", ""))
+        row.precision = row.precision or ""
+        row.isl, row.osl = _i(r.get("input_len")), _i(r.get("output_len"))
+        tp, n = _i(r.get("tp"), 1), _i(r.get("n_gpus"), 1)
+        row.layout = Layout(tp, max(1, n // tp), 1, 1)
+        conc = (r.get("concurrency_or_batch") or "").strip().lower()
+        _load(row, r)
+        qps = re.match(r"request rate ([\d.]+)", conc)
+        if qps and not row.request_rate:
+            row.request_rate = float(qps.group(1))
+        row.offline = conc.startswith("max")
+        # "single-stream prefill (batch 1)" rows time one prefill inside the engine (static
+        # batching, no server, no scheduler): their TTFT is the prefill step alone.
+        row.prefill_only = "prefill (batch" in (r.get("scenario") or "").lower()
+        row.concurrency = None if row.offline else _f(conc)
+        if row.skipped:
+            pass
+        elif not row.backend:
+            row.skipped = f"framework '{r.get('framework')}' has no calibration profile"
+        elif not row.precision:
+            row.skipped = f"precision '{r.get('precision')}' not recognised"
+        elif not row.isl or not row.osl:
+            row.skipped = "input/output length not numeric"
+        elif not row.offline and not row.concurrency and not row.request_rate:
+            row.skipped = f"concurrency '{conc}' not numeric"
+        elif not (row.ttft_ms or row.tpot_ms or row.tput):
+            row.skipped = "no TTFT/TPOT/throughput measurement"
+        out.append(row)
+    return out
+
+
+def read_rows(path: str | Path) -> tuple[str, list[Row]]:
+    """Read a CSV of either layout; returns ("measured"|"benchmarks", rows)."""
+    p = Path(path)
+    try:
+        opener = gzip.open if p.suffix == ".gz" else open
+        with opener(p, "rt", newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            cols = set(reader.fieldnames or [])
+            raw = list(reader)
+    except (OSError, EOFError, UnicodeDecodeError, csv.Error) as exc:
+        raise DataError(f"{p}: cannot read ({exc})") from exc
+    if MEASURED_COLUMNS <= cols:
+        return "measured", read_measured(raw)
+    if BENCH_COLUMNS <= cols:
+        return "benchmarks", read_benchmarks(raw)
+    missing_m = sorted(MEASURED_COLUMNS - cols)
+    raise DataError(f"{p}: columns do not match measured.csv (missing {', '.join(missing_m)}) "
+                    f"or benchmarks.csv layout (missing {', '.join(sorted(BENCH_COLUMNS - cols))})")

@@ -1,0 +1,396 @@
+"""Refit facts/calibration.yaml from the measured data (needs numpy and scipy: ``fit`` extra).
+
+    python -m servewise.engine.domain.perf.fit [--data CSV ...] [--out facts/calibration.yaml]
+
+Per backend, one joint robust least-squares fit (Cauchy loss, scale 0.1: noisy repeats and
+overloaded-queue rows pull little; the median error is what is judged) of log(predicted /
+measured) of TPOT, TTFT and throughput (weight 1 each) over the rows of every GPU class the
+backend was measured on. The seventeen constants of ``calibration.PARAMS`` are split in two:
+
+* engine (software) costs shared by all GPU classes of the backend (``SHARED``: per step, per
+  layer, per MoE layer, per sequence, per prefill chunk, prefill interference, per-request
+  latency, per prompt token before the engine, admission steps, arrival-burst share) -- the
+  same scheduler, server and kernel launches run on Hopper and Blackwell;
+* hardware efficiencies per (GPU class, backend): bandwidth, FLOPS, MoE and 8/4-bit GEMM
+  efficiencies, the MoE expert-read floor; and the waits that also absorb each class's
+  benchmark campaign (completion-admission share, attention-DP wait).
+
+A prior keeps the efficiencies near published values when the rows do not pin them. Nothing
+is fitted per model or per row. The output is deterministic for the same data and date.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import hashlib
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servewise.engine.domain.perf.calibration import (
+    BOUNDS,
+    CALIBRATION_FILE,
+    FALLBACK_BAND,
+    FALLBACK_LINKS,
+    PARAMS,
+    gpu_class,
+)
+from servewise.engine.domain.perf.data import DEFAULT_FILES, Row, read_rows
+from servewise.engine.domain.perf.validate import predict_row, quantile
+
+# Log-space prior on the efficiencies: (centre, weight). Where the rows do not pin an
+# efficiency (a precision or class one backend has no rows of) the prior sets it.
+PRIOR = {
+    # decode 74-77 % of peak HBM bandwidth at batch 1 (benchmarks.csv, shared data README)
+    "eta_bw": (0.75, 0.3),
+    # prefill 54-69 % of peak dense FLOPS (benchmarks.csv: A100 FP16 61-69 %, L40S 54 %)
+    "eta_flops": (0.6, 1.0),
+    # no external figure: grouped expert GEMMs somewhat below dense ones
+    "eta_moe": (0.7, 0.3),
+    # a judgement: FP8 GEMMs alone reach about the share of their doubled peak that large BF16
+    # GEMMs reach (a cuBLASLt 8192^3 E4M3 GEMM report: ~1,610 TFLOPS per GPU, 81 % of Hopper's
+    # 1,979; FP8_GEMM_SOURCE); served FP8 layers add per-token activation quantisation
+    "eta_lowp": (0.85, 1.0),
+}
+FP8_GEMM_SOURCE = ("https://gitea.d-robotics.cc/han.zhao/test_gpu_scripts/raw/commit/"
+                   "7ec2da18bc66f5199b97863ea8e4dea01dd801f0/"
+                   "reports_cublaslt_fp8_crosscheck_20260524.md")
+# Start of the fit: the prior centres for the efficiencies, round values for the rest.
+START = {**{k: centre for k, (centre, _) in PRIOR.items()},
+         "t_step_ms": 1.0, "t_layer_us": 10.0, "t_seq_us": 10.0, "interference": 1.0,
+         "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
+         "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+MAX_NFEV = int(os.environ.get("FIT_MAX_NFEV", "40"))
+WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
+REFERENCE_CLASS = "hopper-hbm"
+# Classes without measured rows and the measured class whose efficiencies they borrow.
+UNMEASURED = {
+    "ampere-hbm": "HBM datacenter GPU; A100 decode 77% of peak bandwidth (benchmarks.csv) is "
+                  "close to Hopper's",
+    "ada-gddr": "GDDR PCIe cards (L40S, L20, L4, RTX); L40S prefill 54% of peak FLOPS",
+    "ampere-gddr": "GDDR PCIe cards (A10, A6000)",
+    "turing-gddr": "T4", "volta-hbm": "V100", "pascal-gddr": "P40",
+    "cdna3-hbm": "AMD MI300X/MI325X (ROCm builds of the same backends)",
+    "ascend-hbm": "Huawei Ascend 910B (vLLM-Ascend / MindIE)",
+    "ascend-lpddr": "Ascend 310P cards", "orin-lpddr": "Jetson Orin",
+}
+
+
+def _band_entry(params: dict[str, float]) -> dict[str, Any]:
+    return {**params, "band": {"ttft_ms": [1, 1], "tpot_ms": [1, 1],
+                               "output_tokens_per_s": [1, 1]}}
+
+
+def _links() -> dict[str, Any]:
+    """The all-reduce constants fitted from kernel data (kept across refits), else the priors."""
+    from servewise.engine.domain.perf.calibration import load_calibration
+
+    return load_calibration().get("links") or FALLBACK_LINKS
+
+
+def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    classes: dict[str, Any] = defaultdict(lambda: {"backends": {}})
+    for (cls, be), entry in sorted(profiles.items()):
+        classes[cls]["backends"][be] = entry
+    return {"default_class": REFERENCE_CLASS, "links": _links(),
+            "unmeasured_band_widening": 2.0,
+            "classes": {**dict(classes),
+                        **{c: {"inherit": REFERENCE_CLASS, "why": w}
+                           for c, w in UNMEASURED.items() if c not in classes}}}
+
+
+def _named(data_name: str, entry: dict[str, Any] | None, names: Iterable[str]) -> bool:
+    ex = {n.lower() for n in names}
+    return data_name.lower() in ex or str((entry or {}).get("id", "")).lower() in ex
+
+
+def is_model(row: Row, names: Iterable[str]) -> bool:
+    """Whether ``row`` is of one of the models ``names`` (data name or catalog id)."""
+    return _named(row.model_name, row.model, names)
+
+
+def is_gpu(row: Row, names: Iterable[str]) -> bool:
+    """Whether ``row`` ran on one of the GPUs ``names`` (data name or catalog id)."""
+    return _named(row.gpu_name, row.gpu, names)
+
+
+def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = (),
+                exclude_gpus: Iterable[str] = ()) -> list[Row]:
+    """Rows with a known model and GPU, without those of ``exclude_models`` / ``exclude_gpus``."""
+    exclude_models, exclude_gpus = list(exclude_models), list(exclude_gpus)
+    out = []
+    for p in paths:
+        _, rows = read_rows(p)
+        for r in rows:
+            if r.skipped or r.model is None or r.gpu is None:
+                continue
+            if not is_model(r, exclude_models) and not is_gpu(r, exclude_gpus):
+                out.append(r)
+    return out
+
+
+def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
+    res = []
+    for r in rows:
+        pr = predict_row(r, cal)
+        for m, meas in (("tpot_ms", r.tpot_ms), ("ttft_ms", r.ttft_ms),
+                        ("output_tokens_per_s", r.tput)):
+            if pr.get(m) and meas:
+                res.append(WEIGHTS[m] * math.log(pr[m] / meas))
+    return res
+
+
+# Engine (software) constants shared by every GPU class of a backend; the rest (hardware
+# efficiencies and campaign-dependent waits) are fitted per (class, backend).
+SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms",
+          "t_request_ms", "k_step", "burst", "t_in_token_us")
+PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
+
+
+def _warm(cls: str, backend: str, key: str) -> float:
+    """Start value: the shipped calibration's constant (inside the bounds), else START."""
+    from servewise.engine.domain.perf.calibration import load_calibration
+
+    entry = ((load_calibration().get("classes") or {}).get(cls) or {}).get("backends") or {}
+    v = (entry.get(backend) or {}).get(key, START[key])
+    lo, hi = BOUNDS[key]
+    return min(max(float(v), lo * 1.05), hi / 1.05)
+
+
+def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_NFEV,
+                warm: bool = True) -> dict[str, dict[str, float]]:
+    """Joint robust fit of one backend: shared engine constants, per-class efficiencies.
+
+    Starts from the shipped calibration (a refit after new data or a model change), at most
+    ``max_nfev`` iterations (each one Jacobian of finite differences over every row)."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    classes = sorted(groups)
+    names = list(SHARED) + [f"{c}:{k}" for c in classes for k in PER_CLASS]
+    base = [k.split(":")[-1] for k in names]
+    lo = np.log([BOUNDS[k][0] for k in base])
+    hi = np.log([BOUNDS[k][1] for k in base])
+    ref = classes[0]
+    x0 = np.log([_warm(ref if ":" not in n else n.split(":")[0], backend, b) if warm
+                 else START[b] for n, b in zip(names, base, strict=True)])
+    prior_x = np.log([PRIOR.get(k, (1.0, 0.0))[0] for k in base])
+    prior_w = np.array([PRIOR.get(k, (1.0, 0.0))[1] for k in base])
+
+    def split(x: Any) -> dict[str, dict[str, float]]:
+        v = dict(zip(names, (float(a) for a in np.exp(x)), strict=True))
+        return {c: {k: v[k] if k in SHARED else v[f"{c}:{k}"] for k in PARAMS} for c in classes}
+
+    def f(x: Any) -> Any:
+        params = split(x)
+        cal = calibration_dict({(c, backend): _band_entry(params[c]) for c in classes})
+        res = [r for c in classes for r in residuals(groups[c], cal)]
+        return np.concatenate([np.asarray(res), prior_w * (x - prior_x)])
+
+    sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=max_nfev,
+                        x_scale=1.0, diff_step=1e-3)
+    return {c: {k: float(f"{v:.4g}") for k, v in p.items()} for c, p in split(sol.x).items()}
+
+
+def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[float]],
+                                                               dict[str, Any]]:
+    """[p10, p90] of measured/predicted per metric, and median APE of the group."""
+    ratios: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        pr = predict_row(r, cal)
+        for m, meas in (("tpot_ms", r.tpot_ms), ("ttft_ms", r.ttft_ms),
+                        ("output_tokens_per_s", r.tput)):
+            if pr.get(m) and meas:
+                ratios[m].append(meas / pr[m])
+    band: dict[str, list[float]] = {}
+    err = {}
+    for m in ("ttft_ms", "tpot_ms", "output_tokens_per_s"):
+        xs = ratios.get(m) or []
+        if len(xs) >= 5:
+            band[m] = [round(min(1.0, quantile(xs, 0.1)), 3),
+                       round(max(1.0, quantile(xs, 0.9)), 3)]
+        if m != "output_tokens_per_s":
+            err[m] = {"n": len(xs), "median_ape": round(
+                quantile([abs(1 / x - 1) for x in xs] or [0.0], 0.5), 4)}
+    # a metric the group did not measure: from its reciprocal (throughput ~ 1/TPOT), else the
+    # first-order band (never the degenerate [1, 1] of no rows)
+    if "output_tokens_per_s" not in band:
+        lo, hi = band.get("tpot_ms", FALLBACK_BAND["tpot_ms"])
+        band["output_tokens_per_s"] = [round(1 / hi, 3), round(1 / lo, 3)]
+    if "tpot_ms" not in band:
+        lo, hi = band["output_tokens_per_s"]
+        band["tpot_ms"] = [round(min(1 / hi, FALLBACK_BAND["tpot_ms"][0]), 3),
+                           round(max(1 / lo, FALLBACK_BAND["tpot_ms"][1]), 3)]
+    if "ttft_ms" not in band:
+        band["ttft_ms"] = list(FALLBACK_BAND["ttft_ms"])
+    return {k: band[k] for k in ("ttft_ms", "tpot_ms", "output_tokens_per_s")}, err
+
+
+ROWS_PER_MODEL = int(os.environ.get("FIT_ROWS_PER_MODEL", "120"))
+
+
+def _thin(rows: list[Row]) -> list[Row]:
+    """At most ROWS_PER_MODEL rows per model of a group, evenly spaced (deterministic): keeps
+    the fit's cost bounded and stops one heavily sampled model from dominating it."""
+    by_model: dict[str, list[Row]] = defaultdict(list)
+    for r in rows:
+        by_model[r.model_name].append(r)
+    out = []
+    for rs in by_model.values():
+        step = max(1, math.ceil(len(rs) / ROWS_PER_MODEL))
+        out += rs[::step]
+    return out
+
+
+def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[str] = (),
+        exclude_gpus: Iterable[str] = (), warm: bool = True,
+        max_nfev: int = MAX_NFEV, backends: Iterable[str] | None = None) -> dict[str, Any]:
+    """Fit every measured (class, backend) group; returns the calibration dict.
+
+    ``warm=False`` starts from the round START values instead of the shipped constants (a
+    held-out refit must not start from constants that saw the held-out rows). ``backends``:
+    refit only these (each backend is an independent fit), keep the shipped constants of the
+    others (a model change that moves only one backend's rows)."""
+    from servewise.engine.domain.perf.calibration import load_calibration
+
+    only = {b.lower() for b in backends} if backends else None
+    paths = [Path(p) for p in paths]
+    rows = usable_rows(paths, exclude_models, exclude_gpus)
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        assert r.gpu is not None
+        groups[(gpu_class(r.gpu), r.backend)].append(r)
+    measured = sorted({g for g, rs in groups.items()
+                       if any(r.tpot_ms for r in rs) or sum(1 for r in rs if r.tput) >= 20})
+    profiles: dict[tuple[str, str], dict[str, Any]] = {}
+    shipped = load_calibration().get("classes") or {}
+    for be in sorted({b for _, b in measured}):
+        if only is not None and be not in only:
+            for c, b in measured:
+                entry = ((shipped.get(c) or {}).get("backends") or {}).get(be)
+                if b == be and entry:
+                    profiles[(c, be)] = _band_entry({k: entry[k] for k in PARAMS})
+            continue
+        fitted = fit_backend({c: _thin(groups[(c, b)]) for c, b in measured if b == be}, be,
+                             max_nfev=max_nfev, warm=warm)
+        for c, params in fitted.items():
+            profiles[(c, be)] = _band_entry(params)
+    cal = calibration_dict(profiles)
+    for key in measured:
+        band, err = _ratio_band(groups[key], cal)
+        models = sorted({r.model_name for r in groups[key]})
+        gpus = sorted({r.gpu_name for r in groups[key]})
+        profiles[key].update(band=band, fit_error=err,
+                             fitted_on=f"{len(groups[key])} rows of {', '.join(gpus)} "
+                                       f"({', '.join(models)})")
+    return calibration_dict(profiles)
+
+
+def rebanded(paths: Iterable[str | Path]) -> dict[str, Any]:
+    """The shipped calibration with its bands and fit errors recomputed on ``paths``."""
+    from servewise.engine.domain.perf.calibration import load_calibration
+
+    cal = load_calibration()
+    rows = usable_rows([Path(p) for p in paths])
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        assert r.gpu is not None
+        groups[(gpu_class(r.gpu), r.backend)].append(r)
+    profiles = {(c, b): dict(e) for c, v in (cal.get("classes") or {}).items()
+                for b, e in (v.get("backends") or {}).items()}
+    for key in profiles:
+        band, err = _ratio_band(groups.get(key, []), cal)
+        profiles[key].update(band=band, fit_error=err)
+    return calibration_dict(profiles)
+
+
+def _sha(paths: Iterable[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+HEADER = """\
+# Calibration constants of the performance model (servewise.engine.domain.perf).
+# Written by `python -m servewise.engine.domain.perf.fit`; do not edit by hand, refit instead.
+#
+# Per GPU class (architecture + memory technology) and backend (the engine costs t_step_ms,
+# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, t_request_ms, k_step, burst,
+# t_in_token_us are shared by all classes of a backend: one joint fit per backend):
+#   eta_bw        achieved share of peak memory bandwidth in decode steps
+#   eta_flops     achieved share of peak dense tensor FLOPS (GEMMs and attention)
+#   eta_moe       efficiency of grouped expert GEMMs / expert reads relative to dense ones
+#   t_step_ms     fixed cost per engine step (scheduler, kernel launch)
+#   t_layer_us    cost per layer per step (small kernels: norms, rotary, routing)
+#   t_seq_us      cost per sequence per step (sampling, detokenisation, bookkeeping)
+#   interference  share kappa of other requests' prefill time that lands on decode steps
+#   t_chunk_ms    extra cost per prefill chunk (its own engine step)
+#   t_request_ms  fixed per-request latency before the first token (HTTP, tokenise)
+#   k_step        decode steps a new request waits before its prefill starts
+#   burst         share phi of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
+#   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
+#   dp_wait       decode steps a new request waits before its prefill when attention runs
+#                 data-parallel (ranks prefill in lockstep; TRT-LLM attention-DP balancing
+#                 holds context requests up to timeout_iters)
+#   eta_lowp      efficiency of native 8/4-bit GEMMs relative to 16-bit ones (>= 0.5: FP8 is
+#                 never slower than BF16)
+#   t_moe_layer_us extra cost per MoE layer per step (routing, grouped-GEMM launches)
+#   t_in_token_us cost per prompt token before the engine (tokenise, IPC, HTTP body)
+#   band          [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
+#   fit_error     median absolute percentage error on the fitted rows
+# Method: robust least squares (scipy least_squares, Cauchy loss, f_scale 0.1) of
+#   log(predicted/measured) of TPOT, TTFT, throughput (weight 1 each), jointly per backend, with
+#   a prior in log space on the efficiencies (centre, weight): eta_bw 0.75, 0.3 and eta_flops
+#   0.6, 1 (decode 74-77 % of peak bandwidth and prefill 54-69 % of peak FLOPS in
+#   benchmarks.csv), eta_lowp 0.85, 1 (cuBLASLt FP8 GEMM 81 % of its peak, as BF16; less
+#   activation quantisation), eta_moe 0.7, 0.3 (no external figure).
+# links: all-reduce latency and efficiency (share of one-direction link bandwidth) per link kind
+#   and GPU count, and per measured GPU (by_gpu), fitted from vLLM custom all-reduce kernel
+#   latencies (../shared/data/ops, `python -m servewise.engine.domain.perf.kernels`); kept across refits.
+#   GPUs without kernel data use their link kind's median (NVLink: A100/H100/H200/B200; PCIe:
+#   L40S, RTX PRO 6000). eta > 1 at 8 NVLink GPUs: NVLS in-switch reduction. PCIe beyond two
+#   GPUs: the engines run an NCCL ring there (vLLM disables its custom all-reduce on more than
+#   two PCIe-only GPUs), so the model uses the two-GPU efficiency with n-1 ring-hop latencies
+#   (calibration.link_params); the 4/8-GPU PCIe custom all-reduce entries are kept as measured.
+# Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/perf/memory.py),
+#   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).
+# Refit: warm start from the shipped constants, at most FIT_MAX_NFEV (default 40) iterations.
+# Classes marked `inherit` have no measured rows: they use the inherited class's
+#   efficiencies with their own bandwidth/FLOPS and a band widened by
+#   unmeasured_band_widening (band ** factor).
+"""
+
+
+def write(cal: dict[str, Any], paths: list[Path], out: Path, date: str) -> None:
+    meta = {"fitted_on": [p.name for p in paths], "data_sha256_16": _sha(paths), "date": date,
+            "method": "robust least squares on log errors per (gpu class, backend)"}
+    text = HEADER + yaml.safe_dump({"meta": meta, **cal}, sort_keys=False, width=100)
+    out.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", action="append", help="CSV (repeatable); default: shipped data")
+    ap.add_argument("--out", default=str(CALIBRATION_FILE))
+    ap.add_argument("--date", default=os.environ.get("FIT_DATE")
+                    or _dt.date.today().isoformat())
+    ap.add_argument("--backend", action="append",
+                    help="refit only this backend (repeatable); the others keep their constants")
+    ap.add_argument("--bands-only", action="store_true",
+                    help="keep the shipped constants, recompute bands and fit errors only")
+    a = ap.parse_args(argv)
+    paths = [Path(p) for p in (a.data or DEFAULT_FILES)]
+    cal = rebanded(paths) if a.bands_only else fit(paths, backends=a.backend)
+    write(cal, paths, Path(a.out), a.date)
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

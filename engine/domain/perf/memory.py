@@ -1,0 +1,148 @@
+"""GPU memory of a model replica: weights, KV cache, activations/overhead, fit per GPU."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from servewise.engine.domain.perf.architecture import Params, kv_elements_per_token, kv_shard_factor, params
+from servewise.engine.domain.perf.precision import bytes_per_weight, default_kv_precision, kv_bytes
+from servewise.engine.domain.perf.types import MemoryEstimate, Step
+
+GIB = 2.0**30
+EMBED_BYTES = 2.0  # embedding and lm_head stay 16-bit in quantised checkpoints
+OVERHEAD_BASE_GIB = 1.5  # CUDA context, NCCL buffers, CUDA graphs, allocator slack (per GPU)
+ACT_TOKENS = 8192  # tokens per engine step the activation workspace is sized for
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a replica is split over GPUs.
+
+    ``tp`` shards attention and dense layers; ``attention_dp`` replicates attention (each rank
+    serves its own sequences); MoE layers are sharded over all ``tp x attention_dp`` GPUs of a
+    stage, ``ep``-way by expert and the rest by tensor. ``ep`` larger than ``tp x attention_dp``
+    adds data-parallel attention ranks (vLLM/SGLang DP+EP). ``pp`` stages split the layers.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    attention_dp: int = 1
+
+    def __post_init__(self) -> None:
+        for k in ("tp", "pp", "ep", "attention_dp"):
+            v = getattr(self, k)
+            if not isinstance(v, int) or v < 1:
+                raise ValueError(f"{k} must be a positive integer, got {v!r}")
+
+    @property
+    def stage_gpus(self) -> int:
+        return max(self.tp * self.attention_dp, self.ep)
+
+    @property
+    def dp(self) -> int:
+        """Attention data-parallel ranks per stage."""
+        return max(1, self.stage_gpus // self.tp)
+
+    @property
+    def n_gpus(self) -> int:
+        return self.stage_gpus * self.pp
+
+
+def weight_bytes(p: Params, precision: str) -> dict[str, float]:
+    """Bytes of one copy of the weights, by part."""
+    b = bytes_per_weight(precision)
+    return {"embedding": p.embedding * EMBED_BYTES, "lm_head": p.lm_head * EMBED_BYTES,
+            "shared": p.shared * b, "experts": p.experts * b}
+
+
+def weights_gib(model: dict[str, Any], precision: str) -> float:
+    """GiB of all weights at ``precision`` (MoE: every expert resident)."""
+    return sum(weight_bytes(params(model), precision).values()) / GIB
+
+
+def kv_bytes_per_token(model: dict[str, Any], kv_precision: str = "bf16") -> float:
+    """KV-cache bytes per token over all layers (before any sharding)."""
+    elements, _ = kv_elements_per_token(model)
+    return elements * kv_bytes(kv_precision)
+
+
+def weights_per_gpu_bytes(p: Params, precision: str, lay: Layout) -> float:
+    """Weight bytes on the busiest GPU of the replica."""
+    wb = weight_bytes(p, precision)
+    vocab = (wb["embedding"] + wb["lm_head"]) if lay.pp == 1 else max(wb["embedding"],
+                                                                       wb["lm_head"])
+    return (vocab / lay.tp + wb["shared"] / (lay.tp * lay.pp)
+            + wb["experts"] / (lay.stage_gpus * lay.pp))
+
+
+def overhead_gib(model: dict[str, Any], lay: Layout) -> float:
+    """Per-GPU activations and framework overhead (documented constant + activation workspace)."""
+    h = float(model.get("hidden_size") or 0)
+    inter = float(model.get("intermediate_size") or 4 * h)
+    k = float(model.get("experts_per_token") or 1)
+    act = ACT_TOKENS * 2.0 * (4 * h + 2 * inter * k / lay.tp) / GIB
+    return OVERHEAD_BASE_GIB + act
+
+
+def memory(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int = 1, ep: int = 1,
+           precision: str, tokens_in_flight: float, kv_precision: str | None = None,
+           gpu_memory_utilization: float = 0.9, attention_dp: int = 1) -> MemoryEstimate:
+    """Memory per GPU for ``tokens_in_flight`` tokens of KV cache, and whether it fits."""
+    lay = Layout(tp, pp, ep, attention_dp)
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError("gpu_memory_utilization must be in (0, 1]")
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    p = params(model)
+    w_total = sum(weight_bytes(p, precision).values())
+    w_gpu = weights_per_gpu_bytes(p, precision, lay)
+    kv_tok = kv_bytes_per_token(model, kvp)
+    kv_tok_gpu = kv_tok * kv_shard_factor(model, tp) / pp
+    kv_gpu = kv_tok_gpu * tokens_in_flight / lay.dp
+    ovh = overhead_gib(model, lay)
+    cap = float(gpu.get("memory_gb") or 0)
+    budget = cap * gpu_memory_utilization
+    per_gpu = w_gpu / GIB + kv_gpu / GIB + ovh
+    free_kv = budget - w_gpu / GIB - ovh
+    kv_capacity = int(max(0.0, free_kv) * GIB / kv_tok_gpu * lay.dp) if kv_tok_gpu > 0 else 0
+    kv_replica = kv_gpu * lay.n_gpus / GIB  # includes MLA/narrow-GQA replication across TP
+    reason = None
+    name = gpu.get("id", "GPU")
+    if free_kv <= 0:
+        reason = (f"weights need {w_gpu / GIB:.1f} GiB per GPU plus {ovh:.1f} GiB overhead, but "
+                  f"{lay.n_gpus}x {name} offer {budget:.1f} GiB each "
+                  f"({cap:g} GB x utilisation {gpu_memory_utilization:g})")
+    elif per_gpu > budget:
+        reason = (f"KV cache for {tokens_in_flight:,.0f} tokens needs {kv_gpu / GIB:.1f} GiB per "
+                  f"GPU, only {free_kv:.1f} GiB left after weights on {name} "
+                  f"(room for {kv_capacity:,} tokens)")
+    kv_elems, kv_how = kv_elements_per_token(model)
+    steps = (
+        Step("weights",
+             "W_gib = ((shared_params_b + expert_params_b) x bytes_per_weight"
+             " + embedding_lm_head_params_b x embed_bytes) x 1e9 / 2^30",
+             {"shared_params_b": p.shared / 1e9, "expert_params_b": p.experts / 1e9,
+              "embedding_lm_head_params_b": (p.embedding + p.lm_head) / 1e9,
+              "bytes_per_weight": bytes_per_weight(precision), "embed_bytes": EMBED_BYTES,
+              "precision": precision},
+             w_total / GIB, "GiB", "embedding and lm_head stay 16-bit; MoE: every expert resident"),
+        Step("kv_per_token", "kv_b = elements x bytes",
+             {"elements": kv_elems, "kv_precision": kvp, "bytes": kv_bytes(kvp)}, kv_tok,
+             "B/token", f"elements = {kv_how}"),
+        Step("memory_per_gpu",
+             "m_gpu_gib = W_shard_gib + kv_per_token_b x kv_shard x tokens / dp / 2^30"
+             " + overhead_gib",
+             {"W_shard_gib": w_gpu / GIB, "kv_per_token_b": kv_tok,
+              "kv_shard": kv_shard_factor(model, tp) / pp, "tokens": tokens_in_flight,
+              "dp": lay.dp, "overhead_gib": ovh}, per_gpu, "GiB",
+             "fits when m_gpu_gib <= budget_gib"),
+        Step("budget_per_gpu", "budget_gib = memory_gb x util",
+             {"memory_gb": cap, "util": gpu_memory_utilization}, budget, "GiB",
+             "HBM capacities are binary: an '80 GB' H100 holds 80 GiB (81,559 MiB)"),
+    )
+    return MemoryEstimate(
+        weights_gib=w_total / GIB, kv_cache_gib=kv_replica, overhead_gib=ovh,
+        total_gib=w_gpu / GIB * lay.n_gpus + kv_replica + ovh * lay.n_gpus,
+        per_gpu_gib=per_gpu, budget_gib=budget, kv_capacity_tokens=kv_capacity,
+        fits=reason is None, reason=reason, n_gpus=lay.n_gpus, steps=steps)

@@ -1,0 +1,48 @@
+"""Physical ordering of GPUs the estimates must respect (a check, not a fit).
+
+A GPU with more memory bandwidth and more FLOPS than another, in the same or a newer class,
+must not come out slower on the same model and layout. The calibration can break this when a
+class's constants are fitted on rows of other models or benchmark campaigns (see
+docs/accuracy.md); ``violations`` counts where it does over a grid of dense-model layouts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from servewise.engine.domain.catalog import load_catalog
+from servewise.engine.domain.perf.serving import estimate
+
+# (faster, slower): the first has more bandwidth and FLOPS than the second.
+PAIRS = (("B200", "H200 SXM"), ("H200 SXM", "H100 SXM"))
+BACKENDS = ("vllm", "sglang", "trtllm")
+DENSE_GRID = tuple((m, tp, c) for m in ("Llama-3.1-8B", "Qwen3-32B", "Llama-3.1-70B")
+                   for tp in (1, 4) for c in (1, 16, 64))  # timings only: memory not checked
+ISL, OSL, PRECISION = 1024, 256, "fp8"
+# Inversions up to this share are measured hardware, not calibration artefacts: B200's custom
+# all-reduce takes 6.9 us against H200's 4.4 us at 4 GPUs (ops/*_custom_allreduce), which makes
+# Llama-3.1-8B at tp 4 and one request 2 % slower per token on B200 with TRT-LLM.
+TOLERANCE = 0.03
+
+
+def violations(pair: tuple[str, str], backends: Iterable[str] = BACKENDS,
+               grid: Iterable[tuple[str, int, int]] = DENSE_GRID,
+               calibration: dict[str, Any] | None = None,
+               tolerance: float = TOLERANCE) -> dict[str, Any]:
+    """Configurations where ``pair[0]`` predicts a TPOT or TTFT more than ``tolerance`` above
+    ``pair[1]``'s."""
+    cat = load_catalog()
+    fast, slow = cat.gpu(pair[0]), cat.gpu(pair[1])
+    out: dict[str, Any] = {"n": 0, "tpot_ms": [], "ttft_ms": []}
+    for be in backends:
+        for model, tp, c in grid:
+            m = cat.model(model)
+            a, b = (estimate(m, g, tp=tp, precision=PRECISION, isl=ISL, osl=OSL, concurrency=c,
+                             backend=be, check_memory=False, calibration=calibration)
+                    for g in (fast, slow))
+            out["n"] += 1
+            for metric in ("tpot_ms", "ttft_ms"):
+                if getattr(a, metric) > getattr(b, metric) * (1 + tolerance):
+                    out[metric].append((be, model, tp, c))
+    return out

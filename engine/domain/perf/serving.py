@@ -1,0 +1,631 @@
+"""Serving under continuous batching in a closed-loop benchmark: TTFT, TPOT and throughput.
+
+With ``C`` requests in flight per attention rank (a client that sends a new request whenever one
+finishes), each request lives ``TTFT + (osl-1) x TPOT``, so requests arrive at
+``λ = C / lifetime`` per rank. All terms are per attention rank, in milliseconds:
+
+* ``t_decode(C)``: one decode step of the ``C`` sequences (timing.StepModel.decode);
+* ``t_prefill``: one request's prefill (compute + communication + ``n_chunks x t_chunk``);
+* ``TPOT = t_decode + κ x (C-1) x t_prefill / osl``: during one request's ``osl`` steps the
+  other ``C-1`` requests each prefill once; a share ``κ`` (interference, per backend) of that
+  time lands on the decode steps (chunked prefill mixes it into them, non-mixed schedulers stop
+  decoding for it);
+* ``TTFT = t_request + isl x t_in_token + t_prefill + k_step x t_decode + φ x (C-1)/2 x
+  t_prefill + ψ x (osl-1) x TPOT / (C-1) [+ dp_wait x t_decode]``: a fixed per-request cost
+  (HTTP, first sampling) and a cost per prompt token before the engine (tokenisation, IPC);
+  the own prefill; admission at step boundaries (``k_step`` decode steps); the share ``φ`` of
+  the arrival burst left in the average (benchmark clients start all ``C`` requests at once,
+  and identical requests stay partly in step); the share ``ψ`` of requests that find the
+  batch full and wait for the next completion (one completes every ``(osl-1) x TPOT / (C-1)``
+  on average); and, with attention data parallel, the decode steps a new request waits until
+  the ranks prefill together (``dp_wait``).
+
+The form is closed (no fixed-point iteration): estimate is a few microseconds of arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from servewise.engine.domain.perf.architecture import attention_flops_per_token
+from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, Profile, gpu_class, profile
+from servewise.engine.domain.perf.memory import Layout, memory
+from servewise.engine.domain.perf.precision import check_precision, default_kv_precision
+from servewise.engine.domain.perf.timing import StepModel
+from servewise.engine.domain.perf.types import Estimate, Step
+
+MAX_BATCH = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}  # max sequences per engine step
+ARRIVALS = ("closed", "poisson")
+STATISTICS = ("mean", "median", "p99")
+RHO_MAX = 0.995  # utilisation at which an open-loop queue is reported as saturated
+
+
+def _base(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
+    """Prefill, decode step and TPOT with ``c_rank`` requests in flight on one attention rank."""
+    prof = sm.prof
+    pf = sm.prefill(isl)
+    dec = sm.decode(max(c_rank, 1.0), isl + osl / 2.0)
+    others = max(c_rank - 1.0, 0.0)
+    interf = prof.interference * others * pf["total"] / osl
+    return {"prefill": pf, "dec": dec, "interference": interf, "tpot": dec["total"] + interf,
+            "batch": max(c_rank, 1.0), "n_dec": max(osl - 1, 0)}
+
+
+def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
+    """Closed loop: TTFT, TPOT and arrival rate for ``c_rank`` requests in flight per rank."""
+    prof = sm.prof
+    s = _base(sm, c_rank, isl, osl)
+    t_pf, t_dec, tpot, n_dec = s["prefill"]["total"], s["dec"]["total"], s["tpot"], s["n_dec"]
+    others = max(c_rank - 1.0, 0.0)
+    many = 1.0 if c_rank > 1 else 0.0
+    step_wait = prof.k_step * t_dec * many
+    burst = prof.burst * others / 2.0 * t_pf
+    admission = prof.admission * n_dec * tpot / max(others, 1.0) * many
+    dp_wait = prof.dp_wait * t_dec if sm.lay.dp > 1 else 0.0
+    front = prof.t_request_ms + isl * prof.t_in_token_us / 1e3
+    ttft = front + t_pf + step_wait + burst + admission + dp_wait
+    life = ttft + n_dec * tpot
+    s.update(arrival="closed", lam=c_rank / life, step_wait=step_wait, burst=burst,
+             admission=admission, dp_wait=dp_wait, front=front, ttft=ttft, ttft_p99=None,
+             life=life, c_rank=c_rank)
+    return s
+
+
+def md1_tail(rho: float) -> tuple[float, float]:
+    """(x, c) of the M/D/1 waiting-time tail ``P(W > t) ≈ c exp(-x t / S)``.
+
+    ``x`` is the positive root of ``ρ (e^x - 1) = x`` (Cramér-Lundberg: ``λ (E[e^{θS}] - 1) =
+    θ`` with ``θ = x / S``), found by Newton's method from the right (``f`` is convex, so the
+    iterates decrease monotonically to the root); ``c = (1-ρ) / (λ E[S e^{θS}] - 1) = (1-ρ) /
+    (ρ e^x - 1)``. ρ is taken as at least 1e-9 (the values stay finite).
+    """
+    rho = max(rho, 1e-9)
+    x = 2.0 * math.log(1.0 / rho) + 2.0
+    for _ in range(100):
+        step = (rho * math.expm1(x) - x) / (rho * math.exp(x) - 1.0)
+        x -= step
+        if abs(step) < 1e-12 * max(x, 1.0):
+            break
+    return x, (1.0 - rho) / (rho * math.exp(x) - 1.0)
+
+
+def _queue(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float, isl: int) -> dict:
+    """Open-loop TTFT terms at ``lam`` requests/ms per rank (M/D/1 queue of prefills).
+
+    A request's prefill occupies the engine for ``S = t_prefill + isl/chunk x t_decode`` (its
+    chunks share steps with the running decodes); prefills are served in arrival order, so the
+    queue is M/D/1 with utilisation ``ρ = λ x S``: mean wait ``ρ S / (2 (1-ρ))`` (Pollaczek-
+    Khinchine), P99 from the Cramér-Lundberg tail of the M/D/1 wait ``P(W > t) ≈ c exp(-x t /
+    S)`` (``x`` the positive root of ``ρ (e^x - 1) = x``, ``c = (1-ρ) / (ρ e^x - 1)``; exact
+    decay for deterministic service, where the exponential tail ``ρ exp(-ρ t / W_mean)`` of
+    M/M/1 overstates the P99 at low load about 1.3-2x). An arrival also waits for the running
+    step to end (mean half a decode step, at most one).
+    """
+    prof = sm.prof
+    t_pf, t_dec = s["prefill"]["total"], s["dec"]["total"]
+    chunk = CHUNK_TOKENS.get(prof.backend, 8192)
+    svc = t_pf + isl / chunk * t_dec
+    rho = min(lam * svc, RHO_MAX)
+    w_mean = rho * svc / (2 * (1 - rho))
+    x, c_tail = md1_tail(rho)
+    # P(W > 0) = ρ exactly (M/G/1): at ρ <= 1 % the P99 does not wait
+    w_p99 = svc * max(math.log(c_tail / 0.01), 0.0) / x if rho > 0.01 else 0.0
+    busy = 1 - math.exp(-c_rank)
+    mix = prof.interference * math.ceil(isl / chunk) * t_dec * (1.0 if c_rank > 1 else 0.0)
+    base = s["front"] + t_pf + mix
+    return {"service": svc, "rho": rho, "chunk": chunk, "wait_mean": w_mean, "wait_p99": w_p99,
+            "tail_x": x, "tail_c": c_tail,
+            "busy": busy, "mix": mix, "ttft": base + t_dec / 2 * busy + w_mean,
+            "ttft_p99": base + t_dec * busy + w_p99, "saturated": lam * svc >= RHO_MAX}
+
+
+def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
+    """Open loop (Poisson arrivals) with ``c_rank`` requests in flight on average per rank.
+
+    The rate that keeps ``c_rank`` in flight solves ``λ = C / (TTFT(λ) + (osl-1) x TPOT)``
+    (Little's law); TTFT grows with λ, so the root is found by bisection.
+    """
+    s = _base(sm, c_rank, isl, osl)
+    s["front"] = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
+    tail = s["n_dec"] * s["tpot"]
+
+    def gap(lam: float) -> float:
+        return lam * (_queue(sm, s, lam, c_rank, isl)["ttft"] + tail) - c_rank
+
+    chunk = CHUNK_TOKENS.get(sm.prof.backend, 8192)
+    lo, hi = 0.0, RHO_MAX / (s["prefill"]["total"] + isl / chunk * s["dec"]["total"])
+    if gap(hi) < 0:
+        lam = hi
+    else:
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
+        lam = (lo + hi) / 2
+    return _finish_open(sm, s, lam, c_rank, isl)
+
+
+def _open_rate(sm: StepModel, lam: float, isl: int, osl: int, limit: float) -> dict[str, Any]:
+    """Open loop at ``lam`` requests/ms per rank: requests in flight from Little's law."""
+    def life(c: float) -> tuple[float, dict[str, Any]]:
+        s = _base(sm, c, isl, osl)
+        s["front"] = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
+        q = _queue(sm, s, lam, c, isl)
+        return q["ttft"] + s["n_dec"] * s["tpot"], s
+
+    lo, hi = 0.0, float(limit)
+    if lam * life(hi)[0] > hi:
+        c = hi
+    else:
+        for _ in range(50):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if lam * life(mid)[0] > mid else (lo, mid)
+        c = (lo + hi) / 2
+    return _finish_open(sm, life(c)[1], lam, c, isl)
+
+
+def _finish_open(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float,
+                 isl: int) -> dict[str, Any]:
+    q = _queue(sm, s, lam, c_rank, isl)
+    s.update(arrival="poisson", lam=lam, queue=q, ttft=q["ttft"], ttft_p99=q["ttft_p99"],
+             life=q["ttft"] + s["n_dec"] * s["tpot"], c_rank=c_rank, step_wait=0.0, burst=0.0,
+             admission=0.0, dp_wait=0.0)
+    return s
+
+
+def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
+    """Explanation steps; every formula recomputes its result from its printed values."""
+    d, pf, prof, lay, p = s["dec"], s["prefill"], sm.prof, sm.lay, sm.p
+    c_rank = s["c_rank"]
+    ctx = isl + osl / 2.0
+    b = s["batch"]
+    t_tokens = b * lay.dp
+    share = sm.expert_fraction(t_tokens)
+    exp_read = sm.expert_bytes * share
+    mb = sm.micro_batches(b)
+    kv = sm.kv_tok_gpu * b * ctx / mb
+    lowp = prof.eta_lowp if sm.low_precision else 1.0
+    lowp_attn = prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0
+    comm_d = sm.comm_parts(b, t_tokens)
+    comm_p = sm.comm_parts(isl, isl * lay.dp)
+    link = sm.link
+    mf = d.get("moe_flops", 0.0)
+    steps = [Step("compute_rate", "peak = peak_tflops", {"how": sm.rate_note,
+                                                         "peak_tflops": sm.tflops},
+                  sm.tflops, "TFLOPS", "dense tensor rate of the GEMMs at this precision")]
+    if p.is_moe:
+        steps.append(Step(
+            "experts_touched",
+            "experts_touched_per_gpu = E / ep x (1 - (1 - k/E)^T)",
+            {"E": p.num_experts, "k": p.experts_per_token, "ep": lay.ep, "T": t_tokens,
+             "moe_tp": sm.moe_tp},
+            sm.experts_per_gpu * share, "experts per layer",
+            "T = tokens routed per MoE layer in the step (B sequences x dp attention ranks); "
+            "each token picks k of E experts (uniform routing assumed); a GPU holds E/ep experts,"
+            " each a 1/moe_tp slice; the fused MoE kernels read only the experts that received "
+            "tokens (vLLM fused-MoE kernel latency, ops/*_moe_perf)"))
+    steps += [
+        Step("decode_bytes",
+             "bytes_gb = W_dense_per_gpu_gb + W_experts_per_gpu_gb x experts_touched_per_gpu"
+             " / experts_per_gpu + kv_per_token_per_gpu_b x B x context / micro_batches / 1e9",
+             {"W_dense_per_gpu_gb": sm.dense_bytes / 1e9,
+              "W_experts_per_gpu_gb": sm.expert_bytes / 1e9,
+              "experts_touched_per_gpu": sm.experts_per_gpu * share,
+              "experts_per_gpu": sm.experts_per_gpu or 1.0, "B": b, "context": ctx,
+              "kv_per_token_per_gpu_b": sm.kv_tok_gpu, "micro_batches": mb},
+             d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output); with "
+             "pipeline parallelism min(pp, B) micro-batches share a round, each stage reading "
+             "its own layers' KV at the same time (micro_batches = 1 without PP)"),
+        Step("decode_memory",
+             "t_mem_ms = (W_dense_gb + W_experts_read_gb / eta_moe + kv_gb) / (bw_gbs x eta_bw)"
+             " x 1e3",
+             {"W_dense_gb": sm.dense_bytes / 1e9, "W_experts_read_gb": exp_read / 1e9,
+              "eta_moe": prof.eta_moe, "kv_gb": kv / 1e9, "bw_gbs": sm.bw_gbs,
+              "eta_bw": prof.eta_bw}, d["t_mem"], "ms"),
+        Step("decode_compute",
+             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
+             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
+             " eta_lowp_attention)",
+             {"gemm_gflops": d["gemm_flops"] / 1e9, "moe_gflops": mf / 1e9,
+              "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
+              "eta_lowp": lowp, "attention_gflops": d["attn_flops"] / 1e9,
+              "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},
+             d["t_compute"], "ms",
+             "eta_lowp applies to native 8/4-bit GEMMs; attention runs at the FP8 rate over an "
+             "FP8 KV cache on GPUs with native FP8; FLOPs per round of min(pp, B) pipeline "
+             "micro-batches"),
+        Step("decode_comm",
+             "t_comm_ms = 2 x layers x (2 x (tp - 1) / tp x B x hidden x act_bytes / (link_gbs"
+             " x eta_link x 1e6) + latency_us / 1e3) x (tp > 1) + moe_dispatch_ms + pp_hops_ms",
+             {"layers": sm.layers, "tp": lay.tp, "B": b, "hidden": sm.hidden,
+              "act_bytes": sm.act_bytes, "link": link[0], "link_gbs": link[1],
+              "eta_link": link[2], "latency_us": link[3], "moe_dispatch_ms": comm_d["moe_a2a"],
+              "pp_hops_ms": comm_d["pp_hops"]}, d["t_comm"], "ms",
+             "TP all-reduces (2 per layer); MoE dispatch/combine when experts span more GPUs "
+             "than tp; pipeline hops"),
+        Step("overhead",
+             "t_overhead_ms = t_step_ms + layers x (t_layer_us + t_moe_layer_us) / 1e3"
+             " + B x t_seq_us / 1e3",
+             {"t_step_ms": prof.t_step_ms, "layers": sm.layers, "t_layer_us": prof.t_layer_us,
+              "t_moe_layer_us": prof.t_moe_layer_us if p.is_moe else 0.0,
+              "B": b, "t_seq_us": prof.t_seq_us}, d["t_overhead"], "ms"),
+        Step("decode_step", "t_decode_ms = t_mem_ms + t_compute_ms + t_comm_ms + t_overhead_ms",
+             {"t_mem_ms": d["t_mem"], "t_compute_ms": d["t_compute"], "t_comm_ms": d["t_comm"],
+              "t_overhead_ms": d["t_overhead"]}, d["total"], "ms",
+             "reading and computing are added: at served batch sizes they overlap little"),
+        Step("prefill_compute",
+             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
+             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
+             " eta_lowp_attention)",
+             {"gemm_gflops": pf["gemm_flops"] / 1e9, "moe_gflops": pf["moe_flops"] / 1e9,
+              "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
+              "eta_lowp": lowp, "attention_gflops": pf["attn_flops"] / 1e9,
+              "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn,
+              "isl": isl}, pf["t_compute"], "ms",
+             "isl tokens x 2 x weights per GPU (lm_head for the last token only; experts see "
+             "dp x isl tokens) + causal attention at mean context isl/2"),
+        Step("prefill",
+             "t_prefill_ms = t_compute_ms + t_comm_ms + n_chunks x t_chunk_ms",
+             {"t_compute_ms": pf["t_compute"], "t_comm_ms": pf["t_comm"],
+              "n_chunks": pf["n_chunks"], "t_chunk_ms": prof.t_chunk_ms,
+              "tp_allreduce_ms": comm_p["tp_allreduce"], "moe_dispatch_ms": comm_p["moe_a2a"]},
+             pf["total"], "ms"),
+        Step("tpot", "TPOT_ms = t_decode_ms + kappa x max(C - 1, 0) x t_prefill_ms / osl",
+             {"t_decode_ms": d["total"], "kappa": prof.interference, "C": c_rank,
+              "t_prefill_ms": pf["total"], "osl": osl}, s["tpot"], "ms",
+             "the other requests' prefills land on this request's decode steps (share kappa)"),
+    ]
+    front = {"t_request_ms": prof.t_request_ms, "isl": isl, "t_in_token_us": prof.t_in_token_us}
+    if s["arrival"] == "closed":
+        steps.append(Step(
+            "ttft",
+            "TTFT_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_prefill_ms + k_step x"
+            " t_decode_ms x (C > 1) + phi x max(C - 1, 0) / 2 x t_prefill_ms + admission_ms"
+            " + dp_wait_ms",
+            {**front, "t_prefill_ms": pf["total"], "k_step": prof.k_step,
+             "t_decode_ms": d["total"], "phi": prof.burst, "C": c_rank,
+             "admission_ms": s["admission"], "dp_wait_ms": s["dp_wait"]},
+            s["ttft"], "ms",
+            "closed loop (a benchmark client with C requests in flight, started together): "
+            "admission = psi x (osl-1) x TPOT / (C-1), the wait for a completion when the batch "
+            "is full; dp_wait = decode steps waited for lockstep prefill with attention DP"))
+    else:
+        q = s["queue"]
+        steps += [
+            Step("prefill_service",
+                 "S_ms = t_prefill_ms + isl / chunk_tokens x t_decode_ms",
+                 {"t_prefill_ms": pf["total"], "isl": isl, "chunk_tokens": q["chunk"],
+                  "t_decode_ms": d["total"]}, q["service"], "ms",
+                 "engine time one request's prefill takes (its chunks share steps with decodes)"),
+            Step("utilisation", "rho = lambda_per_s x S_ms / 1e3",
+                 {"lambda_per_s": s["lam"] * 1e3, "S_ms": q["service"]}, q["rho"], "",
+                 "open loop: Poisson arrivals at lambda per attention rank"
+                 + ("; SATURATED (rho capped)" if q["saturated"] else "")),
+            Step("queue_wait", "W_mean_ms = rho x S_ms / (2 x (1 - rho))",
+                 {"rho": q["rho"], "S_ms": q["service"]}, q["wait_mean"], "ms",
+                 "M/D/1 mean wait (Pollaczek-Khinchine) for the prefills ahead"),
+            Step("queue_tail_decay", "decay = ln(1 + decay / rho)",
+                 {"decay": q["tail_x"], "rho": q["rho"]}, q["tail_x"], "",
+                 "decay of the M/D/1 wait per service time: the positive root of rho x "
+                 "(exp(decay) - 1) = decay (Cramér-Lundberg)"),
+            Step("queue_tail_share", "c_tail = (1 - rho) / (rho x exp(decay) - 1)",
+                 {"rho": q["rho"], "decay": q["tail_x"]}, q["tail_c"], "",
+                 "P(W > t) = c_tail x exp(-decay x t / S_ms): the tail of the wait"),
+            Step("queue_wait_p99",
+                 "W_p99_ms = S_ms x max(ln(c_tail / 0.01), 0) / decay x (rho > 0.01)",
+                 {"S_ms": q["service"], "c_tail": q["tail_c"], "decay": q["tail_x"],
+                  "rho": q["rho"]}, q["wait_p99"], "ms",
+                 "P(W > W_p99) = 1 %; P(W > 0) = rho, so no wait at rho <= 1 %"),
+            Step("ttft",
+                 "TTFT_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_decode_ms / 2 x busy"
+                 " + W_mean_ms + t_prefill_ms + kappa x n_chunks x t_decode_ms x (C > 1)",
+                 {**front, "t_decode_ms": d["total"], "busy": q["busy"],
+                  "W_mean_ms": q["wait_mean"], "t_prefill_ms": pf["total"],
+                  "kappa": prof.interference, "n_chunks": math.ceil(isl / q["chunk"]),
+                  "C": c_rank}, s["ttft"], "ms",
+                 "mean: residual of the running step (busy = 1 - exp(-C)), queue wait, own "
+                 "prefill, decode steps mixed into its chunks"),
+            Step("ttft_p99",
+                 "TTFT_p99_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_decode_ms x busy"
+                 " + W_p99_ms + t_prefill_ms + kappa x n_chunks x t_decode_ms x (C > 1)",
+                 {**front, "t_decode_ms": d["total"], "busy": q["busy"],
+                  "W_p99_ms": q["wait_p99"], "t_prefill_ms": pf["total"],
+                  "kappa": prof.interference, "n_chunks": math.ceil(isl / q["chunk"]),
+                  "C": c_rank}, s["ttft_p99"], "ms"),
+        ]
+    steps += [
+        Step("lifetime", "life_ms = TTFT_ms + (osl - 1) x TPOT_ms",
+             {"TTFT_ms": s["ttft"], "osl": osl, "TPOT_ms": s["tpot"]}, s["life"], "ms"),
+    ]
+    if s["arrival"] == "closed":
+        steps.append(Step("arrival_rate", "lambda_per_s = C / life_ms x 1e3",
+                          {"C": c_rank, "life_ms": s["life"]}, s["lam"] * 1e3, "req/s",
+                          "per attention rank: the rate C requests in flight produce"))
+    else:
+        q = s["queue"]
+        steps.append(Step(
+            "arrival_rate", "lambda_per_s = min(C / life_ms, rho_max / S_ms) x 1e3",
+            {"C": c_rank, "life_ms": s["life"], "rho_max": RHO_MAX, "S_ms": q["service"]},
+            s["lam"] * 1e3, "req/s",
+            "per attention rank: Little's law (C in flight over their lifetime), at most the "
+            "rate the prefill queue can serve (rho_max)"))
+    return steps
+
+
+def _step_model(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
+                backend: str, kv_precision: str | None,
+                calibration: dict[str, Any] | None) -> StepModel:
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    return StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
+                           calibration)
+
+
+def _check_arrival(arrival: str, request_rate: float | None) -> str:
+    arrival = "poisson" if request_rate is not None else str(arrival).lower()
+    if arrival not in ARRIVALS:
+        raise ValueError(f"arrival '{arrival}': expected one of {', '.join(ARRIVALS)}")
+    if request_rate is not None and not request_rate > 0:
+        raise ValueError("request_rate must be positive (requests/s)")
+    return arrival
+
+
+def solve(sm: StepModel, *, isl: int, osl: int, concurrency: float, arrival: str = "closed",
+          request_rate: float | None = None, limit: float = 1024) -> dict[str, Any]:
+    """The serving state of one replica: closed loop at ``concurrency`` in flight, or open loop
+    (Poisson) at ``request_rate`` requests/s (``concurrency`` then comes from Little's law) or,
+    without a rate, at the rate that keeps ``concurrency`` in flight on average."""
+    arrival = _check_arrival(arrival, request_rate)
+    dp = sm.lay.dp
+    if arrival == "closed":
+        return _solve(sm, concurrency / dp, isl, osl)
+    if request_rate is not None:
+        return _open_rate(sm, request_rate / 1e3 / dp, isl, osl, limit)
+    return _open_at(sm, concurrency / dp, isl, osl)
+
+
+def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precision: str,
+            isl: int, osl: int, concurrency: float, backend: str = "vllm",
+            kv_precision: str | None = None,
+            calibration: dict[str, Any] | None = None, arrival: str = "closed",
+            request_rate: float | None = None,
+            statistic: str = "mean") -> tuple[float | None, float, float]:
+    """(TTFT ms, TPOT ms, output tokens/s) without memory check or explanation (fast path).
+
+    ``statistic`` ``p99`` gives the P99 TTFT of the open-loop queue (None in closed loop, which
+    models the mean); ``mean`` and ``median`` give the mean.
+    """
+    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration)
+    s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
+              request_rate=request_rate, limit=MAX_BATCH.get(sm.prof.backend, 1024))
+    ttft = s["ttft_p99"] if statistic == "p99" else s["ttft"]
+    return ttft, s["tpot"], s["lam"] * 1e3 * osl * lay.dp
+
+
+def engine_prefill_ms(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
+                      precision: str, isl: int, backend: str = "vllm",
+                      kv_precision: str | None = None,
+                      calibration: dict[str, Any] | None = None) -> float:
+    """One prefill as a single engine step: compute + communication + the step's kernel costs.
+
+    What an in-process single-stream prefill benchmark times (no server, queue or chunked
+    scheduler); a served TTFT adds t_request, admission and queueing (``predict``).
+    """
+    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration)
+    pf = sm.prefill(isl)
+    return pf["t_compute"] + pf["t_comm"] + sm.overhead_ms(1.0)
+
+
+def _band(prof: Profile, ttft: float, tpot: float, tput: float) -> dict[str, tuple[float, float]]:
+    b = prof.band
+    return {"ttft_ms": (ttft * b["ttft_ms"][0], ttft * b["ttft_ms"][1]),
+            "tpot_ms": (tpot * b["tpot_ms"][0], tpot * b["tpot_ms"][1]),
+            "output_tokens_per_s": (tput * b["output_tokens_per_s"][0],
+                                    tput * b["output_tokens_per_s"][1])}
+
+
+def estimate(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int = 1,
+             ep: int = 1, precision: str, isl: int, osl: int, concurrency: int,
+             backend: str = "vllm", kv_precision: str | None = None,
+             gpu_memory_utilization: float = 0.9, attention_dp: int = 1,
+             check_memory: bool = True, calibration: dict[str, Any] | None = None,
+             arrival: str = "closed", request_rate: float | None = None) -> Estimate:
+    """TTFT, TPOT and total output tokens/s of one replica with ``concurrency`` requests in flight.
+
+    ``arrival`` ``closed`` (default): a benchmark client keeps ``concurrency`` requests in
+    flight, started together. ``poisson``: open-loop arrivals at the rate that keeps
+    ``concurrency`` in flight on average, or at ``request_rate`` requests/s when given (the
+    requests in flight then follow from Little's law); TTFT is then the mean and ``ttft_p99_ms``
+    its 99th percentile. ``attention_dp`` > 1 runs attention data-parallel (each rank its own
+    sequences) with MoE layers shared by all ``tp x attention_dp`` GPUs. ``check_memory=False``
+    estimates timings even when the KV cache would not fit (used to validate against measured
+    rows); ``calibration`` overrides facts/calibration.yaml (used by the refit).
+    """
+    precision = check_precision(precision)
+    if isl < 1 or osl < 1 or concurrency < 1:
+        raise ValueError("isl, osl and concurrency must be positive")
+    arrival = _check_arrival(arrival, request_rate)
+    lay = Layout(tp, pp, ep, attention_dp)
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    prof = profile(gpu, backend, calibration)
+    try:
+        sm: StepModel | None = StepModel.build(model, gpu, lay, precision, kvp, prof, calibration)
+    except ValueError as exc:
+        sm, why = None, str(exc)
+    s = None
+    if sm is not None:
+        s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
+                  request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024))
+    in_flight = s["c_rank"] * lay.dp if s is not None and request_rate else float(concurrency)
+    tokens = in_flight * (isl + osl / 2.0)
+    mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=tokens,
+                 kv_precision=kvp, gpu_memory_utilization=gpu_memory_utilization,
+                 attention_dp=attention_dp)
+    cal = {"gpu_class": gpu_class(gpu), "backend": prof.backend, "measured": prof.measured,
+           "source": prof.source}
+    inputs = {"model": model.get("id"), "gpu": gpu.get("id"), "tp": tp, "pp": pp, "ep": ep,
+              "attention_dp": attention_dp, "n_gpus": lay.n_gpus, "precision": precision,
+              "kv_precision": kvp, "isl": isl, "osl": osl, "concurrency": concurrency,
+              "backend": prof.backend, "gpu_memory_utilization": gpu_memory_utilization,
+              "arrival": arrival, "request_rate": request_rate}
+    steps = list(mem.steps)
+    null_band = {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None}
+    if check_memory and not mem.fits:
+        return Estimate(None, None, None, False, mem.reason, mem, null_band, cal,
+                        tuple(steps), inputs)
+    if sm is None or s is None:
+        return Estimate(None, None, None, mem.fits, why, mem, null_band, cal,
+                        tuple(steps), inputs)
+    tput = s["lam"] * 1e3 * osl * lay.dp
+    steps += _steps(sm, s, isl, osl)
+    steps.append(Step("throughput", "tokens_per_s = lambda_per_s x osl x dp",
+                      {"lambda_per_s": s["lam"] * 1e3, "osl": osl, "dp": lay.dp}, tput,
+                      "tokens/s"))
+    if request_rate:
+        steps.append(Step("in_flight", "C_total = C x dp", {"C": s["c_rank"], "dp": lay.dp},
+                          in_flight, "requests", "requests in flight at the offered rate"))
+    band = _band(prof, s["ttft"], s["tpot"], tput)
+    p99 = s["ttft_p99"]
+    if p99 is not None:
+        band["ttft_p99_ms"] = (p99 * prof.band["ttft_ms"][0], p99 * prof.band["ttft_ms"][1])
+    return Estimate(s["ttft"], s["tpot"], tput, mem.fits, mem.reason, mem, band, cal,
+                    tuple(steps), inputs, ttft_p99_ms=p99)
+
+
+def sla_ttft(s: dict[str, Any], up_ttft: float) -> float:
+    """The TTFT an SLA is checked against: the upper band of the mean and, in open loop, the
+    P99 of the queue (whichever is larger)."""
+    hi = s["ttft"] * up_ttft
+    return max(hi, s["ttft_p99"]) if s.get("ttft_p99") is not None else hi
+
+
+def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: int = 1,
+                    ep: int = 1, precision: str, isl: int, osl: int, ttft_ms: float | None,
+                    tpot_ms: float | None, backend: str = "vllm", limit: int = 1024,
+                    kv_precision: str | None = None, gpu_memory_utilization: float = 0.9,
+                    attention_dp: int = 1, arrival: str = "closed") -> int:
+    """Largest concurrency whose upper-band TTFT/TPOT meet the targets and whose KV fits (0: none).
+
+    ``arrival="poisson"`` sizes for production traffic: the open-loop queue at the rate that keeps
+    C in flight, its TTFT checked as ``sla_ttft`` (P99 of the queue or the mean's upper band).
+    Memory is checked once (KV capacity in sequences of ``isl + osl/2`` tokens); TTFT and TPOT
+    grow with concurrency, so the latency limit is found by bisection over the fast path.
+    """
+    precision = check_precision(precision)
+    arrival = _check_arrival(arrival, None)
+    lay = Layout(tp, pp, ep, attention_dp)
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    prof = profile(gpu, backend)
+    mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=0,
+                 kv_precision=kvp, gpu_memory_utilization=gpu_memory_utilization,
+                 attention_dp=attention_dp)
+    if not mem.fits:
+        return 0
+    cap = int(mem.kv_capacity_tokens // (isl + osl / 2.0)) if mem.kv_capacity_tokens else 0
+    hi = min(max(1, int(limit)), cap)
+    if hi < 1:
+        return 0
+    try:
+        sm = StepModel.build(model, gpu, lay, precision, kvp, prof)
+    except ValueError:
+        return 0
+    up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
+
+    def ok(c: int) -> bool:
+        s = solve(sm, isl=isl, osl=osl, concurrency=c, arrival=arrival)
+        if s.get("queue", {}).get("saturated"):
+            return False
+        if ttft_ms is not None and sla_ttft(s, up_ttft) > ttft_ms:
+            return False
+        return not (tpot_ms is not None and s["tpot"] * up_tpot > tpot_ms)
+
+    if not ok(1):
+        return 0
+    lo = 1
+    if ok(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1,
+                       precision: str, isl: int, concurrency: int, backend: str = "vllm",
+                       gpu_memory_utilization: float = 0.9, check_memory: bool = True,
+                       calibration: dict[str, Any] | None = None) -> Estimate:
+    """An encoder (embedding / reranking) pass: prefill only, no KV cache kept, no decode.
+
+    ``concurrency`` requests of ``isl`` tokens run as one batch per engine step: the GEMMs see
+    ``concurrency x isl`` tokens, attention is bidirectional over the whole input (context
+    ``isl``, not the causal ``isl/2``), no lm_head. Latency = per-request front-end cost +
+    the batch step; throughput = ``concurrency`` requests per step.
+    """
+    precision = check_precision(precision)
+    if isl < 1 or concurrency < 1:
+        raise ValueError("isl and concurrency must be positive")
+    lay = Layout(tp, 1, 1, 1)
+    kvp = default_kv_precision(gpu, precision)
+    prof = profile(gpu, backend, calibration)
+    mem = memory(model, gpu, tp=tp, precision=precision, tokens_in_flight=0, kv_precision=kvp,
+                 gpu_memory_utilization=gpu_memory_utilization)
+    cal = {"gpu_class": gpu_class(gpu), "backend": prof.backend, "measured": prof.measured,
+           "source": prof.source}
+    inputs = {"model": model.get("id"), "gpu": gpu.get("id"), "tp": tp, "pp": 1, "ep": 1,
+              "attention_dp": 1, "n_gpus": lay.n_gpus, "precision": precision,
+              "kv_precision": None, "isl": isl, "osl": 0, "concurrency": concurrency,
+              "backend": prof.backend, "gpu_memory_utilization": gpu_memory_utilization,
+              "task": "embedding", "arrival": "closed", "request_rate": None}
+    null_band = {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None}
+    steps = list(mem.steps[:1]) + list(mem.steps[2:])
+    if check_memory and not mem.fits:
+        return Estimate(None, None, None, False, mem.reason, mem, null_band, cal, tuple(steps),
+                        inputs)
+    try:
+        sm = StepModel.build(model, gpu, lay, precision, kvp, prof, calibration)
+    except ValueError as exc:
+        return Estimate(None, None, None, mem.fits, str(exc), mem, null_band, cal,
+                        tuple(steps), inputs)
+    tokens = concurrency * isl
+    dense, moe = sm.linear_flops_per_token(lm_head=False)
+    attn = tokens * attention_flops_per_token(model, isl, decode=False) / tp
+    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn)
+    t_comm = sm.comm_ms(tokens, tokens)
+    t_ovh = sm.overhead_ms(concurrency) + sm.n_chunks(tokens) * prof.t_chunk_ms
+    t_step = t_cmp + t_comm + t_ovh
+    front = prof.t_request_ms + isl * prof.t_in_token_us / 1e3
+    latency = front + t_step
+    rps = concurrency / t_step * 1e3
+    lowp = prof.eta_lowp if sm.low_precision else 1.0
+    lowp_attn = prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0
+    steps += [
+        Step("compute_rate", "peak = peak_tflops", {"how": sm.rate_note, "peak_tflops": sm.tflops},
+             sm.tflops, "TFLOPS"),
+        Step("encoder_compute",
+             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
+             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
+             " eta_lowp_attention)",
+             {"gemm_gflops": tokens * dense / 1e9, "moe_gflops": tokens * moe / 1e9,
+              "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
+              "eta_lowp": lowp, "attention_gflops": attn / 1e9,
+              "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},
+             t_cmp, "ms", "a batch of concurrency x isl tokens; bidirectional attention over "
+                          "the whole input; no lm_head"),
+        Step("encoder_step", "t_step_ms = t_compute_ms + t_comm_ms + t_overhead_ms",
+             {"t_compute_ms": t_cmp, "t_comm_ms": t_comm, "t_overhead_ms": t_ovh}, t_step, "ms"),
+        Step("latency", "latency_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_step_ms",
+             {"t_request_ms": prof.t_request_ms, "isl": isl,
+              "t_in_token_us": prof.t_in_token_us, "t_step_ms": t_step}, latency, "ms",
+             "time to the embedding (reported as ttft_ms)"),
+        Step("requests_per_s", "requests_per_s = concurrency / t_step_ms x 1e3",
+             {"concurrency": concurrency, "t_step_ms": t_step}, rps, "req/s"),
+        Step("input_tokens_per_s", "input_tokens_per_s = requests_per_s x isl",
+             {"requests_per_s": rps, "isl": isl}, rps * isl, "tokens/s"),
+    ]
+    b = prof.band["ttft_ms"]
+    band = {"ttft_ms": (latency * b[0], latency * b[1]), "tpot_ms": None,
+            "output_tokens_per_s": None}
+    return Estimate(latency, None, None, mem.fits, mem.reason, mem, band, cal, tuple(steps),
+                    inputs)

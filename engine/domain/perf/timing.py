@@ -1,0 +1,203 @@
+"""Time of one engine step: decode (memory + compute), prefill (compute-bound), TP/EP communication.
+
+A decode step reads the weights (or the experts touched at this batch) and the KV of every
+sequence, and runs the GEMMs and attention of the batch; reading and computing are added (they
+overlap little at the batch sizes served), plus the per-step, per-layer and per-sequence
+overheads of the engine. A prefill is compute time plus communication plus a fixed cost per
+chunk of the backend's scheduler.
+
+All times are milliseconds on one GPU of a replica. Pipeline stages run one after another for a
+token, so a step costs the same as one stage holding every layer, plus ``pp - 1`` hops. In decode
+the engines keep up to ``pp`` micro-batches in flight (one per stage: TRT-LLM in-flight
+batching, vLLM virtual engines, SGLang pipeline micro-batches), so the batch's KV reads and
+FLOPs are spread over the stages working at once (``1/min(pp, B)`` of them per round); each
+stage still reads its weights once per micro-batch, so the weight read does not shrink.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from servewise.engine.domain.perf.architecture import Params, attention_flops_per_token, kv_shard_factor, params
+from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, Profile, link_params
+from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token
+from servewise.engine.domain.perf.precision import bytes_per_weight, compute_rate
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Per-GPU constants of one (model, GPU, layout, precision, profile) combination."""
+
+    p: Params
+    model: dict[str, Any]
+    lay: Layout
+    prof: Profile
+    bw_gbs: float              # peak memory bandwidth
+    tflops: float              # peak dense tensor rate of the GEMMs
+    rate_note: str
+    dense_bytes: float         # attention/dense/shared + lm_head bytes read per step per GPU
+    expert_bytes: float        # all routed experts' bytes per GPU (read in part per step)
+    kv_tok_gpu: float          # KV bytes per token on one GPU
+    link: tuple[str, float, float, float]
+    hidden: float
+    layers: float
+    act_bytes: float = 2.0     # activation bytes exchanged by collectives
+    low_precision: bool = False  # GEMMs run at a native 8/4-bit rate above the 16-bit one
+    tflops16: float = 0.0      # peak dense 16-bit rate
+    attn_tflops: float = 0.0   # peak rate attention runs at (FP8 over an FP8 KV cache)
+
+    @classmethod
+    def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
+              kv_precision: str, prof: Profile,
+              calibration: dict[str, Any] | None = None) -> StepModel:
+        p = params(model)
+        b = bytes_per_weight(precision)
+        tflops, note = compute_rate(gpu, precision)
+        t16, _ = compute_rate(gpu, "bf16")
+        t_attn = compute_rate(gpu, "fp8")[0] if kv_precision == "fp8" else t16
+        bw = gpu.get("bandwidth_gbs")
+        if not isinstance(bw, (int, float)) or bw <= 0 or not tflops:
+            raise ValueError(f"{gpu.get('id', 'GPU')}: catalog lacks memory bandwidth or "
+                             f"{precision} TFLOPS, cannot estimate timings")
+        dense = p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
+        experts = p.experts * b / lay.stage_gpus
+        kv_gpu = kv_bytes_per_token(model, kv_precision) * kv_shard_factor(model, lay.tp)
+        return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
+                   rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
+                   link=link_params(gpu, calibration, lay.tp), hidden=float(model.get("hidden_size") or 0),
+                   layers=float(p.layers),
+                   low_precision=bool(t16 and tflops > t16),
+                   tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops))
+
+    # -- building blocks -------------------------------------------------------------------
+    def expert_fraction(self, tokens: float) -> float:
+        """Expected share of a GPU's routed experts that ``tokens`` tokens route to: 1-(1-k/E)^T.
+
+        Each token picks ``k`` of the ``E`` experts (uniform routing assumed); a GPU holds
+        ``E/ep`` experts (each sliced ``1/moe_tp``), and the expected share of them touched is
+        the same as of all experts. The fused MoE kernels read only the experts that received
+        tokens: vLLM's measured fused-MoE latency (ops/*_moe_perf, Mixtral 8x7B shape on H100)
+        at 1 token is 27 % of the latency at 16+ tokens, where 2 of 8 experts = 25 % are read.
+        """
+        if not self.p.is_moe:
+            return 0.0
+        return 1.0 - (1.0 - self.p.experts_per_token / self.p.num_experts) ** max(tokens, 0.0)
+
+    @property
+    def experts_per_gpu(self) -> float:
+        """Routed experts held by one GPU of a stage (each a 1/moe_tp slice)."""
+        return self.p.num_experts / max(1, min(self.lay.ep, self.p.num_experts or 1))
+
+    @property
+    def moe_tp(self) -> int:
+        """Tensor-parallel slices of each expert: the stage's GPUs over the expert groups."""
+        return max(1, self.lay.stage_gpus // max(1, self.lay.ep))
+
+    def micro_batches(self, batch: float) -> float:
+        """Pipeline micro-batches in flight in a decode round: ``min(pp, B)`` (1 without PP)."""
+        return min(float(self.lay.pp), max(batch, 1.0)) if self.lay.pp > 1 else 1.0
+
+    def mem_ms(self, nbytes: float) -> float:
+        return nbytes / (self.bw_gbs * 1e9 * self.prof.eta_bw) * 1e3
+
+    def flops_ms(self, gemm: float, attention: float = 0.0) -> float:
+        """Compute time of ``gemm`` FLOPs at the weights' precision and ``attention`` FLOPs.
+
+        Native 8/4-bit GEMMs run at ``eta_lowp`` of the efficiency of 16-bit ones (activation
+        quantisation, scales, smaller tiles); attention runs at the FP8 rate over an FP8 KV
+        cache on GPUs with native FP8 (FP8 FlashAttention/FMHA), else at the 16-bit rate.
+        """
+        pr = self.prof
+        eta_gemm = pr.eta_flops * (pr.eta_lowp if self.low_precision else 1.0)
+        eta_attn = pr.eta_flops * (pr.eta_lowp if self.attn_tflops > self.tflops16 else 1.0)
+        return (gemm / (self.tflops * 1e12 * eta_gemm)
+                + attention / (self.attn_tflops * 1e12 * eta_attn)) * 1e3
+
+    def comm_parts(self, tokens_rank: float, tokens_stage: float) -> dict[str, float]:
+        """TP all-reduces (2 per layer), MoE dispatch/combine across the stage, PP hops (ms)."""
+        _, bw, eta, lat_us = self.link
+        tp, n = self.lay.tp, self.lay.stage_gpus
+        out = {"tp_allreduce": 0.0, "moe_a2a": 0.0, "pp_hops": 0.0}
+        if tp > 1:
+            msg = tokens_rank * self.hidden * self.act_bytes
+            out["tp_allreduce"] = 2 * self.layers * (
+                2 * (tp - 1) / tp * msg / (bw * 1e9 * eta) * 1e3 + lat_us / 1e3)
+        if self.p.is_moe and n > tp:
+            msg = tokens_stage * self.hidden * self.act_bytes * min(self.p.experts_per_token, n)
+            out["moe_a2a"] = 2 * self.layers * (
+                (n - 1) / n * msg / n / (bw * 1e9 * eta) * 1e3 + lat_us / 1e3)
+        if self.lay.pp > 1:
+            out["pp_hops"] = (self.lay.pp - 1) * (
+                lat_us / 1e3 + tokens_rank * self.hidden * 2 / (bw * 1e6))
+        return out
+
+    def comm_ms(self, tokens_rank: float, tokens_stage: float) -> float:
+        """All communication of one step on one GPU (sum of :meth:`comm_parts`)."""
+        return sum(self.comm_parts(tokens_rank, tokens_stage).values())
+
+    def overhead_ms(self, batch: float = 1.0) -> float:
+        """Engine cost per step: fixed + per layer + per sequence in the batch."""
+        pr = self.prof
+        per_layer = pr.t_layer_us + (pr.t_moe_layer_us if self.p.is_moe else 0.0)
+        return pr.t_step_ms + self.layers * per_layer / 1e3 + batch * pr.t_seq_us / 1e3
+
+    def n_chunks(self, tokens: float) -> int:
+        """Prefill chunks of the backend's scheduler for a prompt of ``tokens`` tokens."""
+        return max(1, math.ceil(tokens / CHUNK_TOKENS.get(self.prof.backend, 8192)))
+
+    def linear_flops_per_token(self, stage_tokens_ratio: float = 1.0,
+                               lm_head: bool = True) -> tuple[float, float]:
+        """GEMM FLOPs per token on one GPU: (dense/shared split by TP, routed experts by stage).
+
+        ``lm_head=False``: a prompt token whose logits are not computed (all but the last).
+        ``stage_tokens_ratio``: tokens the MoE layers see per attention-rank token (dp).
+        """
+        p = self.p
+        shared = 2 * (p.shared + (p.lm_head if lm_head else 0.0)) / self.lay.tp
+        experts = 2 * p.experts_per_token * p.per_expert / self.lay.stage_gpus * stage_tokens_ratio
+        return shared, experts
+
+    def compute_ms(self, gemm: float, moe: float, attention: float) -> float:
+        """Compute time; grouped expert GEMMs run at ``eta_moe`` of dense efficiency."""
+        return self.flops_ms(gemm + moe / self.prof.eta_moe, attention)
+
+    # -- steps --------------------------------------------------------------------------------
+    def decode(self, batch: float, context: float) -> dict[str, float]:
+        """One decode step for ``batch`` sequences per DP rank at mean ``context`` tokens."""
+        batch = max(batch, 1.0)
+        stage_tokens = batch * self.lay.dp
+        w_exp = self.expert_bytes * self.expert_fraction(stage_tokens)
+        # pipeline micro-batches: stages work on min(pp, B) micro-batches at once
+        mb = self.micro_batches(batch)
+        kv = self.kv_tok_gpu * batch * context / mb
+        nbytes = self.dense_bytes + w_exp + kv
+        t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / self.prof.eta_moe)
+        attn = batch * attention_flops_per_token(self.model, context) / self.lay.tp / mb
+        dense, moe = self.linear_flops_per_token(self.lay.dp)
+        gemm, moe = batch * dense / mb, batch * moe / mb
+        t_cmp = self.compute_ms(gemm, moe, attn)
+        t_comm = self.comm_ms(batch, stage_tokens)
+        t_ovh = self.overhead_ms(batch)
+        return {"bytes": nbytes, "weights_bytes": self.dense_bytes + w_exp, "kv_bytes": kv,
+                "t_mem": t_mem, "flops": gemm + moe + attn, "gemm_flops": gemm,
+                "moe_flops": moe, "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm,
+                "t_overhead": t_ovh, "total": t_mem + t_cmp + t_comm + t_ovh}
+
+    def prefill(self, tokens: float, past: float = 0.0) -> dict[str, float]:
+        """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
+        tokens = max(tokens, 1.0)
+        ctx = past + tokens / 2  # causal: mean context seen by a new token
+        attn = tokens * attention_flops_per_token(self.model, ctx, decode=False) / self.lay.tp
+        dp = self.lay.dp  # attention-DP ranks prefill in lockstep: experts see dp x tokens
+        d0, m0 = self.linear_flops_per_token(dp, lm_head=False)
+        d1, m1 = self.linear_flops_per_token(dp)
+        gemm, moe = (tokens - 1) * d0 + d1, (tokens - 1) * m0 + m1
+        t_cmp = self.compute_ms(gemm, moe, attn)
+        t_comm = self.comm_ms(tokens, tokens * dp)
+        n = self.n_chunks(tokens)
+        t_ovh = n * self.prof.t_chunk_ms
+        return {"flops": gemm + moe + attn, "gemm_flops": gemm, "moe_flops": moe,
+                "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
+                "t_overhead": t_ovh, "total": t_cmp + t_comm + t_ovh}

@@ -1,0 +1,144 @@
+"""Compare the model's predictions with measured rows: error per row, median/p90 per group."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from servewise.engine.domain.perf.data import DEFAULT_FILES, Row, read_rows
+from servewise.engine.domain.perf.memory import memory
+from servewise.engine.domain.perf.serving import MAX_BATCH, engine_prefill_ms, predict
+
+METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
+# issue #13: fitted on all shared data (median APE)
+TARGETS = {"ttft_ms": 0.15, "tpot_ms": 0.08, "offline_output_tokens_per_s": 0.12}
+
+
+def offline_concurrency(row: Row) -> float:
+    """Requests in flight of an offline (max-load) run: the KV capacity, capped by the backend."""
+    assert row.model is not None and row.gpu is not None
+    lay = row.layout
+    mem = memory(row.model, row.gpu, tp=lay.tp, pp=lay.pp, ep=lay.ep, precision=row.precision,
+                 tokens_in_flight=0, kv_precision=row.kv_precision,
+                 attention_dp=lay.attention_dp)
+    per_seq = row.isl + row.osl / 2.0
+    return float(max(1, min(MAX_BATCH.get(row.backend, 1024) * lay.dp,
+                            int(mem.kv_capacity_tokens / per_seq))))
+
+
+def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Predictions for one row (numbers only where the row measured them)."""
+    out: dict[str, Any] = {"row": row.index, "ttft_ms": None, "tpot_ms": None,
+                           "output_tokens_per_s": None, "skipped": row.skipped}
+    if row.skipped:
+        return out
+    assert row.model is not None and row.gpu is not None
+    try:
+        if row.prefill_only:  # an in-engine prefill benchmark: nothing else was measured
+            ttft = engine_prefill_ms(row.model, row.gpu, row.layout, precision=row.precision,
+                                     isl=row.isl, backend=row.backend,
+                                     kv_precision=row.kv_precision, calibration=calibration)
+            tpot = tput = None
+        else:
+            conc = offline_concurrency(row) if row.offline else float(row.concurrency or 1)
+            # a row with an offered request rate ran open loop (Poisson arrivals)
+            arrival = "poisson" if row.request_rate and not row.offline else "closed"
+            ttft, tpot, tput = predict(row.model, row.gpu, row.layout, precision=row.precision,
+                                       isl=row.isl, osl=row.osl, concurrency=conc,
+                                       backend=row.backend, kv_precision=row.kv_precision,
+                                       calibration=calibration, arrival=arrival,
+                                       request_rate=row.request_rate if arrival == "poisson"
+                                       else None, statistic=row.statistic)
+            if row.statistic == "p99":  # the model gives no P99 of TPOT (nor closed-loop TTFT)
+                tpot = None
+    except ValueError as exc:
+        out["skipped"] = str(exc)
+        return out
+    if row.ttft_ms and ttft is not None:
+        out["ttft_ms"] = ttft
+    if row.tpot_ms and row.osl > 1 and tpot is not None:
+        out["tpot_ms"] = tpot
+    if row.tput:
+        out["output_tokens_per_s"] = tput
+    if not (out["ttft_ms"] or out["tpot_ms"] or out["output_tokens_per_s"]):
+        out["skipped"] = ("p99 latency of a closed-loop run is not modelled"
+                          if row.statistic == "p99" else "no measurement the model predicts")
+    return out
+
+
+def _measured(row: Row, metric: str) -> float | None:
+    return {"ttft_ms": row.ttft_ms, "tpot_ms": row.tpot_ms, "output_tokens_per_s": row.tput}[metric]
+
+
+def quantile(xs: list[float], q: float) -> float:
+    s = sorted(xs)
+    if not s:
+        return float("nan")
+    pos = (len(s) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def errors(rows: Iterable[Row], preds: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per (row, metric) with prediction, measurement and signed relative error."""
+    out = []
+    for row, pr in zip(rows, preds, strict=True):
+        for m in METRICS:
+            meas = _measured(row, m)
+            if pr.get(m) is None or not meas:
+                continue
+            metric = "offline_output_tokens_per_s" if (m == "output_tokens_per_s"
+                                                       and row.offline) else m
+            out.append({"row": row.index, "metric": metric, "pred": pr[m], "meas": meas,
+                        "err": (pr[m] - meas) / meas, "gpu": row.gpu_name,
+                        "backend": row.backend, "model": row.model_name,
+                        "concurrency": row.concurrency,
+                        "arrival": "poisson" if row.request_rate else "closed"})
+    return out
+
+
+def summarise(errs: list[dict[str, Any]], by: tuple[str, ...] = ("gpu", "backend", "model")
+              ) -> dict[str, Any]:
+    """Median / p90 absolute percentage error per metric, overall and per group."""
+    def stats(sel: list[dict[str, Any]]) -> dict[str, Any]:
+        ape = [abs(e["err"]) for e in sel]
+        return {"n": len(ape), "median_ape": round(quantile(ape, 0.5), 4),
+                "p90_ape": round(quantile(ape, 0.9), 4),
+                "median_signed": round(quantile([e["err"] for e in sel], 0.5), 4)}
+
+    metrics = sorted({e["metric"] for e in errs})
+    summary: dict[str, Any] = {"overall": {m: stats([e for e in errs if e["metric"] == m])
+                                           for m in metrics}}
+    for key in by:
+        groups = sorted({e[key] for e in errs})
+        summary[f"by_{key}"] = {
+            g: {m: stats(sel) for m in metrics
+                if (sel := [e for e in errs if e[key] == g and e["metric"] == m])}
+            for g in groups}
+    summary["targets"] = {m: {"target_median_ape": t,
+                              "met": (summary["overall"].get(m, {}).get("median_ape", 1e9) <= t)}
+                          for m, t in TARGETS.items() if m in summary["overall"]}
+    return summary
+
+
+def validate(paths: Iterable[str | Path] | None = None,
+             calibration: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Validate against CSV files (default: the shipped measured.csv and benchmarks.csv)."""
+    files = [Path(p) for p in (paths or DEFAULT_FILES)]
+    result: dict[str, Any] = {"files": [], "rows": [], "errors": []}
+    for f in files:
+        kind, rows = read_rows(f)
+        preds = [predict_row(r, calibration) for r in rows]
+        for pr in preds:
+            pr["file"] = f.name
+        errs = errors(rows, preds)
+        for e in errs:
+            e["file"] = f.name
+        result["files"].append({"file": str(f), "layout": kind, "rows": len(rows),
+                                "skipped": sum(1 for p in preds if p["skipped"])})
+        result["rows"].extend(preds)
+        result["errors"].extend(errs)
+    result["summary"] = summarise(result["errors"])
+    return result

@@ -1,0 +1,127 @@
+"""Which catalog entries a domain function reads, recorded structurally with each conclusion.
+
+Each declared function, when an expression calls it, adds the catalog entries named by its
+arguments to the conclusion's details as ``{"catalog": ["gpus/H100 SXM", "models/…", …]}``,
+so `explain` names the entries a performance or price step used without parsing formula text.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from servewise.engine.domain.catalog import UnknownEntry
+
+# function name -> (catalog table, argument position) pairs; a table of None means "the table
+# named by argument 0" (``catalog(kind, entry, field)``).
+GPU0 = (("gpus", 0),)
+MODEL_GPU = (("models", 0), ("gpus", 1))
+READS: Mapping[str, tuple[tuple[str | None, int], ...]] = {
+    "catalog": ((None, 1),),
+    "catalog_key": ((None, 1),),
+    "weights_gib": (("models", 0),),
+    "kv_kib_per_token": (("models", 0),),
+    "estimate": MODEL_GPU,
+    "max_concurrency": MODEL_GPU,
+    "estimate_pp": MODEL_GPU,
+    "perf": MODEL_GPU,
+    "max_concurrency_pp": MODEL_GPU,
+    "gpu_installed_cny": GPU0,
+    "rent_cny_per_gpu_hour": GPU0,
+    "server_capacity": GPU0,
+    "smallest_board": GPU0,
+    "server_gpus": GPU0,
+    "server_sku": GPU0,
+    "gpu_unit_price": GPU0,
+    "gpu_price_source": GPU0,
+    "mig_profile": GPU0,
+    "oem_systems": GPU0,
+    "edge_module": GPU0,
+    "reference_system": GPU0,
+    "seed_psu_row": GPU0,
+    "gpus_per_server_max": GPU0,
+    "compute_tflops": GPU0,
+    "server_label": (("servers", 0),),
+    "raid10_drives": (("ssds", 0),),
+    "raid10_drive_tb": (("ssds", 0),),
+}
+
+
+_CURRENT: Callable[[], Any] | None = None
+
+
+def _context() -> Any:
+    """The run context (engine/functions.py imports this module, so it is looked up once, late)."""
+    global _CURRENT
+    if _CURRENT is None:
+        from servewise.engine.domain.functions import current
+
+        _CURRENT = current
+    return _CURRENT()
+
+
+def _refs(reads: tuple[tuple[str | None, int], ...], args: tuple) -> list[str] | tuple[str, ...]:
+    """The catalog entries ``args`` name, remembered per run (a pure function of the arguments)."""
+    ctx = _context()
+    key = ("refs", reads, args, tuple(map(type, args)))
+    try:
+        hit = ctx.cache.get(key)
+    except TypeError:  # an unhashable argument
+        return _find_refs(reads, args, ctx)
+    if hit is None:
+        hit = ctx.cache[key] = tuple(_find_refs(reads, args, ctx))
+    return hit
+
+
+def _find_refs(reads: tuple[tuple[str | None, int], ...], args: tuple, ctx: Any) -> list[str]:
+    out = []
+    for table, pos in reads:
+        if pos >= len(args) or not isinstance(args[pos], str):
+            continue
+        kind = args[0] if table is None else table
+        tables = ctx.catalog.tables
+        if not isinstance(kind, str) or kind not in tables:
+            continue
+        if kind == "models" and args[pos] in ctx.custom_models:
+            continue  # a custom model comes from the workload, not the catalog
+        try:
+            out.append(f"{kind}/{tables[kind].get(args[pos])['id']}")
+        except UnknownEntry:
+            continue
+    return out
+
+
+def note_reads(refs: list[str] | tuple[str, ...]) -> None:
+    """Add catalog entry refs to the conclusion in progress (one ``catalog`` detail per conclusion)."""
+    if not refs:
+        return
+    details = _context().details
+    for d in details:
+        if "catalog" in d and len(d) == 1:
+            target = d["catalog"]
+            break
+    else:
+        target = []
+        details.append({"catalog": target})
+    for ref in refs:
+        if ref not in target:
+            target.append(ref)
+
+
+def _recording(fn: Callable[..., Any], reads: tuple[tuple[str | None, int], ...]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any) -> Any:
+        value = fn(*args)
+        note_reads(_refs(reads, args))
+        return value
+
+    wrapper.records_reads = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def declare_catalog_reads(functions: dict[str, Callable[..., Any]]) -> None:
+    """Wrap the registered domain functions that read catalog entries named by their arguments."""
+    for name, reads in READS.items():
+        if name in functions and not getattr(functions[name], "records_reads", False):
+            functions[name] = _recording(functions[name], reads)

@@ -1,0 +1,556 @@
+"""Load rule files: validate against rules/rule.schema.json, compile expressions once, and report
+every problem as ``file:line: rule-id: message``."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from servewise.engine.common.paths import PACKAGE_ROOT
+from servewise.engine.common.yamlio import Lines, YamlError, line_of, load_file, read_text
+from servewise.engine.domain.functions import FUNCTIONS
+from servewise.engine.lang.expr import Expr, ExprError, compile_expr
+
+RULES_DIR = PACKAGE_ROOT / "rules"
+FACTS_DIR = PACKAGE_ROOT / "facts"
+SCHEMA_FILE = RULES_DIR / "rule.schema.json"
+STAGES = ("inputs", "derivations", "candidates", "filters", "selection", "bom", "facilities",
+          "cost", "checks")
+TEMPLATE_FIELD = re.compile(r"\{(=[^{}]+?|[a-zA-Z_][\w.]*)(?::([<>^]?[+-]?,?\d*(?:\.\d+)?[a-z%]?))?\}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: str
+    line: int
+    rule: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.rule}: {self.message}"
+
+
+class RuleLoadError(ValueError):
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        super().__init__("\n".join(map(str, problems)))
+
+
+@dataclass(frozen=True)
+class Template:
+    """An explanation text with ``{fact.path}``, ``{fact.path:.1f}`` or ``{=expression}`` fields."""
+
+    text: str
+    names: tuple[str, ...]
+    exprs: tuple[tuple[str, Expr], ...] = ()
+
+    def expr(self, source: str) -> Expr | None:
+        for src, e in self.exprs:
+            if src == source:
+                return e
+        return None
+
+
+@dataclass
+class Action:
+    kind: str                      # derive | choose | propose | reject | warn | ask | select
+    spec: dict[str, Any]
+    exprs: dict[str, Expr] = field(default_factory=dict)
+    locals: tuple[str, ...] = ()   # names bound by the action itself (propose `over`, select kind)
+
+
+@dataclass
+class RuleSpec:
+    id: str
+    title: dict[str, str]
+    sources: list[dict[str, Any]]
+    stage: str
+    salience: int
+    for_each: str | None
+    when: list[Expr]
+    actions: list[Action]
+    because: dict[str, Template]
+    file: str
+    line: int
+    load_order: int
+    tests: list[dict[str, Any]]
+    corrects: str | None = None
+    aliases: tuple[str, ...] = ()
+    lets: tuple[tuple[str, Expr], ...] = ()   # rule-local bindings, in order (``let:``)
+    lines: dict[tuple, int] = field(default_factory=dict, repr=False)  # key path in the rule → line
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)      # the rule as written
+    builtin: bool = False                                              # shipped in rules/
+
+    def line_at(self, *path: Any) -> int:
+        """The line of the deepest known prefix of ``path`` inside this rule."""
+        for cut in range(len(path), -1, -1):
+            if path[:cut] in self.lines:
+                return self.lines[path[:cut]]
+        return self.line
+
+    @cached_property
+    def let_map(self) -> dict[str, Expr]:
+        return dict(self.lets)
+
+    def expand(self, names: tuple[str, ...] | list[str]) -> list[str]:
+        """Replace each rule-local binding (``let:``) by the fact paths its expression reads."""
+        out: list[str] = []
+        for n in names:
+            root = n.split(".")[0]
+            inner = self.expand(self.let_map[root].names) if root in self.let_map else [n]
+            out.extend(x for x in inner if x not in out)
+        return out
+
+    @cached_property
+    def produces(self) -> frozenset[str]:
+        """Fact paths this rule's own actions set (later actions may read them)."""
+        out: set[str] = set()
+        for a in self.actions:
+            if a.kind == "derive":
+                out.update(a.spec)
+            elif a.kind == "choose":
+                comp = a.spec["component"]
+                out.update(f"components.{comp}.{k}" for k in (a.spec.get("set") or {}))
+                out.update(f"components.{comp}.{k}" for k in (a.spec.get("compute") or {}))
+        return frozenset(out)
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """Every fact path the rule needs before it can fire (conditions and formulas)."""
+        seen: list[str] = []
+        local: set[str] = set()
+        for a in self.actions:
+            local.update(a.locals)
+        exprs = list(self.when) + [e for a in self.actions for e in a.exprs.values()]
+        for e in exprs:
+            for n in self.expand(e.names):
+                if n.split(".")[0] not in local and n not in seen and n not in self.produces:
+                    seen.append(n)
+        return tuple(seen)
+
+    @cached_property
+    def template_names(self) -> tuple[str, ...]:
+        """Fact paths the explanation shows (they may be results of this rule)."""
+        out: list[str] = []
+        for t in self.because.values():
+            out.extend(n for n in self.expand(t.names) if n not in out)
+        return tuple(out)
+
+    @cached_property
+    def global_names(self) -> tuple[str, ...]:
+        prefix = f"{self.for_each}." if self.for_each else None
+        return tuple(n for n in self.names if not (prefix and n.startswith(prefix)))
+
+    @cached_property
+    def item_names(self) -> tuple[str, ...]:
+        prefix = f"{self.for_each}." if self.for_each else None
+        return tuple(n[len(prefix):] for n in self.names if prefix and n.startswith(prefix))
+
+
+@lru_cache(maxsize=1)
+def guidelines() -> dict[str, dict[str, Any]]:
+    """The 243 guidelines of the seed articles (facts/guidelines.yaml), by id."""
+    from servewise.engine.lang import rulecache
+
+    data = rulecache.cached_yaml(FACTS_DIR / "guidelines.yaml")
+    return {g["id"]: g for g in data}
+
+
+@lru_cache(maxsize=1)
+def known_guidelines() -> dict[str, str]:
+    """Guideline id → seed document."""
+    return {gid: g["source"]["doc"] for gid, g in guidelines().items()}
+
+
+@lru_cache(maxsize=1)
+def rule_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+MAX_FORMAT_WIDTH = 64
+MAX_RULES = 20_000  # all folders together: the built-in ~200 rules plus ample room for extensions
+MAX_RULE_FILES = 2_000
+MAX_FORMAT_PRECISION = 15
+_FORMAT_NUMBERS = re.compile(r"(\d*)(?:\.(\d+))?")
+
+
+def _check_format(spec: str | None, field: str) -> None:
+    if not spec:
+        return
+    m = _FORMAT_NUMBERS.search(spec.lstrip("<>^+-,"))
+    width, prec = (m.group(1), m.group(2)) if m else ("", None)
+    if width and int(width) > MAX_FORMAT_WIDTH:
+        raise ExprError(f"because: format width {int(width)} in '{{{field}:{spec}}}' is larger than "
+                        f"{MAX_FORMAT_WIDTH}")
+    if prec and int(prec) > MAX_FORMAT_PRECISION:
+        raise ExprError(f"because: format precision {int(prec)} in '{{{field}:{spec}}}' is larger "
+                        f"than {MAX_FORMAT_PRECISION}")
+
+
+def make_template(text: str) -> Template:
+    """Parse a template; ``{=expr}`` fields are compiled like any other expression. A brace that
+    is not part of a field (``{name}``, ``{name:.1f}``) is an error."""
+    names: list[str] = []
+    exprs: list[tuple[str, Expr]] = []
+    rest = TEMPLATE_FIELD.sub("", text)
+    if "{" in rest or "}" in rest:
+        bad = re.search(r"\{[^{}]*\}?|\}", rest)
+        raise ExprError(f"because: malformed placeholder '{bad.group(0) if bad else '{'}' (write "
+                        "{name}, {name:.1f} or {name:,.0f})")
+    for m in TEMPLATE_FIELD.finditer(text):
+        field = m.group(1)
+        _check_format(m.group(2), field)
+        if field.startswith("="):
+            e = _compile(field[1:], "because")
+            exprs.append((field, e))
+            names.extend(n for n in e.names if n not in names)
+        elif field not in names:
+            names.append(field)
+    return Template(text, tuple(names), tuple(exprs))
+
+
+def _compile(src: Any, where: str) -> Expr:
+    try:
+        return compile_expr(src, FUNCTIONS)
+    except ExprError as exc:
+        raise ExprError(f"{where}: {exc}") from None
+
+
+def _compile_lets(raw: dict[str, Any]) -> tuple[tuple[str, Expr], ...]:
+    """Compile ``let:`` bindings in order; a binding may read only bindings defined before it."""
+    out: list[tuple[str, Expr]] = []
+    for name, src in raw.items():
+        e = _compile(src, f"let {name}")
+        later = [n for n in e.names if n.split(".")[0] in raw and n.split(".")[0] not in dict(out)]
+        if later:
+            raise ExprError(f"let {name}: reads '{later[0]}', which is not bound before it")
+        out.append((name, e))
+    return tuple(out)
+
+
+def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
+    kind, spec = next(iter(raw.items()))
+    spec = dict(spec or {})  # compiled templates go on this copy, never into the rule file's data (cached, hashed)
+    exprs: dict[str, Expr] = {}
+    local: tuple[str, ...] = ()
+    if kind == "derive":
+        for key, src in spec.items():
+            if "." in key and for_each is None and key.split(".")[0] in ("candidate",):
+                raise ExprError(f"derive '{key}': per-item values need `for_each`")
+            exprs[key] = _compile(src, f"derive {key}")
+    elif kind == "choose":
+        for key, src in (spec.get("compute") or {}).items():
+            exprs[f"compute.{key}"] = _compile(src, f"choose {spec['component']}.{key}")
+    elif kind == "propose":
+        over = spec.get("over") or {}
+        local = tuple(over)
+        for key, src in over.items():
+            exprs[f"over.{key}"] = _compile(src, f"propose over {key}")
+        exprs["id"] = _compile(spec["id"], "propose id")
+        for key, src in spec["attrs"].items():
+            exprs[f"attrs.{key}"] = _compile(src, f"propose attr {key}")
+        for i, u in enumerate(spec.get("unless") or []):
+            exprs[f"unless.{i}"] = _compile(u["when"], f"propose unless {i}")
+            for lang, text in u["because"].items():
+                spec.setdefault("_templates", {})[(i, lang)] = make_template(text)
+        local = local + (spec["kind"],)
+    elif kind == "select":
+        local = (spec["kind"],)
+        for i, src in enumerate(spec["minimize"]):
+            exprs[f"minimize.{i}"] = _compile(src, f"select minimize {i}")
+        for lang, text in (spec.get("ranked_because") or {}).items():
+            spec.setdefault("_templates", {})[("ranked", lang)] = make_template(text)
+    return Action(kind, spec, exprs, local)
+
+
+def _schema_problems(data: Any, lines: Lines, file: str) -> list[Problem]:
+    validator = jsonschema.Draft202012Validator(rule_schema())
+    problems = []
+    for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
+        path = tuple(err.absolute_path)
+        rule_id = "-"
+        if path and isinstance(data, list) and isinstance(path[0], int):
+            item = data[path[0]]
+            if isinstance(item, dict):
+                rule_id = str(item.get("id", f"#{path[0] + 1}"))
+        where = ".".join(map(str, path[1:])) or "rule"
+        message = err.message
+        line = line_of(lines, path)
+        if err.validator == "additionalProperties" and isinstance(err.instance, dict):
+            allowed = sorted(err.schema.get("properties", {}))
+            extra = sorted(k for k in err.instance if k not in allowed)
+            if extra:
+                close = difflib.get_close_matches(extra[0], allowed, n=1, cutoff=0.5)
+                hint = f"; did you mean '{close[0]}'?" if close else f"; allowed: {', '.join(allowed)}"
+                message = f"unknown key '{extra[0]}'{hint}"
+                line = line_of(lines, (*path, extra[0]))
+        problems.append(Problem(file, line, rule_id, f"{where}: {message}"))
+    return problems
+
+
+def _read_rule_file(path: Path, file: str) -> tuple[Any, Lines, list[Problem]]:
+    """Parse one rule file and check it against the schema (the part the rule cache stores)."""
+    try:
+        data, lines = load_file(path)
+    except YamlError as exc:
+        return None, {}, [Problem(file, exc.line, "-", exc.message)]
+    if data is None:
+        return None, lines, []
+    return data, lines, _schema_problems(data, lines, file)
+
+
+def load_rule_file(path: Path, start_order: int = 0,
+                   display: str | None = None) -> tuple[list[RuleSpec], list[Problem]]:
+    file = display or str(path)
+    data, lines, problems = _read_rule_file(path, file)
+    if problems or data is None:
+        return [], problems
+    return _rule_specs(path, data, lines, file, start_order)
+
+
+def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
+                start_order: int) -> tuple[list[RuleSpec], list[Problem]]:
+    """Compile the rules of one parsed, schema-valid file."""
+    problems: list[Problem] = []
+    specs: list[RuleSpec] = []
+    by_rule: dict[int, dict[tuple, int]] = {}  # the lines of each rule, by key path inside it
+    for p, n in lines.items():
+        if p and isinstance(p[0], int):
+            by_rule.setdefault(p[0], {})[p[1:]] = n
+    builtin = _is_builtin(path)
+    for i, raw in enumerate(data):
+        rid = raw["id"]
+        try:
+            lets = _compile_lets(raw.get("let") or {})
+            when = [_compile(c, f"when[{j}]") for j, c in enumerate(raw.get("when") or [])]
+            actions = [_compile_action(a, raw.get("for_each")) for a in raw["then"]]
+            because = {lang: make_template(text) for lang, text in raw["because"].items()}
+        except ExprError as exc:
+            problems.append(Problem(file, line_of(lines, (i,)), rid, str(exc)))
+            continue
+        sources = raw["source"] if isinstance(raw["source"], list) else [raw["source"]]
+        known = known_guidelines()
+        for src in sources:
+            ids = src.get("guideline") or []
+            for gid in [ids] if isinstance(ids, str) else ids:
+                if gid not in known:
+                    problems.append(Problem(file, line_of(lines, (i, "source")), rid,
+                                            f"source: unknown guideline id '{gid}'"))
+                elif src.get("doc") and src["doc"] != known[gid]:
+                    problems.append(Problem(file, line_of(lines, (i, "source")), rid,
+                                            f"source: {gid} is from {known[gid]}, not {src['doc']}"))
+        specs.append(RuleSpec(
+            id=rid, title=raw["title"], sources=sources, stage=raw["stage"],
+            salience=int(raw.get("salience", 0)), for_each=raw.get("for_each"), when=when,
+            actions=actions, because=because, file=file, line=line_of(lines, (i,)),
+            load_order=start_order + len(specs), tests=raw.get("tests") or [],
+            corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()), lets=lets,
+            lines=by_rule.get(i, {}), raw=raw, builtin=builtin,
+        ))
+    return specs, problems
+
+
+def _is_builtin(path: Path) -> bool:
+    try:
+        Path(path).resolve().relative_to(RULES_DIR)
+        return True
+    except ValueError:
+        return False
+
+
+def rule_files(dirs: list[Path]) -> list[Path]:
+    files: list[Path] = []
+    for d in dirs:
+        p = Path(d)
+        if p.is_file():
+            files.append(p)
+        else:
+            files.extend(sorted(x for x in p.rglob("*.yaml") if "tests" not in x.relative_to(p).parts[:-1]))
+    return files
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+@dataclass
+class RuleBase:
+    rules: list[RuleSpec]
+    files: list[Path]
+    knowledge_hash: str
+    # experta engines built for these rules whose run is over, reused by later runs in this
+    # process (engine/compiler.py: acquire_engine); never part of the rule base's value
+    engines: dict[tuple, list[Any]] = field(default_factory=dict, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "engines": {}}  # engines are this process's, never cached
+
+    def by_id(self, rule_id: str) -> RuleSpec:
+        for r in self.rules:
+            if r.id == rule_id or rule_id in r.aliases:
+                return r
+        raise KeyError(rule_id)
+
+
+def knowledge_files(rule_paths: list[Path]) -> list[Path]:
+    facts = sorted(p for p in FACTS_DIR.rglob("*") if p.suffix in (".yaml", ".json") and p.is_file()
+                   and p.relative_to(FACTS_DIR).as_posix() != "messages/cli.yaml")  # display texts only
+    return list(rule_paths) + facts
+
+
+def compute_hash(paths: list[Path]) -> str:
+    h = hashlib.sha256()
+    for p in paths:
+        h.update(p.name.encode())
+        h.update(b"\0")
+        h.update(p.read_bytes())
+        h.update(b"\0")
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def _read_rule_files(files: list[Path]) -> list[tuple[Any, Lines, list[Problem]]]:
+    """Parsed, schema-checked rule files, from the rule cache (engine/rulecache.py) when it holds
+    this exact set of file contents; stored there when every file is valid."""
+    from servewise.engine.lang import rulecache
+
+    try:
+        # only regular files of bounded size are read here: a FIFO or a link to /dev/zero would hang
+        # (the ordinary path below reports them through yamlio.read_text)
+        contents = [read_text(p).encode("utf-8") for p in files]
+        key = rulecache.cache_key([("", False, c) for c in contents], SCHEMA_FILE.read_bytes())
+    except (OSError, YamlError):
+        key = None  # an unreadable or irregular file: report it the ordinary way
+    if key is not None:
+        cached = rulecache.read(key)
+        if isinstance(cached, list) and len(cached) == len(files):
+            return [(data, lines, []) for data, lines in cached]
+    parsed = [_read_rule_file(p, _display(p)) for p in files]
+    if key is not None and not any(probs for _, _, probs in parsed):
+        rulecache.write(key, [(data, lines) for data, lines, _ in parsed])  # before compiling touches them
+    return parsed
+
+
+def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
+               semantic: bool | None = None) -> RuleBase:
+    """Load the built-in rules and any extra folders; raise :class:`RuleLoadError` on problems.
+
+    ``semantic`` runs the semantic lint (engine/rulelint.py) too; by default it runs whenever
+    extra folders are loaded with the built-in rules (the built-in rules alone are linted by the
+    tests; a rule set without them has no fact dictionary to check against)."""
+    from servewise.engine.common.gctune import fewer_collections
+    from servewise.engine.lang import rulecache
+
+    semantic = semantic if semantic is not None else (builtin and bool(extra_dirs))
+    with fewer_collections():
+        key = _compiled_key(extra_dirs, builtin, semantic)
+        if key is not None:
+            cached = rulecache.read(key, "compiled")
+            if isinstance(cached, RuleBase):
+                return _relink(cached)
+        rb = _load_rules(extra_dirs, builtin, semantic)
+        if key is not None:
+            rulecache.write(key, rb, "compiled")
+        return rb
+
+
+def _compiled_key(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) -> str | None:
+    """The key of the loaded rule base in the rule cache: every rule file (path, name shown, bytes),
+    the folder names are shown relative to, every fact file, the rule schema, every engine
+    module's source and the load options; None when a file cannot be read as a regular file (the
+    ordinary load reports it)."""
+    from servewise.engine.lang import rulecache
+
+    if rulecache.cache_dir() is None:
+        return None
+    dirs = ([RULES_DIR] if builtin else []) + [Path(d) for d in (extra_dirs or [])]
+    try:
+        if not all(Path(d).exists() for d in dirs):
+            return None
+        files = rule_files(dirs)
+        if len(files) > MAX_RULE_FILES:
+            return None
+        parts = [f"cwd\0{Path.cwd()}\0{int(builtin)}\0{int(semantic)}".encode(), SCHEMA_FILE.read_bytes()]
+        parts += rulecache.engine_sources()
+        for p in files:
+            parts.append(f"{p}\0{_display(p)}".encode())
+            parts.append(read_text(p).encode("utf-8"))
+        for p in knowledge_files([]):
+            parts.append(p.relative_to(FACTS_DIR).as_posix().encode() + b"\0" + p.read_bytes())
+    except (OSError, YamlError, ValueError):
+        return None
+    return rulecache.content_key("compiled", parts)
+
+
+def iter_exprs(spec: RuleSpec):
+    """Every compiled expression of a rule: lets, conditions, actions, explanation templates."""
+    for _, e in spec.lets:
+        yield e
+    yield from spec.when
+    for a in spec.actions:
+        yield from a.exprs.values()
+        for t in (a.spec.get("_templates") or {}).values():
+            yield from (e for _, e in t.exprs)
+    for t in spec.because.values():
+        yield from (e for _, e in t.exprs)
+
+
+def _relink(rb: RuleBase) -> RuleBase:
+    """A rule base read from the cache: its expressions compile against the domain functions."""
+    for spec in rb.rules:
+        for e in iter_exprs(spec):
+            e._registry = FUNCTIONS
+    return rb
+
+
+def _load_rules(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) -> RuleBase:
+    dirs = ([RULES_DIR] if builtin else []) + [Path(d) for d in (extra_dirs or [])]
+    for d in dirs:
+        if not Path(d).exists():
+            raise RuleLoadError([Problem(str(d), 0, "-", "rules folder or file not found")])
+    files = rule_files(dirs)
+    if len(files) > MAX_RULE_FILES:
+        raise RuleLoadError([Problem(str(dirs[-1]), 0, "-", f"too many rule files ({len(files)}, at most "
+                                     f"{MAX_RULE_FILES} across all folders)")])
+    rules: list[RuleSpec] = []
+    problems: list[Problem] = []
+    seen: dict[str, RuleSpec] = {}
+    for path, (data, lines, probs) in zip(files, _read_rule_files(files), strict=True):
+        if not probs and data is not None:
+            specs, probs = _rule_specs(path, data, lines, _display(path), len(rules))
+        else:
+            specs = []
+        if len(rules) + len(specs) > MAX_RULES:
+            raise RuleLoadError([Problem(_display(path), 0, "-", f"too many rules: more than {MAX_RULES} "
+                                         "across all folders (split the knowledge or raise the limit)")])
+        problems.extend(probs)
+        for s in specs:
+            if s.id in seen:
+                other = seen[s.id]
+                problems.append(Problem(s.file, s.line, s.id,
+                                        f"duplicate rule id (first defined at {other.file}:{other.line})"))
+                continue
+            seen[s.id] = s
+            rules.append(s)
+    if problems:
+        raise RuleLoadError(problems)
+    for i, r in enumerate(rules):
+        r.load_order = i
+    rb = RuleBase(rules, files, compute_hash(knowledge_files(files)))
+    if semantic:
+        from servewise.engine.lang.rulelint import lint
+
+        errors = [f.problem() for f in lint(rb) if f.severity == "error"]
+        if errors:
+            raise RuleLoadError(errors)
+    return rb

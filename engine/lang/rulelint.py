@@ -1,0 +1,290 @@
+"""Semantic lint of a loaded rule base: every name a rule reads exists in the fact dictionary and is
+available at the rule's stage, protected outputs and shipped rule ids are not overwritten, chosen
+component values respect their schema, catalog tables are named, and (for shipped rules) explanation
+templates only reference names. Each finding is ``file:line: rule-id: message``."""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from servewise.engine.lang.expr import Expr
+from servewise.engine.lang.factdict import INPUT_STAGE, ORDER, FactDictionary
+from servewise.engine.lang.rulebase import FACTS_DIR, Problem, RuleBase, RuleSpec
+
+PROTECTED_PREFIXES = ("plan.",)
+PROTECTED_NAMES = ("feasible", "plan")
+CATALOG_FUNCTIONS = {"catalog": 0, "catalog_ids": 0}     # function → index of its table argument
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str
+    line: int
+    rule: str
+    message: str
+    severity: str = "error"          # error | warning
+    code: str = "lint"
+
+    def __str__(self) -> str:
+        tag = "" if self.severity == "error" else "warning: "
+        return f"{self.file}:{self.line}: {self.rule}: {tag}{self.message}"
+
+    def problem(self) -> Problem:
+        return Problem(self.file, self.line, self.rule, self.message)
+
+
+@lru_cache(maxsize=1)
+def component_schema() -> dict[str, Any]:
+    return json.loads((FACTS_DIR / "schemas" / "components.schema.json").read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def catalog_tables() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in (FACTS_DIR / "catalog").glob("*.yaml")))
+
+
+def _locals(spec: RuleSpec) -> set[str]:
+    out = set(spec.let_map)
+    for a in spec.actions:
+        out.update(a.locals)
+        if a.kind == "select":
+            out.add(a.spec["kind"])
+    return out
+
+
+def _reads(spec: RuleSpec) -> list[tuple[tuple, str, Expr | None]]:
+    """(key path in the rule, name, expression) for every name the rule reads, in file order."""
+    out: list[tuple[tuple, str, Expr | None]] = []
+    for name, e in spec.lets:
+        out += [(("let", name), n, e) for n in e.names]
+    for j, e in enumerate(spec.when):
+        out += [(("when", j), n, e) for n in e.names]
+    for k, a in enumerate(spec.actions):
+        for e in a.exprs.values():
+            out += [(("then", k, a.kind), n, e) for n in e.names]
+        for t in (a.spec.get("_templates") or {}).values():
+            out += [(("then", k, a.kind, "unless"), n, None) for n in t.names]
+    for lang, t in spec.because.items():
+        out += [(("because", lang), n, None) for n in t.names]
+    return out
+
+
+class Linter:
+    def __init__(self, rulebase: RuleBase):
+        self.rb = rulebase
+        self.facts = FactDictionary(rulebase)
+        self.findings: list[Finding] = []
+
+    def add(self, spec: RuleSpec, path: tuple, message: str, severity: str = "error",
+            code: str = "lint") -> None:
+        self.findings.append(Finding(spec.file, spec.line_at(*path), spec.id, message, severity, code))
+
+    # ------------------------------------------------------------------ checks
+    def run(self) -> list[Finding]:
+        shipped = {i: r for r in self.rb.rules if r.builtin for i in (r.id, *r.aliases)}
+        for spec in self.rb.rules:
+            self.names(spec)
+            self.writes(spec)
+            self.components(spec)
+            self.calls(spec)
+            self.templates(spec)
+            self.tests(spec)
+            self.test_coverage(spec)
+            self.layout(spec)
+            if not spec.builtin:
+                if spec.id in shipped and shipped[spec.id] is not spec:
+                    other = shipped[spec.id]
+                    self.add(spec, (), f"id '{spec.id}' shadows an alias of the shipped rule {other.id} "
+                             f"({other.file}:{other.line})", code="shadow")
+                for alias in spec.aliases:
+                    if alias in shipped:
+                        self.add(spec, ("aliases",), f"alias '{alias}' shadows the shipped rule "
+                                 f"{shipped[alias].id} ({shipped[alias].file}:{shipped[alias].line})",
+                                 code="shadow")
+        return sorted(self.findings, key=lambda f: (f.file, f.line, f.rule, f.message))
+
+    def check_name(self, spec: RuleSpec, path: tuple, name: str, local: set[str]) -> None:
+        root = name.split(".")[0]
+        if root in local:
+            return
+        kind = spec.for_each
+        entry = self.facts.get(name)
+        if entry is None:
+            hint = self.facts.suggest(name)
+            self.add(spec, path, f"unknown fact '{name}'" + (f"; did you mean '{hint}'?" if hint else ""),
+                     code="unknown-name")
+            return
+        if ORDER[entry.stage] > ORDER[spec.stage] and not (kind and root == kind and entry.stage == spec.stage):
+            self.add(spec, path, f"'{name}' is first set in stage {entry.stage}; this rule runs in "
+                     f"{spec.stage}", code="stage-order")
+
+    @cached_property
+    def fact_roots(self) -> set[str]:
+        """The first parts of every fact name (computed once: a rule set may have thousands of rules)."""
+        return {n.split(".")[0] for n in self.facts.entries} | set(self.facts.kinds)
+
+    def names(self, spec: RuleSpec) -> None:
+        for name, _ in spec.lets:
+            if name in self.fact_roots or name == spec.for_each:
+                self.add(spec, ("let", name), f"let '{name}' hides the facts '{name}.*'; choose another name",
+                         code="let-shadow")
+        local = _locals(spec)
+        seen: set[tuple[tuple, str]] = set()
+        for path, name, _ in _reads(spec):
+            if (path[:2], name) in seen:
+                continue
+            seen.add((path[:2], name))
+            if name in spec.produces:
+                continue
+            self.check_name(spec, path, name, local)
+
+    def writes(self, spec: RuleSpec) -> None:
+        if spec.builtin:
+            return
+        for k, a in enumerate(spec.actions):
+            keys = list(a.spec) if a.kind == "derive" else []
+            if a.kind == "select":
+                keys = [f"{a.spec['as']}.id"]
+            for key in keys:
+                if key in PROTECTED_NAMES or key.startswith(PROTECTED_PREFIXES) or key.split(".")[0] == "feasible":
+                    self.add(spec, ("then", k, a.kind), f"'{key}' is a protected output (the engine "
+                             "decides feasibility; write a warning or a rejection instead)", code="protected")
+
+    def components(self, spec: RuleSpec) -> None:
+        schema = component_schema().get("properties", {})
+        for k, a in enumerate(spec.actions):
+            if a.kind != "choose":
+                continue
+            comp = a.spec["component"]
+            fields = schema.get(comp, {}).get("properties", {})
+            values = dict(a.spec.get("set") or {})
+            for key in a.spec.get("compute") or {}:
+                e = a.exprs[f"compute.{key}"]
+                if not e.names and not e.functions:  # a constant formula is checked like a literal
+                    values[key] = e.evaluate(lambda name: None)
+            for key, value in values.items():
+                sub = fields.get(key)
+                if sub is None:
+                    continue
+                err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(sub).iter_errors(value))
+                if err is not None:
+                    where = "set" if key in (a.spec.get("set") or {}) else "compute"
+                    self.add(spec, ("then", k, "choose", where, key),
+                             f"components.{comp}.{key} = {value!r}: {err.message}", code="component-value")
+
+    def calls(self, spec: RuleSpec) -> None:
+        exprs: list[tuple[tuple, Expr]] = [(("let", n), e) for n, e in spec.lets]
+        exprs += [(("when", j), e) for j, e in enumerate(spec.when)]
+        exprs += [(("then", k, a.kind), e) for k, a in enumerate(spec.actions) for e in a.exprs.values()]
+        tables = catalog_tables()
+        for path, e in exprs:
+            for node in ast.walk(e.tree):
+                if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)):
+                    continue
+                idx = CATALOG_FUNCTIONS.get(node.func.id)
+                if idx is None or len(node.args) <= idx:
+                    continue
+                arg = node.args[idx]
+                if isinstance(arg, ast.Constant) and (not isinstance(arg.value, str) or arg.value not in tables):
+                    self.add(spec, path, f"{node.func.id}(): {arg.value!r} is not a catalog table "
+                             f"(one of {', '.join(tables)})", code="catalog-table")
+
+    def templates(self, spec: RuleSpec) -> None:
+        for lang, t in spec.because.items():
+            if t.exprs:
+                sev = "error" if spec.builtin else "warning"
+                self.add(spec, ("because", lang), f"because.{lang} computes '{{{t.exprs[0][0]}}}': bind "
+                         "it with `let:` and reference the name (tools/migrate_because.py does this)",
+                         sev, code="template-expression")
+
+    def tests(self, spec: RuleSpec) -> None:
+        local = _locals(spec)
+        for i, case in enumerate(spec.tests):
+            for key in case.get("facts") or {}:
+                if self.facts.get(key) is None and key.split(".")[0] not in local:
+                    hint = self.facts.suggest(key)
+                    self.add(spec, ("tests", i, "facts", key), f"test '{case['name']}': unknown fact "
+                             f"'{key}'" + (f"; did you mean '{hint}'?" if hint else ""), code="unknown-name")
+            for key in (case.get("expect") or {}).get("values") or {}:
+                if self.facts.get(key) is None:
+                    hint = self.facts.suggest(key)
+                    self.add(spec, ("tests", i, "expect", "values", key), f"test '{case['name']}': "
+                             f"unknown fact '{key}' in expect.values" + (f"; did you mean '{hint}'?" if hint else ""),
+                             code="unknown-name")
+
+    def test_coverage(self, spec: RuleSpec) -> None:
+        """A shipped rule without a biting case is an error; a ``--rules-dir`` rule gets a warning."""
+        missing = coverage_gaps(spec)
+        reason = spec.raw.get("no_firing_case")
+        if reason:
+            self.add(spec, ("no_firing_case",), f"no firing case: {reason}", "warning", code="test-coverage")
+        if missing:
+            self.add(spec, ("tests",) if spec.tests else (), "no test case " + " and no case ".join(missing),
+                     "error" if spec.builtin else "warning", code="test-coverage")
+
+    def layout(self, spec: RuleSpec) -> None:
+        """Style: a shipped rule lives in rules/<stage>/ and its id starts with its file's name."""
+        p = Path(spec.file)
+        if p.parent.name in ORDER and p.parent.name != INPUT_STAGE and p.parent.name != spec.stage:
+            self.add(spec, ("stage",), f"runs in stage {spec.stage} but lives in {p.parent.name}/",
+                     "warning", code="layout")
+        if spec.id.split(".")[0] != p.stem:
+            self.add(spec, (), f"id prefix '{spec.id.split('.')[0]}' differs from its file '{p.stem}'",
+                     "warning", code="layout")
+
+
+def checks_result(expect: dict[str, Any]) -> bool:
+    """The case checks a concrete result: values, rejections, questions asked, explanation text or
+    feasibility."""
+    return bool(expect.get("values") or expect.get("rejected") or expect.get("asks") or expect.get("says")
+                or "feasible" in expect)
+
+
+def coverage_gaps(spec: RuleSpec) -> list[str]:
+    """What ``spec``'s test cases lack: a case where it fires with a checked result (a bare
+    ``fires: true`` / ``warns: true`` is not enough) and a case where it must not fire (``fires:
+    false`` or ``warns: false``; not required of a rule without conditions, which fires whenever
+    the facts it reads exist). Empty when both exist."""
+    cases = [c.get("expect") or {} for c in spec.tests]
+    missing = []
+    if not spec.raw.get("no_firing_case") and not any(
+            checks_result(e) and e.get("fires", True) is not False and e.get("warns", True) is not False
+            for e in cases):
+        missing.append("where it fires with a checked result (values, rejected, asks, says or feasible)")
+    if spec.when and not any(e.get("fires") is False or e.get("warns") is False for e in cases):
+        missing.append("where it must not fire (fires: false or warns: false)")
+    return missing
+
+
+def lint(rulebase: RuleBase) -> list[Finding]:
+    """Every finding for ``rulebase`` (errors and warnings), sorted by file and line."""
+    return Linter(rulebase).run()
+
+
+def to_sarif(findings: list[Finding]) -> dict[str, Any]:
+    """SARIF 2.1.0 for editors and CI code scanning."""
+    rules = sorted({f.code for f in findings})
+    return {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "servewise rules lint", "informationUri":
+                                "https://servewise.dev/docs/rule-authoring",
+                                "rules": [{"id": c} for c in rules]}},
+            "results": [{
+                "ruleId": f.code,
+                "level": "error" if f.severity == "error" else "warning",
+                "message": {"text": f"{f.rule}: {f.message}"},
+                "locations": [{"physicalLocation": {
+                    "artifactLocation": {"uri": f.file},
+                    "region": {"startLine": max(1, f.line)}}}],
+            } for f in findings],
+        }],
+    }

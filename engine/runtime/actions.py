@@ -1,0 +1,257 @@
+"""What a firing rule does: one function per action kind, found in a registry.
+
+Every action gets the :class:`ActionContext` of its firing (the rule, the item, the resolver,
+the step number, the conclusions and premises recorded so far, the item results pending) and
+the :class:`~servewise.engine.lang.rulebase.Action` to run. Actions that compute (derive, choose,
+propose, select) run before the rule's ``because`` is rendered, so the explanation may show
+their results; those that report it (reject, warn, ask) run after.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from servewise.engine.common.messages import both
+from servewise.engine.domain.functions import current
+from servewise.engine.lang.expr import EvalError, Expr
+from servewise.engine.lang.rulebase import Action, RuleSpec
+from servewise.engine.runtime.justify import conclusion, jsonable, render, score_text
+from servewise.engine.runtime.memory import Memory, Store, item_fact_name
+from servewise.engine.runtime.resolve import NotReady, Resolver, live_resolver, read_known
+
+MAX_PROPOSALS = 20_000
+COMPUTE = ("derive", "choose", "propose", "select")   # before `because` is rendered
+REPORT = ("reject", "warn", "ask")                    # after: they carry the rendered text
+
+
+@dataclass
+class ActionContext:
+    """The state of one firing, shared by its actions."""
+
+    spec: RuleSpec
+    iid: str | None                      # the item under `for_each`, else None
+    resolve: Resolver                    # logs what the rule reads (its premises)
+    step_no: int
+    store: Store
+    because: dict[str, str] = field(default_factory=dict)             # rendered after COMPUTE
+    conclusions: list[dict[str, Any]] = field(default_factory=list)
+    extra_premises: list[dict[str, Any]] = field(default_factory=list)  # e.g. the selected item's
+    pending: dict[str, Any] = field(default_factory=dict)  # item attributes this firing derives
+
+    @property
+    def mem(self) -> Memory:
+        return self.store.mem
+
+
+ActionFn = Callable[[ActionContext, Action], None]
+ACTIONS: dict[str, ActionFn] = {}
+
+
+def action(kind: str) -> Callable[[ActionFn], ActionFn]:
+    """Register the function that runs actions of ``kind``."""
+    def register(fn: ActionFn) -> ActionFn:
+        ACTIONS[kind] = fn
+        return fn
+    return register
+
+
+def evaluate(expr: Expr, resolve: Resolver) -> tuple[Any, list[dict[str, Any]]]:
+    """The value of ``expr`` and the details domain functions attached while computing it."""
+    ctx = current()
+    ctx.details = []
+    value = expr.evaluate(resolve)
+    return value, list(ctx.details)
+
+
+@action("derive")
+def derive(ctx: ActionContext, act: Action) -> None:
+    spec, mem = ctx.spec, ctx.mem
+    prefix = f"{spec.for_each}." if spec.for_each else None
+    for key, expr in act.exprs.items():
+        value, details = evaluate(expr, ctx.resolve)
+        read = read_known(expr.names, ctx.resolve)
+        if prefix and key.startswith(prefix):
+            attr = key[len(prefix):]
+            current_attrs = mem.items.get((spec.for_each, ctx.iid), {})
+            if attr in current_attrs and current_attrs[attr] == value:
+                continue
+            ctx.pending[attr] = value
+            ctx.conclusions.append(conclusion(item_fact_name(spec.for_each, ctx.iid, attr), value,
+                                              expr, read, details))
+        elif ctx.store.set_value(key, value, ctx.step_no):
+            ctx.conclusions.append(conclusion(key, value, expr, read, details))
+
+
+@action("choose")
+def choose(ctx: ActionContext, act: Action) -> None:
+    comp = act.spec["component"]
+    for key, value in (act.spec.get("set") or {}).items():
+        if ctx.store.set_value(f"components.{comp}.{key}", value, ctx.step_no):
+            ctx.conclusions.append(conclusion(f"components.{comp}.{key}", value, None, {}))
+    for key, expr in act.exprs.items():
+        name = key.split(".", 1)[1]
+        value, details = evaluate(expr, ctx.resolve)
+        if ctx.store.set_value(f"components.{comp}.{name}", value, ctx.step_no):
+            ctx.conclusions.append(conclusion(f"components.{comp}.{name}", value, expr,
+                                              read_known(expr.names, ctx.resolve), details))
+
+
+@action("propose")
+def propose(ctx: ActionContext, act: Action) -> None:
+    spec, mem, a = ctx.spec, ctx.mem, act.spec
+    kind = a["kind"]
+    over = {k.split(".", 1)[1]: e for k, e in act.exprs.items() if k.startswith("over.")}
+    lists = {}
+    for name, expr in over.items():
+        values = expr.evaluate(ctx.resolve)
+        lists[name] = values if isinstance(values, list) else [values]
+    names = list(lists)
+    combos = list(itertools.product(*(lists[n] for n in names)))
+    if len(combos) > MAX_PROPOSALS:
+        raise EvalError(f"propose would create {len(combos)} items (limit {MAX_PROPOSALS})")
+    unless = [(act.exprs[f"unless.{i}"], u["because"]) for i, u in enumerate(a.get("unless") or [])]
+    attr_exprs = [(key.split(".", 1)[1], expr) for key, expr in act.exprs.items() if key.startswith("attrs.")]
+    for combo in combos:
+        local = dict(zip(names, combo, strict=False))
+        res = live_resolver(mem, spec, ctx.iid, {}, local)
+        item_id = str(act.exprs["id"].evaluate(res))
+        if (kind, item_id) in mem.items:
+            continue
+        blocked = False
+        for i, (expr, text) in enumerate(unless):
+            if expr.evaluate(res):
+                rres = live_resolver(mem, spec, ctx.iid, {}, local)
+                msg = {lang: render(a["_templates"][(i, lang)], rres, lang) for lang in text}
+                mem.rejections.append({
+                    "option": item_id, "kind": kind, "rule": spec.id, "stage": spec.stage,
+                    "because": msg, "values": jsonable({**local, **read_known(expr.names, rres)}),
+                })
+                blocked = True
+                break
+        if blocked:
+            continue
+        attrs = {name: expr.evaluate(res) for name, expr in attr_exprs}
+        ctx.store.create_item(kind, item_id, attrs, ctx.step_no)
+        ctx.conclusions.append({"fact": f"{kind}[{item_id}]", "value": jsonable(attrs)})
+
+
+@action("reject")
+def reject(ctx: ActionContext, act: Action) -> None:
+    spec, mem = ctx.spec, ctx.mem
+    option = act.spec.get("option")
+    values = read_known(spec.names, ctx.resolve)
+    if option is None:
+        if not spec.for_each or ctx.iid is None:
+            raise EvalError("reject without `option` needs `for_each`")
+        if not ctx.store.reject_item(spec.for_each, ctx.iid):
+            return
+        option, kind = ctx.iid, spec.for_each
+    else:
+        kind = "option"
+        if any(r["option"] == option and r["rule"] == spec.id for r in mem.rejections):
+            return
+    mem.rejections.append({"option": option, "kind": kind, "rule": spec.id,
+                           "stage": spec.stage, "because": ctx.because,
+                           "values": jsonable(values), "step": ctx.step_no})
+    ctx.conclusions.append({"fact": f"rejected[{option}]", "value": True})
+
+
+@action("warn")
+def warn(ctx: ActionContext, act: Action) -> None:
+    spec, mem = ctx.spec, ctx.mem
+    if any(w["rule"] == spec.id and w["message"] == ctx.because for w in mem.warnings):
+        return
+    mem.warnings.append({"rule": spec.id, "severity": act.spec.get("severity", "warning"),
+                         "message": ctx.because, "step": ctx.step_no})
+    ctx.conclusions.append({"fact": f"warning[{spec.id}]", "value": ctx.because.get("en")})
+
+
+@action("ask")
+def ask(ctx: ActionContext, act: Action) -> None:
+    key = act.spec["input"]
+    if any(a["input"] == key for a in ctx.mem.asks):
+        return
+    ctx.mem.asks.append({"input": key, "rule": ctx.spec.id, "because": ctx.because, "step": ctx.step_no})
+    ctx.conclusions.append({"fact": f"ask[{key}]", "value": True})
+
+
+@action("select")
+def select(ctx: ActionContext, act: Action) -> None:
+    spec, mem, store, a = ctx.spec, ctx.mem, ctx.store, act.spec
+    kind, alias = a["kind"], a["as"]
+    keys = [act.exprs[f"minimize.{i}"] for i in range(len(a["minimize"]))]
+    scored = []
+    for position, item in enumerate(mem.live_items(kind)):
+        res = live_resolver(mem, None, item[1], item_kind=kind)
+        try:
+            score = tuple(k.evaluate(res) for k in keys)
+        except NotReady as exc:
+            mem.rejections.append({
+                "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
+                "because": both("select.not-evaluated", name=exc.args[0]), "values": {}})
+            continue
+        scored.append((score, position, item))
+    scored.sort(key=lambda s: (s[0], s[1]))
+    if not scored:
+        store.set_value(f"{alias}.id", None, ctx.step_no)
+        ctx.conclusions.append({"fact": f"{alias}.id", "value": None})
+        return
+    best_score, _, best = scored[0]
+    attrs = mem.items[best]
+    store.set_value(f"{alias}.id", best[1], ctx.step_no)
+    ctx.conclusions.append({"fact": f"{alias}.id", "value": best[1],
+                            "formula": f"argmin({', '.join(k.source for k in keys)}) over "
+                                       f"{len(scored)} {kind} items"})
+    for attr in sorted(attrs):
+        store.set_value(f"{alias}.{attr}", attrs[attr], ctx.step_no)
+    for attr in sorted(attrs):
+        st = mem.step_of(attr, best)
+        p = {"fact": item_fact_name(kind, best[1], attr), "value": jsonable(attrs[attr])}
+        if st is not None:
+            p["step"] = st
+        ctx.extra_premises.append(p)
+    given = a.get("labels") or []
+    labels = [given[i] if i < len(given) else
+              (k.source.split(".", 1)[1] if k.names == (k.source,) else f"key {i + 1}")
+              for i, k in enumerate(keys)]
+    best_text = score_text(best_score, labels)
+    if a.get("record") is False:  # a secondary choice (e.g. the closest alternative): no rejections
+        return
+    templates = a.get("_templates") or {}
+    for score, _, item in scored[1:]:
+        because = both("select.ranked-below", best=best[1], score=score_text(score, labels),
+                       best_score=best_text)
+        if templates:  # the rule's own wording: loser as `kind.*`, winner as `alias.*`
+            because = _ranked_because(mem, templates, kind, alias, item, best, because)
+        mem.rejections.append({
+            "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
+            "because": because,
+            "values": {"score": jsonable(list(score)), "selected_score": jsonable(list(best_score))},
+            "step": ctx.step_no, "ranked": True})
+
+
+def _ranked_because(mem: Memory, templates, kind: str, alias: str, item, best, fallback) -> dict[str, str]:
+    item_res = live_resolver(mem, None, item[1], item_kind=kind)
+    best_attrs = mem.items[best]
+
+    def resolve(name: str) -> Any:
+        if name.startswith(alias + "."):
+            attr = name[len(alias) + 1:]
+            if attr == "id":
+                return best[1]
+            if attr in best_attrs:
+                return best_attrs[attr]
+            raise NotReady(name)
+        return item_res(name)
+
+    out = {}
+    for lang in ("en", "zh"):
+        tpl = templates.get(("ranked", lang))
+        try:
+            out[lang] = render(tpl, resolve, lang) if tpl else fallback[lang]
+        except (NotReady, EvalError, KeyError):
+            out[lang] = fallback[lang]
+    return out

@@ -1,0 +1,142 @@
+"""Justifications: what a firing records so that every conclusion can be explained.
+
+A step holds the rule, its source, the premises (each fact read with its value and the step or
+origin it came from), the conclusions (value, expression, the formula with the numbers
+substituted, details such as the performance model's formula steps) and the rendered
+``because``. This module is also the engine's one home for formatting a value in a sentence.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from servewise.engine.common.messages import message
+from servewise.engine.lang.expr import EvalError, Expr
+from servewise.engine.lang.rulebase import TEMPLATE_FIELD, RuleSpec, Template
+from servewise.engine.runtime.memory import Memory, item_fact_name
+from servewise.engine.runtime.resolve import NotReady, Resolver
+
+_PLAIN = (str, int, float, bool, type(None))
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as it reads back from JSON (tuples become lists, unknown objects strings)."""
+    if type(value) in _PLAIN:  # exact types: what json.dumps/loads gives back unchanged
+        return value
+    return json.loads(json.dumps(value, default=str))
+
+
+def fmt(value: Any, spec: str | None, lang: str = "en") -> str:
+    """A value in a sentence: ``spec`` is a format spec (``.1f``) when the template gives one."""
+    if value is None:
+        return "—"
+    if spec:
+        try:
+            return format(value, spec)
+        except (ValueError, TypeError):
+            pass
+    if isinstance(value, float):  # never an exponent for everyday magnitudes (1.752e+05)
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) for v in value):
+            return f"[{len(value)} records]"  # e.g. BOM lines: listed in full as the conclusion's value
+        return ", ".join(map(str, value))
+    if isinstance(value, bool):
+        return message("yes" if value else "no", lang)
+    return str(value)
+
+
+def score_text(values: tuple, labels: list[str]) -> str:
+    """A ranking score as ``label value, ...`` (large numbers grouped)."""
+    return ", ".join(
+        f"{label} " + (f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else fmt(v, None))
+        for label, v in zip(labels, values, strict=False))
+
+
+def render(template: Template, resolve: Resolver, lang: str = "en") -> str:
+    """A ``because`` template with its fields filled in; an unknown field shows as ``?``."""
+    out: list[str] = []
+    for literal, name, spec in _parts(template.text):
+        out.append(literal)
+        if name is None:
+            continue
+        try:
+            if name.startswith("="):
+                expr = template.expr(name)
+                value = expr.evaluate(resolve) if expr is not None else None
+            else:
+                value = resolve(name)
+            out.append(fmt(value, spec, lang))
+        except (NotReady, EvalError, KeyError):
+            out.append("?")
+    return "".join(out)
+
+
+_PARTS: dict[str, tuple[tuple[str, str | None, str | None], ...]] = {}
+
+
+def _parts(text: str) -> tuple[tuple[str, str | None, str | None], ...]:
+    """A template split once into (text before, field name, format spec) parts, the last with no
+    field: what ``TEMPLATE_FIELD.sub`` walks on every render."""
+    parts = _PARTS.get(text)
+    if parts is None:
+        out, pos = [], 0
+        for m in TEMPLATE_FIELD.finditer(text):
+            out.append((text[pos:m.start()], m.group(1), m.group(2)))
+            pos = m.end()
+        out.append((text[pos:], None, None))
+        parts = _PARTS[text] = tuple(out)
+    return parts
+
+
+def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],
+               details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One concluded fact with the expression and the formula with its numbers."""
+    out: dict[str, Any] = {"fact": fact, "value": jsonable(value)}
+    if expr is not None and expr.names:
+        out["expression"] = expr.source
+        if not expr.is_path:  # a copied fact needs no formula (no "'fp8' = fp8" tautologies)
+            out["formula"] = f"{expr.render(read)} = {fmt(value, None)}"
+    if details:
+        out["details"] = jsonable(details)
+    return out
+
+
+def premises(mem: Memory, read: dict[str, Any], spec: RuleSpec, iid: str | None) -> list[dict[str, Any]]:
+    """The facts a firing read (not those it produced), each with the step or origin behind it."""
+    out = []
+    prefix = f"{spec.for_each}." if spec.for_each else None
+    for name, value in read.items():
+        if name in spec.produces:
+            continue
+        entry: dict[str, Any] = {"fact": name, "value": jsonable(value)}
+        if prefix and iid is not None and name.startswith(prefix):
+            attr = name[len(prefix):]
+            entry["fact"] = item_fact_name(spec.for_each, iid, attr)
+            step = mem.step_of(attr, (spec.for_each, iid))
+        else:
+            step = mem.step_of(name)
+            origin = mem.origins.get(name)
+            if origin is not None and step is None:
+                entry["origin"] = {"kind": origin.kind, "ref": origin.ref}
+        if step is not None:
+            entry["step"] = step
+        out.append(entry)
+    return out
+
+
+def make_step(mem: Memory, spec: RuleSpec, iid: str | None, step_no: int, read: dict[str, Any],
+              extra_premises: list[dict[str, Any]], conclusions: list[dict[str, Any]],
+              because: dict[str, str]) -> dict[str, Any]:
+    """The trace step of one firing that concluded something."""
+    step = {
+        "step": step_no, "rule": spec.id, "stage": spec.stage,
+        "source": spec.sources[0] if len(spec.sources) == 1 else spec.sources,
+        "item": f"{spec.for_each}[{iid}]" if spec.for_each else None,
+        "premises": premises(mem, read, spec, iid) + extra_premises,
+        "conclusions": conclusions, "because": because,
+    }
+    if spec.corrects:
+        step["corrects"] = spec.corrects
+    return step

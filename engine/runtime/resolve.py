@@ -1,0 +1,111 @@
+"""How a rule reads facts: name → value resolvers over working memory.
+
+Two views: :func:`snapshot_resolver` reads the revisions matched in a Rete token (condition
+tests must be pure functions of the matched facts), :func:`live_resolver` reads the current
+values while a rule fires, optionally logging what it read (the premises of the step), with
+names bound by an action (``local``) and this firing's own item results (``pending``) first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from servewise.engine.lang.expr import EvalError
+from servewise.engine.lang.rulebase import RuleSpec
+from servewise.engine.runtime.memory import Memory
+
+Resolver = Callable[[str], Any]
+
+
+class NotReady(Exception):
+    """A fact a rule reads is not known (yet)."""
+
+
+def with_lets(spec: RuleSpec, resolve: Resolver) -> Resolver:
+    """A resolver that also knows the rule's ``let:`` bindings, each evaluated once at first use.
+
+    ``name.field`` reads a field of a binding whose value is a record (a mapping)."""
+    if not spec.lets:
+        return resolve
+    lets = spec.let_map
+    memo: dict[str, Any] = {}
+
+    def resolve_let(name: str) -> Any:
+        root, _, rest = name.partition(".")
+        if root not in lets:
+            return resolve(name)
+        if root not in memo:
+            memo[root] = lets[root].evaluate(resolve_let)
+        value = memo[root]
+        for part in rest.split(".") if rest else ():
+            if not isinstance(value, dict) or part not in value:
+                raise EvalError(f"'{name}': the value of '{root}' has no field '{part}'")
+            value = value[part]
+        return value
+
+    return resolve_let
+
+
+def snapshot_resolver(mem: Memory, spec: RuleSpec, bound: dict[str, Any], revs: dict[str, str]) -> Resolver:
+    """Values at the revisions bound in a token: ``revs`` maps a global name to its variable."""
+    kind = spec.for_each
+    prefix = f"{kind}." if kind else None
+    attrs = mem.item_revs.get((kind, bound.get("iid"), bound.get("irev")), {}) if kind else {}
+
+    def resolve(name: str) -> Any:
+        if prefix and name.startswith(prefix):
+            attr = name[len(prefix):]
+            if attr == "id":
+                return bound["iid"]
+            if attr not in attrs:
+                raise NotReady(name)
+            return attrs[attr]
+        if name in revs:
+            return mem.value_revs[(name, bound[revs[name]])]
+        raise NotReady(name)
+
+    return with_lets(spec, resolve)
+
+
+def live_resolver(mem: Memory, spec: RuleSpec | None, iid: str | None, log: dict[str, Any] | None = None,
+                  local: dict[str, Any] | None = None, item_kind: str | None = None,
+                  pending: dict[str, Any] | None = None) -> Resolver:
+    """Current values; item attributes of ``iid`` under the rule's ``for_each`` (or ``item_kind``)."""
+    kind = item_kind or (spec.for_each if spec else None)
+    prefix = f"{kind}." if kind else None
+
+    def resolve(name: str) -> Any:
+        if local is not None and name in local:
+            return local[name]
+        if pending and prefix and name.startswith(prefix) and name[len(prefix):] in pending:
+            return pending[name[len(prefix):]]
+        if prefix and name.startswith(prefix) and iid is not None:
+            attrs = mem.items.get((kind, iid), {})
+            attr = name[len(prefix):]
+            if attr == "id":
+                value = iid
+            elif attr in attrs:
+                value = attrs[attr]
+            else:
+                raise NotReady(name)
+        elif name in mem.values:
+            value = mem.values[name]
+        else:
+            raise NotReady(name)
+        if log is not None and name not in log:
+            log[name] = value
+        return value
+
+    return with_lets(spec, resolve) if spec is not None else resolve
+
+
+def read_known(names, resolve: Resolver) -> dict[str, Any]:
+    """The values of ``names`` that are known (the numbers a conclusion or rejection shows)."""
+    values = {}
+    for n in names:
+        try:
+            values[n] = resolve(n)
+        except NotReady:
+            pass
+    return values
