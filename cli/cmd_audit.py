@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from servewise.engine.app import explain as ex
+from servewise.engine.common.text import format_display as fmt
 
 from .errors import InputError
 from .i18n import pick
@@ -94,20 +95,6 @@ def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
 
 def dump(data: Any) -> str:
     return to_json(data)
-
-
-def fmt(value: Any) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
-    if isinstance(value, list):
-        return "[" + ", ".join(fmt(v) for v in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {fmt(v)}" for k, v in value.items()) + "}"
-    return str(value)
 
 
 def source_lines(source: Any, lang: str, indent: str) -> list[str]:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from servewise.engine.domain.catalog import normalise_name
+from servewise.engine.domain.perf.precision import PRECISIONS
 from servewise.engine.lang.rulebase import STAGES, RuleBase
 
 TOP_SECTIONS = ("performance", "cost")
@@ -26,7 +27,6 @@ ALTERNATIVES: dict[str, tuple[str, ...]] = {
     "cost.buy_or_rent": ("buy", "rent"),
     "components.software.framework": ("vLLM", "TensorRT-LLM", "SGLang", "MindIE", "LMDeploy"),
 }
-PRECISIONS = ("bf16", "fp16", "fp8", "int8", "int4", "fp4")
 
 
 class ExplainError(LookupError):
@@ -41,16 +41,12 @@ class ExplainError(LookupError):
         return self.args[0]
 
 
-def _norm(name: str) -> str:
-    return normalise_name(name)
-
-
 def _close(name: str, names: Iterable[str], n: int = 3) -> list[str]:
     by_key: dict[str, str] = {}
     for x in names:
-        by_key.setdefault(_norm(x), x)
-    hits = difflib.get_close_matches(_norm(name), list(by_key), n=n, cutoff=0.5)
-    hits += [k for k in by_key if _norm(name) and _norm(name) in k and k not in hits]
+        by_key.setdefault(normalise_name(x), x)
+    hits = difflib.get_close_matches(normalise_name(name), list(by_key), n=n, cutoff=0.5)
+    hits += [k for k in by_key if normalise_name(name) and normalise_name(name) in k and k not in hits]
     return [by_key[h] for h in hits[:n]]
 
 
@@ -284,12 +280,12 @@ def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] 
     """Why OPTION is not in the plan: the rules and numbers that rejected it, or why it never was
     a candidate. ``catalog_gpus`` maps normalised names and aliases to catalog GPU ids."""
     query = option.strip()
-    key = _norm(query)
+    key = normalise_name(query)
     chosen = chosen_candidate(plan)
     base = {"option": query, "chosen": chosen, "knowledge_hash": plan["knowledge_hash"]}
     # 1. an exact rejected option (a candidate id such as 'L40S | bf16 | tp2', or 'infiniband-ndr')
-    exact = [r for r in plan["rejected"] if _norm(r["option"]) == key]
-    if chosen and _norm(chosen) == key:
+    exact = [r for r in plan["rejected"] if normalise_name(r["option"]) == key]
+    if chosen and normalise_name(chosen) == key:
         return base | {"status": "chosen", "kind": "candidate", "resolved": chosen,
                        "decided_by": _deciding_step(plan, "chosen.id"), "groups": []}
     if exact:
@@ -297,10 +293,10 @@ def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] 
                        "groups": group_rejections(plan, exact, rules)}
     # 2. a GPU model (by name or catalog alias): every candidate of it
     gpu = (catalog_gpus or {}).get(key)
-    by_gpu = {_norm(g): g for g in rejections_by_gpu(plan)}
-    name = by_gpu.get(key) or (gpu if gpu and _norm(gpu) in by_gpu else None)
+    by_gpu = {normalise_name(g): g for g in rejections_by_gpu(plan)}
+    name = by_gpu.get(key) or (gpu if gpu and normalise_name(gpu) in by_gpu else None)
     chosen_gpu = plan["components"].get("gpu", {}).get("model")
-    if name is not None or (gpu and gpu == chosen_gpu) or (chosen_gpu and _norm(chosen_gpu) == key):
+    if name is not None or (gpu and gpu == chosen_gpu) or (chosen_gpu and normalise_name(chosen_gpu) == key):
         name = name or chosen_gpu
         entries = [r for r in plan["rejected"] if r["option"].split(" | ")[0] == name]
         status = "chosen" if name == chosen_gpu else (
@@ -324,14 +320,14 @@ def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] 
     # 4. another value of an enumerated field (air, rent, ethernet-100g, ...)
     values = _value_fields(plan)
     for fact, alternatives in ALTERNATIVES.items():
-        match = next((a for a in alternatives if _norm(a) == key), None)
+        match = next((a for a in alternatives if normalise_name(a) == key), None)
         if match is None or fact not in values:
             continue
-        status = "chosen" if _norm(str(values[fact])) == key else "not-chosen"
+        status = "chosen" if normalise_name(str(values[fact])) == key else "not-chosen"
         return base | {"status": status, "kind": "value", "resolved": match, "field": fact,
                        "value": values[fact], "groups": [], "decided_by": _deciding_step(plan, fact)}
     for fact, value in values.items():  # any other field whose value is exactly this option
-        if isinstance(value, str) and _norm(value) == key:
+        if isinstance(value, str) and normalise_name(value) == key:
             return base | {"status": "chosen", "kind": "value", "resolved": value, "field": fact,
                            "value": value, "groups": [], "decided_by": _deciding_step(plan, fact)}
     raise ExplainError(f"'{query}' is neither a rejected option nor a known alternative in this plan",

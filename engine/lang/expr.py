@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from servewise.engine.common.text import format_operand
+
 MAX_SOURCE = 2000
 MAX_NODES = 300
 MAX_DEPTH = 40
@@ -192,31 +194,6 @@ class Expr:
         return _render(self.tree.body, values)
 
 
-def format_number(value: float) -> str:
-    """A number for formula text: integers as integers, never an exponent for everyday magnitudes."""
-    if value == int(value) and abs(value) < 1e15:
-        return str(int(value))
-    if abs(value) >= 1000:
-        return f"{value:.0f}"
-    if abs(value) >= 1e-4:
-        return f"{value:.4g}"
-    return f"{value:.3g}"
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "—"  # an unset optional input or fact; never the word None in an explanation
-    if isinstance(value, bool):
-        return str(value)
-    if isinstance(value, float):
-        return format_number(value)
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-        return f"[{len(value)} records]"  # e.g. BOM lines: listed in full where they are concluded
-    return str(value)
-
-
 _UNKNOWN = object()
 
 
@@ -277,9 +254,9 @@ def _render_boolop(node: ast.BoolOp, values: Mapping[str, Any]) -> str:
 def _render(node: ast.AST, values: Mapping[str, Any]) -> str:
     path = _path(node)
     if path is not None and path in values:
-        return _fmt(values[path])
+        return format_operand(values[path])
     if isinstance(node, ast.Constant):
-        return _fmt(node.value)
+        return format_operand(node.value)
     if isinstance(node, ast.BinOp):
         op = _SYMBOLS.get(type(node.op), "?")
         return f"({_render(node.left, values)} {op} {_render(node.right, values)})"

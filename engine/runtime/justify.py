@@ -3,7 +3,7 @@
 A step holds the rule, its source, the premises (each fact read with its value and the step or
 origin it came from), the conclusions (value, expression, the formula with the numbers
 substituted, details such as the performance model's formula steps) and the rendered
-``because``. This module is also the engine's one home for formatting a value in a sentence.
+``because``. Values are put into sentences by engine/common/text.py.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from servewise.engine.common.messages import message
+from servewise.engine.common.text import format_value
 from servewise.engine.lang.expr import EvalError, Expr
 from servewise.engine.lang.rulebase import TEMPLATE_FIELD, RuleSpec, Template
 from servewise.engine.runtime.memory import Memory, item_fact_name
@@ -27,30 +27,10 @@ def jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def fmt(value: Any, spec: str | None, lang: str = "en") -> str:
-    """A value in a sentence: ``spec`` is a format spec (``.1f``) when the template gives one."""
-    if value is None:
-        return "—"
-    if spec:
-        try:
-            return format(value, spec)
-        except (ValueError, TypeError):
-            pass
-    if isinstance(value, float):  # never an exponent for everyday magnitudes (1.752e+05)
-        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:,.0f}"
-    if isinstance(value, list):
-        if value and all(isinstance(v, dict) for v in value):
-            return f"[{len(value)} records]"  # e.g. BOM lines: listed in full as the conclusion's value
-        return ", ".join(map(str, value))
-    if isinstance(value, bool):
-        return message("yes" if value else "no", lang)
-    return str(value)
-
-
 def score_text(values: tuple, labels: list[str]) -> str:
     """A ranking score as ``label value, ...`` (large numbers grouped)."""
     return ", ".join(
-        f"{label} " + (f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else fmt(v, None))
+        f"{label} " + (f"{v:,.0f}" if isinstance(v, (int, float)) and abs(v) >= 100 else format_value(v, None))
         for label, v in zip(labels, values, strict=False))
 
 
@@ -67,7 +47,7 @@ def render(template: Template, resolve: Resolver, lang: str = "en") -> str:
                 value = expr.evaluate(resolve) if expr is not None else None
             else:
                 value = resolve(name)
-            out.append(fmt(value, spec, lang))
+            out.append(format_value(value, spec, lang))
         except (NotReady, EvalError, KeyError):
             out.append("?")
     return "".join(out)
@@ -97,7 +77,7 @@ def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],
     if expr is not None and expr.names:
         out["expression"] = expr.source
         if not expr.is_path:  # a copied fact needs no formula (no "'fp8' = fp8" tautologies)
-            out["formula"] = f"{expr.render(read)} = {fmt(value, None)}"
+            out["formula"] = f"{expr.render(read)} = {format_value(value, None)}"
     if details:
         out["details"] = jsonable(details)
     return out

@@ -19,13 +19,14 @@ from collections import Counter
 from typing import Any
 
 from servewise.engine.common.gctune import fewer_collections
+from servewise.engine.common.text import format_value
 from servewise.engine.domain.functions import RunContext, reset_context, use_context
 from servewise.engine.lang.expr import EvalError
 from servewise.engine.lang.rulebase import STAGES, RuleBase, RuleSpec
 from servewise.engine.runtime.actions import ACTIONS, COMPUTE, REPORT, ActionContext
 from servewise.engine.runtime.compiler import WORK, acquire_engine, release_engine
 from servewise.engine.runtime.experta_compat import IndexedReteMatcher
-from servewise.engine.runtime.justify import fmt, make_step, render
+from servewise.engine.runtime.justify import make_step, render
 from servewise.engine.runtime.memory import Item, Memory, Origin, Stage, Store, Value, item_fact_name
 from servewise.engine.runtime.resolve import NotReady, live_resolver, with_lets
 from servewise.engine.runtime.runtime_errors import MAX_FIRINGS_PER_STAGE, LoopError, PlanTimeout, RuleRuntimeError
@@ -36,7 +37,7 @@ TIME_BUDGET_S = 60.0
 CLOCK_EVERY_S = 0.05
 MATCHER = IndexedReteMatcher  # experta's ReteMatcher gives the same plans, slower (tested)
 
-_fmt = fmt  # the names other modules imported from here before the split
+_fmt = format_value  # the names other modules imported from here before the split
 _NotReady = NotReady
 
 __all__ = [
