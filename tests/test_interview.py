@@ -1,4 +1,4 @@
-"""The interview's logic (engine/interview.py): which question next, why, answers, the saved file."""
+"""The interview's logic (engine/app/interview.py): which question next, why, answers, the saved file."""
 
 from __future__ import annotations
 

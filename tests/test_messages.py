@@ -28,5 +28,6 @@ def test_message_renders_and_rejects_bad_use():
 def test_engine_python_writes_no_chinese():
     """The wording lives in the catalog: no CJK text in the engine modules this catalog covers."""
     cjk = re.compile(r"[\u4e00-\u9fff]")
-    for name in ("runner.py", "plan.py", "pools.py", "actions.py", "justify.py", "compiler.py", "memory.py"):
+    for name in ("runtime/runner.py", "app/plan.py", "app/pools.py", "runtime/actions.py", "runtime/justify.py",
+                 "runtime/compiler.py", "runtime/memory.py", "common/text.py"):
         assert not cjk.search((ROOT / "engine" / name).read_text(encoding="utf-8")), name

@@ -1,5 +1,5 @@
-"""Several model pools packed into shared servers (engine/fn_packing.py, engine/pools_pack.py,
-engine/pools.py, rules/bom/packing.yaml)."""
+"""Several model pools packed into shared servers (engine/domain/fn_packing.py, engine/app/pools_pack.py,
+engine/app/pools.py, rules/bom/packing.yaml)."""
 
 from __future__ import annotations
 

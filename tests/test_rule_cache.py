@@ -1,4 +1,4 @@
-"""The rule cache (engine/rulecache.py): hits give the same rule base, any change misses, and an
+"""The rule cache (engine/lang/rulecache.py): hits give the same rule base, any change misses, and an
 unusable cache folder never breaks loading."""
 
 from __future__ import annotations
