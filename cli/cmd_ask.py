@@ -1,4 +1,4 @@
-"""`servewise ask`: the guided interview in a plain terminal (the logic is engine/interview.py)."""
+"""`servewise ask`: the guided interview in a plain terminal (the logic is engine/app/interview.py)."""
 
 from __future__ import annotations
 

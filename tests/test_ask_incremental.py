@@ -1,4 +1,4 @@
-"""The interview without a plan per answer (engine/askplan.py) asks exactly what it asked with one.
+"""The interview without a plan per answer (engine/app/askplan.py) asks exactly what it asked with one.
 
 Scripted interviews replay an example's answers (``skip`` for what it leaves at the default, a
 ``back`` and a changed answer on the way) twice: through the old path, a whole plan after every

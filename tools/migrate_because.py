@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-# the same field syntax the engine parses (engine/rulebase.py TEMPLATE_FIELD)
+# the same field syntax the engine parses (engine/lang/rulebase.py TEMPLATE_FIELD)
 FIELD = re.compile(r"\{(=[^{}]+?|[a-zA-Z_][\w.]*)(?::([<>^]?[+-]?,?\d*(?:\.\d+)?[a-z%]?))?\}")
 SKIP_FUNCS = {"text", "round", "int", "float", "catalog", "contains", "ceil", "floor", "abs"}
 RESERVED_ROOTS = {

@@ -1,6 +1,6 @@
 """What the interview needs from the rules, computed with the least work (issue #14).
 
-The interview (engine/interview.py) reads one part of a plan: its ``asks``, which rule asks for
+The interview (engine/app/interview.py) reads one part of a plan: its ``asks``, which rule asks for
 which input and why. An ``ask`` action records an input only the first time a rule asks for it,
 and the stages run in order, so the asks for an input all of whose asking rules sit in stages up
 to S are final once stage S has run: later stages neither add to them nor change them.

@@ -124,7 +124,7 @@ def catalog_refs(step: dict[str, Any], conclusions: list[dict[str, Any]] | None 
         if origin.get("kind") == "catalog":
             refs.append(origin["ref"])
     for c in step["conclusions"] if conclusions is None else conclusions:
-        for d in c.get("details") or []:  # recorded by the functions that read them (engine/provenance.py)
+        for d in c.get("details") or []:  # recorded by the functions that read them (engine/domain/provenance.py)
             refs += [f"catalog:{ref}" for ref in d.get("catalog") or [] if isinstance(ref, str)]
             refs += [f"catalog:prices/{x['price']}" for x in d.get("from") or [] if "price" in x]
             cal = d.get("calibration") or {}

@@ -382,7 +382,7 @@ def ask_run(session: Session, rulebase: RuleBase, on_plan: Callable[[], None] | 
     return AskRun(rulebase, session.answers, on_plan)
 
 
-# HOW and WHY-NOT over the plan are engine/explain.py's `explain` and `why_not`, shared with the
+# HOW and WHY-NOT over the plan are engine/app/explain.py's `explain` and `why_not`, shared with the
 # auditor's commands (one implementation).
 
 

@@ -3,7 +3,7 @@
 Three reports: catalog values that sources disagree on (each catalog entry's ``conflicts``), the
 recomputed arithmetic of the seed articles' numeric claims (facts/claims.yaml), and guideline
 coverage (which ids of facts/guidelines.yaml no rule cites, and the reason facts/coverage.yaml
-gives for each; the verdict file's own problems are reported as errors, see engine/coverage.py).
+gives for each; the verdict file's own problems are reported as errors, see engine/app/coverage.py).
 """
 
 from __future__ import annotations

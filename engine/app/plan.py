@@ -1,7 +1,7 @@
 """Build a plan: workload → input facts → rule run → the plan document of CONTRACTS §4.
 
 A workload with several models (``models:``) is planned one pool at a time and combined by
-engine/pools.py; both share the plan's parts through engine/plan_contract.py."""
+engine/app/pools.py; both share the plan's parts through engine/app/plan_contract.py."""
 
 from __future__ import annotations
 
@@ -193,7 +193,7 @@ def run_rules(workload: dict[str, Any], defaults_used: list[str], rulebase: Rule
               file: str = "<workload>", provided: frozenset[str] | None = None,
               stop_after: str | None = None, cache: dict[tuple, Any] | None = None) -> Memory:
     """The rule run of one model's plan, stopped after stage ``stop_after`` if given (the
-    interview runs only the stages that decide its next question: engine/askplan.py); ``cache``
+    interview runs only the stages that decide its next question: engine/app/askplan.py); ``cache``
     as in :func:`plan_workload`."""
     if provided is None:
         provided = frozenset(d.key for d in input_defs()

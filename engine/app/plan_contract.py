@@ -1,5 +1,5 @@
-"""What a plan is made of (CONTRACTS §4), shared by planning one model (engine/plan.py) and
-combining several pools (engine/pools.py) without either importing the other's internals."""
+"""What a plan is made of (CONTRACTS §4), shared by planning one model (engine/app/plan.py) and
+combining several pools (engine/app/pools.py) without either importing the other's internals."""
 
 from __future__ import annotations
 

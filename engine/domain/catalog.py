@@ -140,7 +140,7 @@ def build_catalog(paths: Iterable[Path]) -> Catalog:
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The built-in catalog (cached: it is read-only data), from the cache shared between processes
-    (engine/rulecache.py) when it holds these exact catalog files."""
+    (engine/lang/rulecache.py) when it holds these exact catalog files."""
     from servewise.engine.lang import rulecache
 
     paths = sorted(CATALOG_DIR.glob("*.yaml"))

@@ -2,7 +2,7 @@
 
 The judgements (which isolation level allows which kind of sharing, when a pool may take a MIG slice)
 are rules (rules/bom/packing.yaml); this module holds the numbers they call and the bin packing that
-``engine/pools.py`` runs over the pools' conclusions:
+``engine/app/pools.py`` runs over the pools' conclusions:
 
 * ``mig_fit`` — the smallest MIG instance that holds one replica *as sized* (weights + KV cache for
   the requests in flight + runtime overhead within the usable share of its memory, the same headroom

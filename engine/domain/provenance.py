@@ -52,7 +52,7 @@ _CURRENT: Callable[[], Any] | None = None
 
 
 def _context() -> Any:
-    """The run context (engine/functions.py imports this module, so it is looked up once, late)."""
+    """The run context (engine/domain/functions.py imports this module, so it is looked up once, late)."""
     global _CURRENT
     if _CURRENT is None:
         from servewise.engine.domain.functions import current

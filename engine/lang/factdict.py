@@ -114,7 +114,7 @@ def _model_fields() -> dict[str, str]:
 
 _INPUT_TYPES = {"number": "number", "integer": "integer", "boolean": "boolean", "string": "string",
                 "choice": "string", "choices": "list", "model": "string", "models": "list"}
-# facts the engine itself declares while planning (engine/plan.py, engine/pools.py)
+# facts the engine itself declares while planning (engine/app/plan.py, engine/app/pools.py)
 ENGINE_FACTS: dict[str, str] = {}
 
 

@@ -390,7 +390,7 @@ class RuleBase:
     files: list[Path]
     knowledge_hash: str
     # experta engines built for these rules whose run is over, reused by later runs in this
-    # process (engine/compiler.py: acquire_engine); never part of the rule base's value
+    # process (engine/runtime/compiler.py: acquire_engine); never part of the rule base's value
     engines: dict[tuple, list[Any]] = field(default_factory=dict, repr=False, compare=False)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -420,7 +420,7 @@ def compute_hash(paths: list[Path]) -> str:
 
 
 def _read_rule_files(files: list[Path]) -> list[tuple[Any, Lines, list[Problem]]]:
-    """Parsed, schema-checked rule files, from the rule cache (engine/rulecache.py) when it holds
+    """Parsed, schema-checked rule files, from the rule cache (engine/lang/rulecache.py) when it holds
     this exact set of file contents; stored there when every file is valid."""
     from servewise.engine.lang import rulecache
 
@@ -445,7 +445,7 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
                semantic: bool | None = None) -> RuleBase:
     """Load the built-in rules and any extra folders; raise :class:`RuleLoadError` on problems.
 
-    ``semantic`` runs the semantic lint (engine/rulelint.py) too; by default it runs whenever
+    ``semantic`` runs the semantic lint (engine/lang/rulelint.py) too; by default it runs whenever
     extra folders are loaded with the built-in rules (the built-in rules alone are linted by the
     tests; a rule set without them has no fact dictionary to check against)."""
     from servewise.engine.common.gctune import fewer_collections

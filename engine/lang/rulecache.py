@@ -9,13 +9,13 @@ hashes everything the result depends on, so a stale entry is never read:
   of the modules that produce the data, the rule schema, every rule file's bytes);
 - ``compiled-*``: the whole loaded rule base, its expressions checked and kept as syntax trees
   (turned into closures again at their first evaluation, as closures cannot be pickled), for
-  engine/rulebase.py (key: every rule file's path and bytes, the working folder the file names
+  engine/lang/rulebase.py (key: every rule file's path and bytes, the working folder the file names
   are shown relative to, every fact file, every engine module's source, the load options);
-- ``catalog-*``: the catalog tables, for engine/catalog.py (key: every catalog file's name and
+- ``catalog-*``: the catalog tables, for engine/domain/catalog.py (key: every catalog file's name and
   bytes, the engine's source);
 - ``yaml-*``: a project data file read as YAML (:func:`cached_yaml`; key: its name and bytes).
 
-Any change to one of these gives a new key. Entries are written atomically (engine/yamlio.py's
+Any change to one of these gives a new key. Entries are written atomically (engine/common/yamlio.py's
 ``write_bytes_atomic``), so concurrent processes read either a whole entry or none. A cache that
 cannot be read or written is ignored: loading then works as without it. At most ``MAX_ENTRIES``
 entries of each kind are kept (the most recently written).

@@ -4,7 +4,7 @@ that stand for them.
 Values live here, not in experta: an experta fact carries only a key and a revision, so a
 changed value is a new revision (the old fact retracted, a new one declared) and the Rete
 network re-tests exactly the rules that read it. Every revision stays in memory, so a condition
-test can read the values of the revisions in its token (see engine/compiler.py).
+test can read the values of the revisions in its token (see engine/runtime/compiler.py).
 """
 
 from __future__ import annotations

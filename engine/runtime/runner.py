@@ -5,9 +5,9 @@ re-evaluates a rule whenever a value it reads changes. A rule fires at most once
 values read (content-based refraction), which keeps chains finite and explanations free of
 repeats; a loop guard stops rule sets that still re-fire without end.
 
-The parts: engine/compiler.py (rule → experta Rule), engine/memory.py (values, item revisions
-and their facts), engine/resolve.py (reading facts), engine/actions.py (what a firing does, by
-action kind), engine/justify.py (the trace step of a firing).
+The parts: engine/runtime/compiler.py (rule → experta Rule), engine/runtime/memory.py (values, item revisions
+and their facts), engine/runtime/resolve.py (reading facts), engine/runtime/actions.py (what a firing does, by
+action kind), engine/runtime/justify.py (the trace step of a firing).
 """
 
 from __future__ import annotations

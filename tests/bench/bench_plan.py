@@ -50,7 +50,7 @@ chat-8b-small 8.3 → 3.2, internal-knowledge-base 5.8 → 2.5, the single-pool 
 rules (CPU s, in one process): load 18.6 → 0.17 (cached; 0.6–0.7 on a miss), build 4.1 → 0.9–1.0,
 plan (the 70B example) 10.1 → 1.4 = 3.1 s (target 2 s: not met).
 
-- **Rete tuned inside engine/experta_compat.py** (experta's network, nodes and agenda semantics;
+- **Rete tuned inside engine/runtime/experta_compat.py** (experta's network, nodes and agenda semantics;
   the same activations as the stock matcher, tested): join nodes with memories hashed by the
   token's facts (experta scans lists), no token copies or per-token logging in join, `TEST`,
   conflict-set and feature-test nodes (a feature test copies only when it binds, and tests of one
@@ -58,7 +58,7 @@ plan (the 70B example) 10.1 → 1.4 = 3.1 s (target 2 s: not met).
   *left unlinking* (a join whose left memory is empty is not activated from the right: most item
   revisions reach no rule of another stage), conflict-set nodes that report themselves dirty,
   an agenda kept sorted by bisection. Matching for chat-70b-online: ~1.0 → ~0.35 s.
-- **Fewer tokens and activations** (engine/compiler.py): a for-each rule whose first conditions
+- **Fewer tokens and activations** (engine/runtime/compiler.py): a for-each rule whose first conditions
   read only global values gets them as a `TEST` *before* the item join (items never join a rule
   that is off; the full test still runs after the join, in the rule's order, so errors and
   results are the same); a token whose values already fired (content refraction) makes no
@@ -70,24 +70,24 @@ plan (the 70B example) 10.1 → 1.4 = 3.1 s (target 2 s: not met).
   run's memory through a `Binding`; a finished (or dropped) runner gives its engine back to the
   rule base's pool and the next run of the same rules resets it (each pool and re-plan of a
   several-model plan, `rules test` cases that plan).
-- **Caches between processes** (engine/rulecache.py, atomic writes, `SERVEWISE_NO_CACHE=1`): the
+- **Caches between processes** (engine/lang/rulecache.py, atomic writes, `SERVEWISE_NO_CACHE=1`): the
   whole compiled rule base (`compiled-*`, keyed by every rule file's path and bytes — built-in and
   `--rules-dir` —, the working folder, every fact file, the schema, every engine module's source
   and the load options; expressions kept as checked syntax trees, turned into closures at first
   use), the catalog tables (`catalog-*`) and facts/guidelines.yaml (`yaml-*`). No plan result is
   cached. Rule loading was quadratic in the rules of a file (line maps) and the lint recomputed
   the fact roots per rule: fixed.
-- **Domain functions remembered per plan** (engine/functions.py): same arguments and types →
+- **Domain functions remembered per plan** (engine/domain/functions.py): same arguments and types →
   same scalar result, the details a call attached replayed; shared by the pools of a
   several-model plan; catalog refs of provenance likewise. Explanation templates split once,
   fact paths remembered on expression nodes, no imports on the hot path.
-- **GC** (engine/gctune.py): generation 0 collected every 10,000 allocations (not 700) while rules
+- **GC** (engine/common/gctune.py): generation 0 collected every 10,000 allocations (not 700) while rules
   load, build and run: 30–45 % of a plan or a build was the collector walking live objects.
 - **Not done**: the 0.5 s / 1 s / 2 s targets. What is left per firing is the work the trace needs
   (1,055 firings for the 70B plan, of which 91 steps are kept in the trace: building the other
   steps lazily would save ~15 % but needs the memory to be frozen), the performance model
-  (~25 % of a plan: engine/perf/, another session's), and per-item-revision Rete work.
-  engine/perf/calibration.py still parses facts/calibration.yaml with the pure-Python YAML loader
+  (~25 % of a plan: engine/domain/perf/, another session's), and per-item-revision Rete work.
+  engine/domain/perf/calibration.py still parses facts/calibration.yaml with the pure-Python YAML loader
   (~20 ms per process).
 
 Session 18 (branch s18-speed), profile first (cProfile of `plan chat-70b-online`, in-process):
@@ -97,13 +97,13 @@ the rules' condition tests ≈ 25 % (25,736 tests, half of them on retraction: e
 ≈ 25 %, justification recording (formulas, JSON copies of details) ≈ 8 %; loading the rules
 0.4–0.6 s of which compiling 1,216 expressions most (constant folding walked every sub-tree).
 
-- **Condition tests remembered per values read** (engine/compiler.py). A rule's `TEST` is a pure
+- **Condition tests remembered per values read** (engine/runtime/compiler.py). A rule's `TEST` is a pure
   function of the matched revisions; its result is kept per (global revisions, item id, identity
   of each item attribute the conditions read). A retraction and an item revision that changed only
   attributes the rule does not read cost a dict lookup: 25,736 → 5,092 condition evaluations for
   the 70B example (work baseline re-recorded); the whole CLI run went from 15.2 M to 12.0 M
   Python calls under cProfile.
-- **No token copies for read-only Rete nodes** (engine/experta_compat.py): experta copies the token
+- **No token copies for read-only Rete nodes** (engine/runtime/experta_compat.py): experta copies the token
   before every one-input node; `TEST` and conflict-set nodes only read it (394 callbacks rebound).
 - **Loading**: expression constant folding counts fact reads while compiling instead of walking
   every sub-tree again (it was quadratic); `Catalog.table` no longer builds a throw-away `Table`
@@ -122,10 +122,10 @@ the rules' condition tests ≈ 25 % (25,736 tests, half of them on retraction: e
   network for the pools of a several-model plan (each pool builds its own, ~0.3 s); converting
   `details` to JSON only for steps kept in the trace; dirty-list conflict-set nodes and an indexed
   agenda removal in the compat layer; interview answers that re-run only the stages an answer can
-  change (engine/interview.py).
+  change (engine/app/interview.py).
 
 Session 17 (branch speed): difflib suggestions only on the error path (`catalog.UnknownEntry`);
-the rule cache (engine/rulecache.py: parsed, schema-checked rule files keyed by their bytes, the
+the rule cache (engine/lang/rulecache.py: parsed, schema-checked rule files keyed by their bytes, the
 schema and the producing code; `SERVEWISE_NO_CACHE=1` disables it); `IndexedReteMatcher` (hashed
 `key == constant` alpha tests, conflict sets read only when they changed).
 

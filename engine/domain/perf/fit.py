@@ -359,8 +359,8 @@ HEADER = """\
 #   GPUs: the engines run an NCCL ring there (vLLM disables its custom all-reduce on more than
 #   two PCIe-only GPUs), so the model uses the two-GPU efficiency with n-1 ring-hop latencies
 #   (calibration.link_params); the 4/8-GPU PCIe custom all-reduce entries are kept as measured.
-# Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/perf/memory.py),
-#   prefill chunk sizes (engine/perf/calibration.py CHUNK_TOKENS).
+# Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/domain/perf/memory.py),
+#   prefill chunk sizes (engine/domain/perf/calibration.py CHUNK_TOKENS).
 # Refit: warm start from the shipped constants, at most FIT_MAX_NFEV (default 40) iterations.
 # Classes marked `inherit` have no measured rows: they use the inherited class's
 #   efficiencies with their own bandwidth/FLOPS and a band widened by
