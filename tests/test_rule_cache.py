@@ -1,4 +1,4 @@
-"""The rule cache (engine/lang/rulecache.py): hits give the same rule base, any change misses, and an
+"""The rule cache (engine/common/rulecache.py): hits give the same rule base, any change misses, and an
 unusable cache folder never breaks loading."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from servewise.engine.lang import rulecache
+from servewise.engine.common import rulecache
 from servewise.engine.lang.rulebase import RULES_DIR, RuleLoadError, load_rules
 
 RULE = """- id: cache.check

@@ -10,7 +10,7 @@ import pickle
 import pytest
 from conftest import EXAMPLES
 
-from servewise.engine.lang import rulecache
+from servewise.engine.common import rulecache
 from servewise.engine.lang.rulebase import RuleBase, iter_exprs, load_rules
 
 RULE = """- id: speed.check

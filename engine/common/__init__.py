@@ -1,3 +1,4 @@
 """Shared plumbing with no knowledge of rules or plans: YAML reading with line numbers, atomic writes,
-the en/zh message catalog, package paths and value formatting.
+the caches shared between processes (keyed by content), the en/zh message catalog, package paths,
+value formatting and GC tuning.
 """

@@ -140,8 +140,8 @@ def build_catalog(paths: Iterable[Path]) -> Catalog:
 @lru_cache(maxsize=1)
 def load_catalog() -> Catalog:
     """The built-in catalog (cached: it is read-only data), from the cache shared between processes
-    (engine/lang/rulecache.py) when it holds these exact catalog files."""
-    from servewise.engine.lang import rulecache
+    (engine/common/rulecache.py) when it holds these exact catalog files."""
+    from servewise.engine.common import rulecache
 
     paths = sorted(CATALOG_DIR.glob("*.yaml"))
     key = None

@@ -149,7 +149,7 @@ class Expr:
     names: tuple[str, ...]
     functions: tuple[str, ...]
     _fn: Callable[[Resolver], Any] = field(repr=False, default=None)  # type: ignore[assignment]
-    # the functions it was checked against: a pickled expression (engine/lang/rulecache.py) keeps its
+    # the functions it was checked against: a pickled expression (engine/common/rulecache.py) keeps its
     # checked tree and is turned into closures again at its first evaluation
     _registry: Mapping[str, Callable[..., Any]] | None = field(repr=False, default=None, compare=False)
 

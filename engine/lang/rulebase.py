@@ -158,7 +158,7 @@ class RuleSpec:
 @lru_cache(maxsize=1)
 def guidelines() -> dict[str, dict[str, Any]]:
     """The 243 guidelines of the seed articles (facts/guidelines.yaml), by id."""
-    from servewise.engine.lang import rulecache
+    from servewise.engine.common import rulecache
 
     data = rulecache.cached_yaml(FACTS_DIR / "guidelines.yaml")
     return {g["id"]: g for g in data}
@@ -420,9 +420,9 @@ def compute_hash(paths: list[Path]) -> str:
 
 
 def _read_rule_files(files: list[Path]) -> list[tuple[Any, Lines, list[Problem]]]:
-    """Parsed, schema-checked rule files, from the rule cache (engine/lang/rulecache.py) when it holds
+    """Parsed, schema-checked rule files, from the rule cache (engine/common/rulecache.py) when it holds
     this exact set of file contents; stored there when every file is valid."""
-    from servewise.engine.lang import rulecache
+    from servewise.engine.common import rulecache
 
     try:
         # only regular files of bounded size are read here: a FIFO or a link to /dev/zero would hang
@@ -448,8 +448,8 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     ``semantic`` runs the semantic lint (engine/lang/rulelint.py) too; by default it runs whenever
     extra folders are loaded with the built-in rules (the built-in rules alone are linted by the
     tests; a rule set without them has no fact dictionary to check against)."""
+    from servewise.engine.common import rulecache
     from servewise.engine.common.gctune import fewer_collections
-    from servewise.engine.lang import rulecache
 
     semantic = semantic if semantic is not None else (builtin and bool(extra_dirs))
     with fewer_collections():
@@ -469,7 +469,7 @@ def _compiled_key(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) 
     the folder names are shown relative to, every fact file, the rule schema, every engine
     module's source and the load options; None when a file cannot be read as a regular file (the
     ordinary load reports it)."""
-    from servewise.engine.lang import rulecache
+    from servewise.engine.common import rulecache
 
     if rulecache.cache_dir() is None:
         return None

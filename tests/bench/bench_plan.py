@@ -70,7 +70,7 @@ plan (the 70B example) 10.1 → 1.4 = 3.1 s (target 2 s: not met).
   run's memory through a `Binding`; a finished (or dropped) runner gives its engine back to the
   rule base's pool and the next run of the same rules resets it (each pool and re-plan of a
   several-model plan, `rules test` cases that plan).
-- **Caches between processes** (engine/lang/rulecache.py, atomic writes, `SERVEWISE_NO_CACHE=1`): the
+- **Caches between processes** (engine/common/rulecache.py, atomic writes, `SERVEWISE_NO_CACHE=1`): the
   whole compiled rule base (`compiled-*`, keyed by every rule file's path and bytes — built-in and
   `--rules-dir` —, the working folder, every fact file, the schema, every engine module's source
   and the load options; expressions kept as checked syntax trees, turned into closures at first
@@ -125,7 +125,7 @@ the rules' condition tests ≈ 25 % (25,736 tests, half of them on retraction: e
   change (engine/app/interview.py).
 
 Session 17 (branch speed): difflib suggestions only on the error path (`catalog.UnknownEntry`);
-the rule cache (engine/lang/rulecache.py: parsed, schema-checked rule files keyed by their bytes, the
+the rule cache (engine/common/rulecache.py: parsed, schema-checked rule files keyed by their bytes, the
 schema and the producing code; `SERVEWISE_NO_CACHE=1` disables it); `IndexedReteMatcher` (hashed
 `key == constant` alpha tests, conflict sets read only when they changed).
 

@@ -37,7 +37,7 @@ from servewise.engine.common.paths import PACKAGE_ROOT
 
 CACHE_VERSION = 1
 MAX_ENTRIES = 16  # older entries (other rule sets, earlier versions) are removed beyond this
-_PRODUCERS = ("lang/rulebase.py", "common/yamlio.py", "lang/rulecache.py")  # code whose output is cached
+_PRODUCERS = ("lang/rulebase.py", "common/yamlio.py", "common/rulecache.py")  # code whose output is cached
 
 
 def cache_dir() -> Path | None:
