@@ -1,6 +1,6 @@
 """The accuracy report's leave-one-out helpers: coverage gaps and tables."""
 
-from servewise.engine.domain.perf.report import held_out_lines, lomo_backend_lines, uncovered
+from tools.perf.report import held_out_lines, lomo_backend_lines, uncovered
 
 
 def test_uncovered_names_the_precision_only_the_held_out_model_has():

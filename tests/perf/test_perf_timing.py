@@ -88,7 +88,7 @@ def test_faster_gpu_serves_dense_models_faster(pair):
 def test_engine_costs_shared_across_gpu_classes():
     """Per-step software costs are one value per backend, not per GPU class."""
     from servewise.engine.domain.perf.calibration import load_calibration
-    from servewise.engine.domain.perf.fit import SHARED
+    from tools.perf.fit import SHARED
 
     classes = load_calibration()["classes"]
     for be in ("sglang", "trtllm"):

@@ -9,7 +9,7 @@ Public API::
     kv_bytes_per_token(model, kv_precision) -> float
 
 ``model`` and ``gpu`` are catalog entries (dicts). Calibration constants are read from
-``facts/calibration.yaml`` (refit with ``python -m servewise.engine.domain.perf.fit``).
+``facts/calibration.yaml`` (refit with ``python -m tools.perf.fit``).
 """
 
 from servewise.engine.domain.perf.calibration import gpu_class, profile

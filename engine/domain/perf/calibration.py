@@ -1,7 +1,7 @@
 """Calibration profiles: a few efficiencies per GPU class and serving backend.
 
 The constants live in ``facts/calibration.yaml`` (written by ``python -m
-servewise.engine.domain.perf.fit``). A GPU is mapped to a class by architecture and memory technology
+tools.perf.fit``). A GPU is mapped to a class by architecture and memory technology
 (``hopper-hbm``, ``blackwell-hbm``, ``ada-gddr``, ...). Classes with measured rows have fitted
 profiles; other classes borrow the profile of a measured class (``inherit``) and carry a wider
 uncertainty band. A backend missing from a measured class is derived from the same backend's

@@ -1,6 +1,6 @@
 """Refit facts/calibration.yaml from the measured data (needs numpy and scipy: ``fit`` extra).
 
-    python -m servewise.engine.domain.perf.fit [--data CSV ...] [--out facts/calibration.yaml]
+    python -m tools.perf.fit [--data CSV ...] [--out facts/calibration.yaml]
 
 Per backend, one joint robust least-squares fit (Cauchy loss, scale 0.1: noisy repeats and
 overloaded-queue rows pull little; the median error is what is judged) of log(predicted /
@@ -319,7 +319,7 @@ def _sha(paths: Iterable[Path]) -> str:
 
 HEADER = """\
 # Calibration constants of the performance model (servewise.engine.domain.perf).
-# Written by `python -m servewise.engine.domain.perf.fit`; do not edit by hand, refit instead.
+# Written by `python -m tools.perf.fit`; do not edit by hand, refit instead.
 #
 # Per GPU class (architecture + memory technology) and backend (the engine costs t_step_ms,
 # t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, t_request_ms, k_step, burst,

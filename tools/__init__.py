@@ -1,0 +1,1 @@
+"""Development tools (not shipped): servewise's tools, run from the repository root."""
