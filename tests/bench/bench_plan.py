@@ -227,7 +227,8 @@ def bench(code: str | None, runs: int, rules_test_runs: int, examples: list[Path
     if code:
         env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
     servewise = [sys.executable, "-c", MAIN]
-    out: dict[str, object] = {"runs": runs, "rules_test_runs": rules_test_runs, "code": code or str(ROOT)}
+    out: dict[str, object] = {"runs": runs, "rules_test_runs": rules_test_runs, "code": code or str(ROOT),
+                              "load_start": os.getloadavg()[0]}
     base = measure([sys.executable, "-c", "pass"], env, runs)
     out["baseline"] = base
     print(f"python -c pass: median {base['wall']['median']:.3f} s", flush=True)
@@ -328,9 +329,9 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         f"Measured {after.get('date', '?')} by `make bench` (tests/bench/bench_plan.py) on "
         + after.get("machine", machine()) + ".",
         "",
-        "**The machine was shared with other busy processes while this ran** (several test suites on "
-        "2 cores), so wall times are inflated and noisy: read the medians, and the CPU seconds of the "
-        "planning process, which contention inflates much less. Every number is a fresh process "
+        f"Load average (1 min) when the run started: {after.get('load_start', float('nan')):.1f}; above about 1 "
+        "on 2 cores, other work shared the machine and wall times are inflated: read the medians, and the CPU "
+        "seconds of the planning process, which contention inflates much less. Every number is a fresh process "
         f"(cold start: interpreter, imports, rules, plan); {after['runs']} timed runs after one untimed "
         "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise); "
         f"`rules test`: {after.get('rules_test_runs', '?')} timed run(s). The rule-growth phases are wall "
@@ -378,7 +379,9 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         a, bb = g_after.get(n, {}), g_before.get(n, {})
 
         def cell(r: dict) -> str:
-            if not r or r.get("failed"):
+            if r.get("failed"):
+                return "failed: the child process gave no result"
+            if not r:
                 return "—"
             return f"{r['load']:.2f} / {r['build']:.2f} / {r['plan']:.2f} = **{r['total']:.2f}**"
 
