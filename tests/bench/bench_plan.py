@@ -362,8 +362,10 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
     g_after = {r["extra"]: r for r in after["growth"]}
     g_before = {r["extra"]: r for r in b.get("growth", [])}
     ga, gb = g_after.get(3000, {}), g_before.get(3000, {})
-    lines.append(f"| +3,000 rules: load + build + plan | 2 s | {gb.get('total', float('nan')):.2f} | "
-                 f"{ga.get('total', float('nan')):.2f} | — | — | — |")
+    def total(r: dict) -> str:
+        return f"{r['total']:.2f}" if "total" in r else "—"
+
+    lines.append(f"| +3,000 rules: load + build + plan | 2 s | {total(gb)} | {total(ga)} | — | — | — |")
     lines += ["", "Interview answer → next prompt (≤ 100 ms) is not measured here (see the end of this page).", "",
               "## Every example: cold `servewise plan <example> --format json`", "",
               "| example | before: wall median (min–max) s | after: wall median (min–max) s | before, CPU s | after, CPU s |",
