@@ -154,3 +154,12 @@ def pytest_collection_modifyitems(config, items):
             (g for f, g in XDIST_GROUP_FIXTURES.items() if f in getattr(item, "fixturenames", ())), None)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A private servewise cache folder for one test (SERVEWISE_CACHE_DIR), caching switched on."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("SERVEWISE_NO_CACHE", raising=False)
+    return folder

@@ -25,14 +25,6 @@ def summary(rb):
     return [(r.id, r.file, r.line, r.load_order, [c.source for c in r.when], r.raw) for r in rb.rules]
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(folder))
-    monkeypatch.delenv("SERVEWISE_NO_CACHE", raising=False)
-    return folder
-
-
 def entries(folder):
     return sorted(folder.glob("rules-*.pickle")) if folder.exists() else []
 

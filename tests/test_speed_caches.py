@@ -30,14 +30,6 @@ RULE = """- id: speed.check
 """
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(folder))
-    monkeypatch.delenv("SERVEWISE_NO_CACHE", raising=False)
-    return folder
-
-
 def compiled(folder):
     return sorted(folder.glob("compiled-*.pickle")) if folder.exists() else []
 
