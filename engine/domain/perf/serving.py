@@ -130,10 +130,20 @@ def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]
     s["front"] = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
     tail = s["n_dec"] * s["tpot"]
 
-    def gap(lam: float) -> float:
-        return lam * (_queue(sm, s, lam, c_rank, isl)["ttft"] + tail) - c_rank
-
+    # the mean TTFT of ``_queue`` with the terms that do not depend on the rate taken out of
+    # the loop (same operations in the same order, so the same floating-point result; the
+    # P99 tail is not needed to find the rate)
     chunk = CHUNK_TOKENS.get(sm.prof.backend, 8192)
+    t_pf, t_dec = s["prefill"]["total"], s["dec"]["total"]
+    svc = t_pf + isl / chunk * t_dec
+    busy = 1 - math.exp(-c_rank)
+    mix = sm.prof.interference * math.ceil(isl / chunk) * t_dec * (1.0 if c_rank > 1 else 0.0)
+    fixed = s["front"] + t_pf + mix + t_dec / 2 * busy
+
+    def gap(lam: float) -> float:
+        rho = min(lam * svc, RHO_MAX)
+        return lam * (fixed + rho * svc / (2 * (1 - rho)) + tail) - c_rank
+
     lo, hi = 0.0, RHO_MAX / (s["prefill"]["total"] + isl / chunk * s["dec"]["total"])
     if gap(hi) < 0:
         lam = hi
