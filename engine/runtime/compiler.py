@@ -59,6 +59,13 @@ class Binding:
         return out
 
 
+def _rhs_shape(engine: Any, **context: Any) -> None:  # pragma: no cover - only its signature is used
+    """The signature of every compiled rule's right-hand side."""
+
+
+_RHS_SIGNATURE = inspect.signature(_rhs_shape)
+
+
 def _unbound(spec: RuleSpec, iid: str | None) -> bool:  # pragma: no cover - never reached
     raise RuntimeError("an engine fired without a run")
 
@@ -178,6 +185,7 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
     # __dict__), so the tie-break key must live on the function
     rhs.__name__ = spec.id
     rhs.load_order = spec.load_order
+    rhs.__signature__ = _RHS_SIGNATURE  # experta reads it once per Rule built (inspect is slow)
     return Rule(*patterns, TEST(test), salience=spec.salience)(rhs)
 
 

@@ -541,16 +541,24 @@ class IndexedReteMatcher(ReteMatcher):
         ruleset = set(ruleset)
         ruleset.add(Rule(InitialFact()))
         rule_facts = {rule: extract_facts(rule) for rule in ruleset}
-        fact_checks: dict[Any, set[Any]] = {}
+        # one entry per distinct pattern (equal patterns share it): its checks, their rank sum,
+        # the checks in tree order and its terminal; found by the pattern's identity after the
+        # first lookup (comparing patterns for equality is most of the cost)
+        entries: dict[Any, list[Any]] = {}
+        by_id: dict[int, list[Any]] = {}
         for facts in rule_facts.values():
             for fact in facts:
-                if fact not in fact_checks:
-                    fact_checks[fact] = set(generate_checks(fact))
+                entry = entries.get(fact)
+                if entry is None:
+                    entry = entries[fact] = [set(generate_checks(fact)), 0, None, None, fact]
+                by_id[id(fact)] = entry
         # experta ranks by every occurrence of a pattern: a pattern in n rules counts n times
         check_rank: collections.Counter = collections.Counter()
         for facts in rule_facts.values():
             for fact in facts:
-                check_rank.update(fact_checks[fact])
+                check_rank.update(by_id[id(fact)][0])
+        for entry in entries.values():
+            entry[1] = sum(check_rank[c] for c in entry[0])
 
         def weighted_check_sort(check):
             if isinstance(check, TypeCheck):
@@ -563,21 +571,27 @@ class IndexedReteMatcher(ReteMatcher):
 
         def weighted_rule_sort(rule):
             facts = rule_facts[rule]
-            return sum(check_rank[c] for f in facts for c in fact_checks[f]) / len(facts)
+            return sum(by_id[id(f)][1] for f in facts) / len(facts)
 
         children_by_check: dict[tuple[int, int], Any] = {}
         terminals: dict[Any, Any] = {}
         for rule in sorted(ruleset, key=weighted_rule_sort, reverse=True):
             for fact in rule_facts[rule]:
+                entry = by_id[id(fact)]
+                if entry[3] is not None:  # an equal pattern walked the same checks already
+                    continue
+                if entry[2] is None:
+                    entry[2] = sorted(entry[0], key=weighted_check_sort, reverse=True)
                 current = root_node
-                for check in sorted(fact_checks[fact], key=weighted_check_sort, reverse=True):
+                for check in entry[2]:
                     child = children_by_check.get((id(current), id(check)))
                     if child is None:
                         child = FeatureTesterNode(check)
                         current.add_child(child, child.activate)
                         children_by_check[(id(current), id(check))] = child
                     current = child
-                terminals[fact] = current
+                entry[3] = current
+                terminals[entry[4]] = current
         return terminals
 
     @staticmethod

@@ -154,16 +154,17 @@ print(json.dumps({"rules": len(rb.rules), "import": t1 - t0, "load": t2 - t1, "b
 """
 
 
-def run_child(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall and CPU seconds of one child process, and its stdout."""
+def run_child(args: list[str], env: dict[str, str]) -> tuple[float, float, str, str]:
+    """Wall and CPU seconds of one child process, its stdout and the last line of its stderr."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    proc = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, check=False,
+    proc = subprocess.run(args, capture_output=True, env=env, check=False,
                           cwd=ROOT, text=True)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, proc.stdout
+    lines = proc.stderr.strip().splitlines()
+    return wall, cpu, proc.stdout, lines[-1] if lines else ""
 
 
 def stats(values: list[float]) -> dict[str, float]:
@@ -174,14 +175,18 @@ def measure(args: list[str], env: dict[str, str], runs: int) -> dict[str, dict[s
     run_child(args, env)  # warm the OS file cache and the rule cache; not counted
     walls, cpus = [], []
     for _ in range(runs):
-        wall, cpu, _ = run_child(args, env)
+        wall, cpu, _, _ = run_child(args, env)
         walls.append(wall)
         cpus.append(cpu)
     return {"wall": stats(walls), "cpu": stats(cpus)}
 
 
+RULES_PER_FILE = 1000  # a rule file may hold at most 1 MB (engine/lang/rulebase.py); ~260 B a rule
+
+
 def synthetic_rules(folder: Path, n: int) -> None:
-    """n extra check-stage rules, each reading two facts of the plan and warning on a threshold."""
+    """n extra check-stage rules, each reading two facts of the plan and warning on a threshold,
+    in files of RULES_PER_FILE rules (as a rule author splits a large knowledge base)."""
     lines = []
     for i in range(n):
         lines.append(f"""- id: bench.rule-{i:05d}
@@ -192,7 +197,9 @@ def synthetic_rules(folder: Path, n: int) -> None:
   then: [{{warn: {{severity: info}}}}]
   because: {{en: "bench {i}", zh: "bench {i}"}}
 """)
-    (folder / "bench.yaml").write_text("".join(lines), encoding="utf-8")
+    for start in range(0, n, RULES_PER_FILE):
+        part = "".join(lines[start:start + RULES_PER_FILE])
+        (folder / f"bench-{start // RULES_PER_FILE:03d}.yaml").write_text(part, encoding="utf-8")
 
 
 def growth(env: dict[str, str], runs: int, sizes: tuple[int, ...] = GROWTH) -> list[dict[str, object]]:
@@ -204,14 +211,15 @@ def growth(env: dict[str, str], runs: int, sizes: tuple[int, ...] = GROWTH) -> l
                 synthetic_rules(Path(tmp), n)
             args = [sys.executable, "-c", GROWTH_CHILD, tmp if n else "", example]
             run_child(args, env)  # fills the rule cache for this rule set
-            samples = []
+            samples, error = [], ""
             for _ in range(runs if n <= 3000 else 1):
-                wall, cpu, out = run_child(args, env)
+                wall, cpu, out, error = run_child(args, env)
                 if not out.strip():
                     break
                 samples.append({**json.loads(out), "wall": wall, "cpu": cpu})
         if not samples:
-            rows.append({"extra": n, "failed": True})
+            rows.append({"extra": n, "failed": True, "error": error})
+            print(f"  +{n:5d} rules: failed: {error}", flush=True)
             continue
         mid = sorted(samples, key=lambda s: s["load"] + s["build"] + s["plan"])[len(samples) // 2]
         mid["total"] = mid["load"] + mid["build"] + mid["plan"]
@@ -382,7 +390,7 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
 
         def cell(r: dict) -> str:
             if r.get("failed"):
-                return "failed: the child process gave no result"
+                return "failed: " + (r.get("error") or "the child process gave no result")
             if not r:
                 return "—"
             return f"{r['load']:.2f} / {r['build']:.2f} / {r['plan']:.2f} = **{r['total']:.2f}**"
