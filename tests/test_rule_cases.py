@@ -6,6 +6,7 @@ import pytest
 
 from servewise.engine.app.ruletest import prepare_workloads, run_case
 from servewise.engine.lang.rulebase import load_rules
+from servewise.engine.runtime.justify import settled_steps
 
 RULES = load_rules().rules
 CASES = [(spec, case) for spec in RULES for case in spec.tests]
@@ -43,7 +44,7 @@ def test_a_facts_case_may_supply_items_for_a_for_each_rule(tmp_path):
 
 
 def _what_a_case_sees(mem, spec, case) -> tuple:
-    mine = [[x for x in rows if x["rule"] == spec.id] for rows in (mem.rejections, mem.asks, mem.warnings, mem.steps)]
+    mine = [[x for x in rows if x["rule"] == spec.id] for rows in (mem.rejections, mem.asks, mem.warnings, settled_steps(mem))]
     return (mem.fired.get(spec.id, 0), {k: mem.values.get(k, "<unset>") for k in case["expect"].get("values") or {}},
             *mine)
 

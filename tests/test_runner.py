@@ -9,6 +9,7 @@ import pytest
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.functions import RunContext
 from servewise.engine.lang.rulebase import load_rules
+from servewise.engine.runtime.justify import settled_steps
 from servewise.engine.runtime.runner import LoopError, Origin, Runner
 
 
@@ -67,7 +68,7 @@ def test_stages_order_and_justifications(tmp_path):
     rb = rules(tmp_path, CHAIN)
     mem = run(rb, {"y.input": 3})
     assert mem.values["y.late"] == 60
-    early, late = mem.steps
+    early, late = settled_steps(mem)
     assert (early["rule"], late["rule"]) == ("test.early", "test.late")  # stage order, not file order
     assert early["conclusions"][0]["formula"] == "(3 × 10) = 30"
     assert early["premises"] == [{"fact": "y.input", "value": 3, "origin": {"kind": "input", "ref": "y.input"}}]

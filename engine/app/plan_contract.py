@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from servewise.engine.lang.rulebase import guidelines
+from servewise.engine.runtime.justify import settle
 from servewise.engine.runtime.memory import Memory
 
 COMPONENT_FIELDS: dict[str, tuple[str, ...]] = {
@@ -63,4 +64,4 @@ def closure(mem: Memory, roots: list[int]) -> list[dict[str, Any]]:
         for p in by_no[n]["premises"]:
             if "step" in p:
                 todo.append(p["step"])
-    return [by_no[n] for n in sorted(keep)]
+    return [settle(by_no[n]) for n in sorted(keep)]

@@ -70,16 +70,36 @@ def _parts(text: str) -> tuple[tuple[str, str | None, str | None], ...]:
     return parts
 
 
+_RAW = "_unsettled"  # a conclusion's materials until settle() writes its value, formula, details
+
+
 def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],
                details: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """One concluded fact with the expression and the formula with its numbers."""
-    out: dict[str, Any] = {"fact": fact, "value": jsonable(value)}
+    """One concluded fact. Its value as JSON, the expression, the formula with its numbers and the
+    details are written by :func:`settle` when the step is shown (most steps never are: a plan
+    shows the steps behind its choices), from the objects given here, which are never changed."""
+    # details hold lists the catalog keeps appending to after this firing: copy them now
+    return {"fact": fact, _RAW: (value, expr, read, jsonable(details) if details else None)}
+
+
+def settle(step: dict[str, Any]) -> dict[str, Any]:
+    """``step`` with every conclusion written out in full (in place; again is a no-op)."""
+    for c in step["conclusions"]:
+        raw = c.pop(_RAW, None)
+        if raw is not None:
+            c.update(_written(*raw))
+    return step
+
+
+def _written(value: Any, expr: Expr | None, read: dict[str, Any],
+             details: list[dict[str, Any]] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {"value": jsonable(value)}
     if expr is not None and expr.names:
         out["expression"] = expr.source
         if not expr.is_path:  # a copied fact needs no formula (no "'fp8' = fp8" tautologies)
             out["formula"] = f"{expr.render(read)} = {format_value(value, None)}"
     if details:
-        out["details"] = jsonable(details)
+        out["details"] = details
     return out
 
 
@@ -120,3 +140,8 @@ def make_step(mem: Memory, spec: RuleSpec, iid: str | None, step_no: int, read: 
     if spec.corrects:
         step["corrects"] = spec.corrects
     return step
+
+
+def settled_steps(mem: Memory) -> list[dict[str, Any]]:
+    """Every trace step of ``mem`` written out in full (for tools that read all of them)."""
+    return [settle(s) for s in mem.steps]
