@@ -22,9 +22,14 @@ _PLAIN = (str, int, float, bool, type(None))
 
 def jsonable(value: Any) -> Any:
     """``value`` as it reads back from JSON (tuples become lists, unknown objects strings)."""
-    if type(value) in _PLAIN:  # exact types: what json.dumps/loads gives back unchanged
+    kind = type(value)
+    if kind in _PLAIN:  # exact types: what json.dumps/loads gives back unchanged
         return value
-    return json.loads(json.dumps(value, default=str))
+    if kind is list or kind is tuple:
+        return [jsonable(v) for v in value]
+    if kind is dict and all(type(k) is str for k in value):
+        return {k: jsonable(v) for k, v in value.items()}
+    return json.loads(json.dumps(value, default=str))  # other keys and objects: as JSON writes them
 
 
 def score_text(values: tuple, labels: list[str]) -> str:
