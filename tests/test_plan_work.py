@@ -96,15 +96,18 @@ def test_work_counters_count_something(example_plans):
 
 
 @pytest.mark.parametrize("name", ["chat-70b-online", "infeasible-target"])
-def test_stock_matcher_and_uncached_rules_give_the_same_plan(example_plans, name, monkeypatch):
+@pytest.mark.parametrize("matcher", ["ReteMatcher", "IndexedReteMatcher"])
+def test_rete_matchers_and_uncached_rules_give_the_same_plan(example_plans, name, matcher, monkeypatch):
+    """experta's stock Rete network and the tuned one plan as the direct matcher does."""
     from servewise.cli.render import to_json
     from servewise.engine.app.plan import plan_file
     from servewise.engine.lang.rulebase import load_rules
-    from servewise.engine.runtime import runner
-    from servewise.engine.runtime.experta_compat import IndexedReteMatcher, experta
+    from servewise.engine.runtime import experta_compat, runner
 
-    assert runner.MATCHER is IndexedReteMatcher
-    monkeypatch.setattr(runner, "MATCHER", experta.matchers.ReteMatcher)
+    assert runner.MATCHER is experta_compat.DirectMatcher
+    rete = experta_compat.experta.matchers.ReteMatcher if matcher == "ReteMatcher" else \
+        experta_compat.IndexedReteMatcher
+    monkeypatch.setattr(runner, "MATCHER", rete)
     monkeypatch.setenv("SERVEWISE_NO_CACHE", "1")
     result = plan_file(EXAMPLES / f"{name}.yaml", load_rules())
     assert to_json(result.plan) == example_plans[name].json_text

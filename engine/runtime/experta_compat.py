@@ -54,11 +54,11 @@ from experta import (  # noqa: E402
     KnowledgeEngine,
     Rule,
 )
-from experta.abstract import Strategy  # noqa: E402
+from experta.abstract import Matcher, Strategy  # noqa: E402
 from experta.activation import Activation  # noqa: E402
 from experta.conditionalelement import TEST as _TEST  # noqa: E402
 from experta.fact import InitialFact  # noqa: E402
-from experta.fieldconstraint import ANDFC, NOTFC, ORFC, L, W  # noqa: E402
+from experta.fieldconstraint import ANDFC, NOTFC, ORFC, FieldConstraint, L, W  # noqa: E402
 from experta.matchers import ReteMatcher  # noqa: E402
 from experta.matchers.rete.abstract import Node  # noqa: E402
 from experta.matchers.rete.check import (  # noqa: E402
@@ -635,12 +635,235 @@ class IndexedReteMatcher(ReteMatcher):
         return added, removed
 
 
+class _Pattern:
+    """One fact pattern of a rule for :class:`DirectMatcher`: the fact class, the fields compared
+    with a constant and the fields bound to a variable; its alpha memory holds the matching facts
+    (fact id → (fact, bound variables)) in the order they were added."""
+
+    __slots__ = ("cls", "literals", "binds", "memory", "users")
+
+    def __init__(self, cls: type, literals: tuple, binds: tuple):
+        self.cls, self.literals, self.binds = cls, literals, binds
+        self.memory: dict[int, tuple[Any, dict[str, Any]]] = {}
+        self.users: list[tuple[Any, int]] = []  # (rule plan, position of this pattern in it)
+
+
+class _RulePlan:
+    """A rule as :class:`DirectMatcher` walks it: its patterns in order, the ``TEST`` to run once
+    the first ``i`` patterns are bound (``tests[i]``), and its activations by token (fact ids in
+    pattern order)."""
+
+    __slots__ = ("rule", "patterns", "tests", "passing")
+
+    def __init__(self, rule: Any, patterns: list[_Pattern], tests: list[list[Any]]):
+        self.rule, self.patterns, self.tests = rule, patterns, tests
+        self.passing: dict[tuple[int, ...], Any] = {}
+
+
+def _plan_of(rule: Any, patterns: dict[tuple, _Pattern]) -> _RulePlan | None:
+    """The walk of a rule made only of fact patterns (constants and variables each bound once, no
+    field constraints) and ``TEST``s, a fact first; None for any other rule."""
+    if not isinstance(rule, Rule) or not rule or not isinstance(rule[0], Fact):
+        return None
+    plan_patterns: list[_Pattern] = []
+    tests: list[list[Any]] = [[]]
+    seen_vars: set[str] = set()
+    for ce in rule:
+        if type(ce) is _TEST:
+            check = WhereCheck(ce[0])
+            direct = getattr(check.test, "from_context", None)
+            tests[-1].append(direct if direct is not None else check)
+            continue
+        if not isinstance(ce, Fact) or type(ce) is InitialFact:
+            return None
+        literals, binds = [], []
+        for field, value in ce.items():
+            if not isinstance(field, str) or field.startswith("_") or "__" in field:
+                return None
+            if type(value) is W and value.__bind__ is not None:
+                if value.__bind__ in seen_vars or value.__bind__.startswith("_"):
+                    return None  # a variable bound twice is a join condition: Rete's job
+                seen_vars.add(value.__bind__)
+                binds.append((field, value.__bind__))
+            elif isinstance(value, (str, int, float, bool)) and not isinstance(value, FieldConstraint):
+                literals.append((field, value))
+            else:
+                return None
+        key = (type(ce), tuple(sorted(literals)), tuple(binds))
+        pattern = patterns.get(key)
+        if pattern is None:
+            pattern = patterns[key] = _Pattern(type(ce), tuple(sorted(literals)), tuple(binds))
+        if pattern in plan_patterns:
+            return None  # the same pattern twice: Rete's job
+        plan_patterns.append(pattern)
+        tests.append([])
+    return _RulePlan(rule, plan_patterns, tests)
+
+
+class DirectMatcher(Matcher):
+    """The activations experta's Rete network computes, found directly, for rule bases whose rules
+    are conjunctions of fact patterns (fields equal to a constant or bound to a variable that no
+    other pattern uses, so no join conditions) and ``TEST``s — the shape
+    engine/runtime/compiler.py gives every rule.
+
+    An activation is a rule with one fact per pattern whose every ``TEST`` holds on the variables
+    bound so far. When a fact is added, each rule with a pattern it matches is walked with that
+    fact fixed and the other patterns over their alpha memories, each ``TEST`` run as soon as the
+    patterns before it are bound (as the Rete network runs it, on the same token contexts); when
+    a fact is removed, the activations holding it go. Changes are applied as experta's
+    ``ReteMatcher.changes`` applies them (removals first, then additions, in order) and an
+    activation added and removed between two calls is reported by neither, so the agenda sees the
+    same activations (tests/test_experta_compat.py). A rule base with another rule shape is
+    matched by :class:`IndexedReteMatcher` (``DirectMatcher(engine)`` builds that instead).
+    """
+
+    def __new__(cls, engine):
+        patterns: dict[tuple, _Pattern] = {}
+        plans = []
+        for rule in engine.get_rules():
+            plan = _plan_of(rule.new_conditions(*rule), patterns)
+            if plan is None:
+                return IndexedReteMatcher(engine)
+            plans.append(plan)
+        self = super().__new__(cls)
+        self._patterns, self._plans = patterns, plans
+        return self
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        by_type: dict[type, dict[tuple, list[_Pattern]]] = {}
+        for pattern in self._patterns.values():
+            fields = tuple(f for f, _ in pattern.literals)
+            values = tuple(v for _, v in pattern.literals)
+            by_type.setdefault(pattern.cls, {}).setdefault(fields, {}).setdefault(values, []).append(pattern)
+        self._by_type = by_type
+        for plan in self._plans:
+            for position, pattern in enumerate(plan.patterns):
+                pattern.users.append((plan, position))
+        self._holding: dict[int, list[tuple[_RulePlan, tuple[int, ...]]]] = {}
+        self._added: dict[tuple[int, tuple[int, ...]], Any] = {}
+        self._removed: list[Any] = []
+
+    def reset(self) -> None:
+        for pattern in self._patterns.values():
+            pattern.memory.clear()
+        for plan in self._plans:
+            plan.passing.clear()
+        self._holding.clear()
+        self._added.clear()
+        self._removed.clear()
+
+    def _matching(self, fact: Any) -> list[_Pattern]:
+        out: list[_Pattern] = []
+        for fields, by_values in self._by_type.get(type(fact), {}).items():
+            try:
+                values = tuple(fact[f] for f in fields)
+            except KeyError:
+                continue
+            try:
+                found = by_values.get(values)
+            except TypeError:  # an unhashable field value: compare with every constant
+                found = [p for vs, ps in by_values.items() if vs == values for p in ps]
+            if found:
+                out.extend(found)
+        return out
+
+    def changes(self, adding=None, deleting=None):
+        for fact in deleting or ():
+            self._remove(fact)
+        for fact in adding or ():
+            self._add(fact)
+        added, self._added = list(self._added.values()), {}
+        removed, self._removed = self._removed, []
+        return added, removed
+
+    def _remove(self, fact: Any) -> None:
+        fid = fact.__factid__
+        for pattern in self._matching(fact):
+            pattern.memory.pop(fid, None)
+        for plan, token in self._holding.pop(fid, ()):
+            activation = plan.passing.pop(token, None)
+            if activation is None:
+                continue
+            if self._added.pop((id(plan), token), None) is None:
+                self._removed.append(activation)
+
+    def _add(self, fact: Any) -> None:
+        fid = fact.__factid__
+        for pattern in self._matching(fact):
+            binds = {}
+            for field, var in pattern.binds:
+                if field not in fact:
+                    break
+                binds[var] = fact[field]
+            else:
+                if fid in pattern.memory:
+                    continue
+                pattern.memory[fid] = (fact, binds)
+                for plan, position in pattern.users:
+                    self._walk(plan, position, fid, fact, binds)
+
+    def _walk(self, plan: _RulePlan, fixed: int, fid: int, fact: Any, binds: dict[str, Any]) -> None:
+        """Every token of ``plan`` with ``fact`` at pattern ``fixed`` that passes the tests."""
+        patterns, tests = plan.patterns, plan.tests
+        last = len(patterns)
+        choices: list[Any] = []
+        for position, pattern in enumerate(patterns):  # a pattern with no fact: no token
+            if position == fixed:
+                choices.append(((fid, (fact, binds)),))
+            elif not pattern.memory:
+                return
+            else:
+                choices.append(pattern.memory)
+        facts: list[Any] = [None] * last
+        ids: list[int] = [0] * last
+        self._step(plan, tests, choices, facts, ids, 0, {})
+
+    def _step(self, plan: _RulePlan, tests: list[list[Any]], choices: list[Any], facts: list[Any],
+              ids: list[int], i: int, context: dict[str, Any]) -> None:
+        last = len(choices)
+        while True:
+            for test in tests[i]:
+                if not test(context):
+                    return
+            if i == last:
+                token = tuple(ids)
+                if token in plan.passing:
+                    return
+                activation = Activation(plan.rule, facts, dict(context))
+                plan.passing[token] = activation
+                self._added[(id(plan), token)] = activation
+                holding = self._holding
+                for held in ids:
+                    if held in holding:
+                        holding[held].append((plan, token))
+                    else:
+                        holding[held] = [(plan, token)]
+                return
+            options = choices[i]
+            if len(options) == 1:  # the usual case (one stage, one revision of a value): no branch
+                other_id, (other, other_binds) = next(iter(options.items())) if type(options) is dict \
+                    else options[0]
+                facts[i], ids[i] = other, other_id
+                if other_binds:
+                    context = {**context, **other_binds}
+                i += 1
+                continue
+            items = list(options.items())
+            for other_id, (other, other_binds) in items:
+                facts[i], ids[i] = other, other_id
+                self._step(plan, tests, choices, facts, ids, i + 1,
+                           {**context, **other_binds} if other_binds else context)
+            return
+
+
 __all__ = [
     "AS",
     "MATCH",
     "NOT",
     "TEST",
     "Fact",
+    "DirectMatcher",
     "IndexedReteMatcher",
     "KnowledgeEngine",
     "Rule",

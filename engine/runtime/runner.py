@@ -25,7 +25,7 @@ from servewise.engine.lang.expr import EvalError
 from servewise.engine.lang.rulebase import STAGES, RuleBase, RuleSpec
 from servewise.engine.runtime.actions import ACTIONS, COMPUTE, REPORT, ActionContext
 from servewise.engine.runtime.compiler import WORK, acquire_engine, release_engine
-from servewise.engine.runtime.experta_compat import IndexedReteMatcher
+from servewise.engine.runtime.experta_compat import DirectMatcher
 from servewise.engine.runtime.justify import make_step, render
 from servewise.engine.runtime.memory import Item, Memory, Origin, Stage, Store, Value, item_fact_name
 from servewise.engine.runtime.resolve import NotReady, live_resolver, with_lets
@@ -35,7 +35,7 @@ from servewise.engine.runtime.runtime_errors import MAX_FIRINGS_PER_STAGE, LoopE
 # not make it fail; the built-in rules need a few seconds at most
 TIME_BUDGET_S = 60.0
 CLOCK_EVERY_S = 0.05
-MATCHER = IndexedReteMatcher  # experta's ReteMatcher gives the same plans, slower (tested)
+MATCHER = DirectMatcher  # experta's ReteMatcher and IndexedReteMatcher give the same plans, slower (tested)
 
 _fmt = format_value  # the names other modules imported from here before the split
 _NotReady = NotReady
