@@ -653,11 +653,14 @@ class _RulePlan:
     the first ``i`` patterns are bound (``tests[i]``), and its activations by token (fact ids in
     pattern order)."""
 
-    __slots__ = ("rule", "patterns", "tests", "passing")
+    __slots__ = ("rule", "patterns", "tests", "passing", "prefix")
 
     def __init__(self, rule: Any, patterns: list[_Pattern], tests: list[list[Any]]):
         self.rule, self.patterns, self.tests = rule, patterns, tests
         self.passing: dict[tuple[int, ...], Any] = {}
+        # the tokens of every pattern but the last that pass the tests run on them (Rete's left
+        # memory of the last join): facts, fact ids, context; None until needed after a change
+        self.prefix: list[tuple[list[Any], list[int], dict[str, Any]]] | None = None
 
 
 def _plan_of(rule: Any, patterns: dict[tuple, _Pattern]) -> _RulePlan | None:
@@ -749,6 +752,7 @@ class DirectMatcher(Matcher):
             pattern.memory.clear()
         for plan in self._plans:
             plan.passing.clear()
+            plan.prefix = None
         self._holding.clear()
         self._added.clear()
         self._removed.clear()
@@ -780,7 +784,10 @@ class DirectMatcher(Matcher):
     def _remove(self, fact: Any) -> None:
         fid = fact.__factid__
         for pattern in self._matching(fact):
-            pattern.memory.pop(fid, None)
+            if pattern.memory.pop(fid, None) is not None:
+                for plan, position in pattern.users:
+                    if position < len(plan.patterns) - 1:
+                        plan.prefix = None
         for plan, token in self._holding.pop(fid, ()):
             activation = plan.passing.pop(token, None)
             if activation is None:
@@ -801,12 +808,20 @@ class DirectMatcher(Matcher):
                     continue
                 pattern.memory[fid] = (fact, binds)
                 for plan, position in pattern.users:
+                    if position < len(plan.patterns) - 1:
+                        plan.prefix = None
                     self._walk(plan, position, fid, fact, binds)
 
     def _walk(self, plan: _RulePlan, fixed: int, fid: int, fact: Any, binds: dict[str, Any]) -> None:
         """Every token of ``plan`` with ``fact`` at pattern ``fixed`` that passes the tests."""
         patterns, tests = plan.patterns, plan.tests
         last = len(patterns)
+        if fixed == last - 1:  # the usual change (an item revision): the prefix tokens are known
+            if plan.prefix is None:
+                plan.prefix = self._prefix(plan)
+            for facts, ids, context in plan.prefix:
+                self._complete(plan, facts + [fact], ids + [fid], {**context, **binds} if binds else context)
+            return
         choices: list[Any] = []
         for position, pattern in enumerate(patterns):  # a pattern with no fact: no token
             if position == fixed:
@@ -819,27 +834,44 @@ class DirectMatcher(Matcher):
         ids: list[int] = [0] * last
         self._step(plan, tests, choices, facts, ids, 0, {})
 
+    def _complete(self, plan: _RulePlan, facts: list[Any], ids: list[int], context: dict[str, Any]) -> None:
+        """A token of every pattern (its earlier tests passed): an activation if the last hold."""
+        for test in plan.tests[-1]:
+            if not test(context):
+                return
+        token = tuple(ids)
+        if token in plan.passing:
+            return
+        activation = Activation(plan.rule, facts, dict(context))
+        plan.passing[token] = activation
+        self._added[(id(plan), token)] = activation
+        holding = self._holding
+        for held in token:
+            if held in holding:
+                holding[held].append((plan, token))
+            else:
+                holding[held] = [(plan, token)]
+
+    def _prefix(self, plan: _RulePlan) -> list[tuple[list[Any], list[int], dict[str, Any]]]:
+        """The tokens of every pattern but the last that pass the tests run after each."""
+        out: list[tuple[list[Any], list[int], dict[str, Any]]] = [([], [], {})]
+        for i, pattern in enumerate(plan.patterns[:-1]):
+            out = [(facts, ids, ctx) for facts, ids, ctx in out if all(t(ctx) for t in plan.tests[i])]
+            out = [(facts + [f], ids + [fid], {**ctx, **binds} if binds else ctx)
+                   for facts, ids, ctx in out for fid, (f, binds) in pattern.memory.items()]
+        last = len(plan.patterns) - 1
+        return [(facts, ids, ctx) for facts, ids, ctx in out if all(t(ctx) for t in plan.tests[last])]
+
     def _step(self, plan: _RulePlan, tests: list[list[Any]], choices: list[Any], facts: list[Any],
               ids: list[int], i: int, context: dict[str, Any]) -> None:
         last = len(choices)
         while True:
+            if i == last:
+                self._complete(plan, facts, ids, context)  # runs the last tests
+                return
             for test in tests[i]:
                 if not test(context):
                     return
-            if i == last:
-                token = tuple(ids)
-                if token in plan.passing:
-                    return
-                activation = Activation(plan.rule, facts, dict(context))
-                plan.passing[token] = activation
-                self._added[(id(plan), token)] = activation
-                holding = self._holding
-                for held in ids:
-                    if held in holding:
-                        holding[held].append((plan, token))
-                    else:
-                        holding[held] = [(plan, token)]
-                return
             options = choices[i]
             if len(options) == 1:  # the usual case (one stage, one revision of a value): no branch
                 other_id, (other, other_binds) = next(iter(options.items())) if type(options) is dict \
