@@ -22,6 +22,7 @@ from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.functions import RunContext
 from servewise.engine.lang.rulebase import STAGES, RuleBase, RuleSpec
 from servewise.engine.lang.rulelint import coverage_gaps
+from servewise.engine.runtime.justify import settle
 from servewise.engine.runtime.runner import Memory, Origin, Runner, _fmt, with_lets
 
 MAX_ITEMS_SHOWN = 3
@@ -51,7 +52,7 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
     problems = []
     fired = mem.fired.get(spec.id, 0) > 0
     if "fires" in expect and expect["fires"] != fired:
-        said = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id][:1]
+        said = [settle(s)["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id][:1]
         problems.append(f"expected the rule {'to fire' if expect['fires'] else 'not to fire'}, "
                         f"it {'fired' if fired else 'did not fire'}" + (f" (it said: {said[0]})" if said else ""))
     for key, value in (expect.get("values") or {}).items():
@@ -71,7 +72,7 @@ def _check(spec: RuleSpec, expect: dict[str, Any], mem: Memory, feasible: bool |
         if warned != expect["warns"]:
             problems.append(f"expected warns={expect['warns']}, got {warned}")
     if expect.get("says"):
-        texts = [s["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id]
+        texts = [settle(s)["because"].get("en", "") for s in mem.steps if s["rule"] == spec.id]
         texts += [w["message"].get("en", "") for w in mem.warnings if w["rule"] == spec.id]
         texts += [a["because"].get("en", "") for a in mem.asks if a["rule"] == spec.id]
         for want in expect["says"]:

@@ -12,10 +12,11 @@ import json
 from typing import Any
 
 from servewise.engine.common.text import format_value
+from servewise.engine.domain.functions import reset_context, use_context
 from servewise.engine.lang.expr import EvalError, Expr
 from servewise.engine.lang.rulebase import TEMPLATE_FIELD, RuleSpec, Template
 from servewise.engine.runtime.memory import Memory, item_fact_name
-from servewise.engine.runtime.resolve import NotReady, Resolver
+from servewise.engine.runtime.resolve import NotReady, Resolver, with_lets
 
 _PLAIN = (str, int, float, bool, type(None))
 
@@ -88,12 +89,63 @@ def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],
 
 
 def settle(step: dict[str, Any]) -> dict[str, Any]:
-    """``step`` with every conclusion written out in full (in place; again is a no-op)."""
+    """``step`` with every conclusion and its ``because`` written out in full (in place; again
+    is a no-op)."""
     for c in step["conclusions"]:
         raw = c.pop(_RAW, None)
         if raw is not None:
             c.update(_written(*raw))
+    if type(step["because"]) is DeferredText:
+        step["because"] = step["because"].render()
     return step
+
+
+def shown_values(mem: Memory, spec: RuleSpec, iid: str | None, pending: dict[str, Any]) -> dict[str, Any]:
+    """The values a rule's ``because`` shows (its template fields and what its ``let:`` bindings
+    there read), as they are when it fires: its own item results (``pending``) first."""
+    kind = spec.for_each
+    prefix = f"{kind}." if kind else None
+    attrs = mem.items.get((kind, iid), {}) if kind and iid is not None else {}
+    values = mem.values
+    out: dict[str, Any] = {}
+    for name in spec.template_names:
+        if prefix and name.startswith(prefix) and iid is not None:
+            attr = name[len(prefix):]
+            if attr == "id":
+                out[name] = iid
+            elif attr in pending:
+                out[name] = pending[attr]
+            elif attr in attrs:
+                out[name] = attrs[attr]
+        elif name in values:
+            out[name] = values[name]
+    return out
+
+
+class DeferredText:
+    """A step's ``because`` not rendered yet: the rule, the values it shows (taken when it fired)
+    and the run's context (catalog, custom models, the inputs given), which the ``let:``
+    bindings of the template may read through domain functions."""
+
+    __slots__ = ("spec", "values", "context")
+
+    def __init__(self, spec: RuleSpec, values: dict[str, Any], context: Any):
+        self.spec, self.values, self.context = spec, values, context
+
+    def render(self) -> dict[str, str]:
+        values = self.values
+
+        def resolve(name: str) -> Any:
+            if name in values:
+                return values[name]
+            raise NotReady(name)
+
+        shown = with_lets(self.spec, resolve)
+        token = use_context(self.context)
+        try:
+            return {lang: render(t, shown, lang) for lang, t in self.spec.because.items()}
+        finally:
+            reset_context(token)
 
 
 def _written(value: Any, expr: Expr | None, read: dict[str, Any],

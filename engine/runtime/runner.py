@@ -20,13 +20,13 @@ from typing import Any
 
 from servewise.engine.common.gctune import fewer_collections
 from servewise.engine.common.text import format_value
-from servewise.engine.domain.functions import RunContext, reset_context, use_context
+from servewise.engine.domain.functions import RunContext, current, reset_context, use_context
 from servewise.engine.lang.expr import EvalError
 from servewise.engine.lang.rulebase import STAGES, RuleBase, RuleSpec
 from servewise.engine.runtime.actions import ACTIONS, COMPUTE, REPORT, ActionContext
 from servewise.engine.runtime.compiler import WORK, acquire_engine, release_engine
 from servewise.engine.runtime.experta_compat import DirectMatcher
-from servewise.engine.runtime.justify import make_step, render
+from servewise.engine.runtime.justify import DeferredText, make_step, render, shown_values
 from servewise.engine.runtime.memory import Item, Memory, Origin, Stage, Store, Value, item_fact_name
 from servewise.engine.runtime.resolve import NotReady, live_resolver, with_lets
 from servewise.engine.runtime.runtime_errors import MAX_FIRINGS_PER_STAGE, LoopError, PlanTimeout, RuleRuntimeError
@@ -47,6 +47,15 @@ __all__ = [
 ]
 
 
+def rulebase_reporting(rulebase: RuleBase) -> frozenset[str]:
+    """Ids of the rules with an action that carries the rendered ``because`` (reject, warn, ask)."""
+    found = getattr(rulebase, "_reporting", None)
+    if found is None:
+        found = frozenset(s.id for s in rulebase.rules if any(a.kind in REPORT for a in s.actions))
+        rulebase._reporting = found
+    return found
+
+
 class Runner:
     """Compile a rule base to an experta engine and run it over input facts."""
 
@@ -59,6 +68,7 @@ class Runner:
         self._next_clock_read = 0.0
         self.mem = Memory()
         self._seen: set[tuple] = set()
+        self._reports = rulebase_reporting(rulebase)
         with fewer_collections():
             # the engine calls back through a weak reference, so a runner nobody holds any more is
             # collected at once and its engine goes back to the pool (_release)
@@ -99,13 +109,19 @@ class Runner:
         ctx = ActionContext(spec, iid, resolve, len(mem.steps) + 1, self.store, pending=pending)
         self._run_actions(ctx, COMPUTE)
         # the explanation may show this rule's own results: render it after they are computed
-        shown = live_resolver(mem, spec, iid, None, pending=pending)
-        ctx.because.update({lang: render(t, shown, lang) for lang, t in spec.because.items()})
-        self._run_actions(ctx, REPORT)
+        # (now, for the actions that report it; else when the step is shown, from the values it
+        # shows as they are now: most steps never are)
+        if spec.id in self._reports:
+            shown = live_resolver(mem, spec, iid, None, pending=pending)
+            ctx.because.update({lang: render(t, shown, lang) for lang, t in spec.because.items()})
+            self._run_actions(ctx, REPORT)
+            because: dict[str, str] | DeferredText = ctx.because
+        else:
+            because = DeferredText(spec, shown_values(mem, spec, iid, pending), current())
         if not ctx.conclusions:
             return True
         mem.steps.append(make_step(mem, spec, iid, ctx.step_no, read, ctx.extra_premises,
-                                   ctx.conclusions, ctx.because))
+                                   ctx.conclusions, because))
         if pending:
             self.store.update_item(spec.for_each, iid, pending, ctx.step_no)
         return True

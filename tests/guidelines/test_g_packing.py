@@ -10,6 +10,7 @@ import pytest
 from servewise.engine.app.pools_pack import packed_option
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.functions import RunContext, reset_context, use_context
+from servewise.engine.runtime.justify import settled_steps
 
 GIB_PER_GB = 1e9 / 2**30
 # Llama-3.1-8B bf16 on an H100 sized for 181 requests in flight: 15 + 2 + 25.6 = 42.6 GiB per GPU
@@ -51,7 +52,7 @@ def test_g_iso_005(run):
     assert held >= 19
     assert 15 + 2 + 25.6 / 181 * held <= 40 * GIB_PER_GB * 0.9
     assert out.values["components.isolation.mig_profile_per_replica"] == "3g.40gb"
-    assert any("maintenance windows" in st["because"]["en"] for st in out.mem.steps)
+    assert any("maintenance windows" in st["because"]["en"] for st in settled_steps(out.mem))
     # day / night: with an offline share the night layout keeps what the night load needs
     night = run(["packing.whole-gpus", "packing.night-repartition"],
                 {**EIGHT_B, "traffic.peak_qps": 18, "traffic.night_to_peak": 0.2, "chosen.gpus": 1,
