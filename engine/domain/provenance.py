@@ -97,16 +97,13 @@ def note_reads(refs: list[str] | tuple[str, ...]) -> None:
     if not refs:
         return
     details = _context().details
-    for d in details:
+    for i, d in enumerate(details):
         if "catalog" in d and len(d) == 1:
-            target = d["catalog"]
-            break
-    else:
-        target = []
-        details.append({"catalog": target})
-    for ref in refs:
-        if ref not in target:
-            target.append(ref)
+            new = [ref for ref in dict.fromkeys(refs) if ref not in d["catalog"]]
+            if new:  # a new record: details are never changed once noted (conclusions keep them)
+                details[i] = {"catalog": d["catalog"] + new}
+            return
+    details.append({"catalog": list(dict.fromkeys(refs))})
 
 
 def _recording(fn: Callable[..., Any], reads: tuple[tuple[str | None, int], ...]) -> Callable[..., Any]:

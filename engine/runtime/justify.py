@@ -84,8 +84,9 @@ def conclusion(fact: str, value: Any, expr: Expr | None, read: dict[str, Any],
     """One concluded fact. Its value as JSON, the expression, the formula with its numbers and the
     details are written by :func:`settle` when the step is shown (most steps never are: a plan
     shows the steps behind its choices), from the objects given here, which are never changed."""
-    # details hold lists the catalog keeps appending to after this firing: copy them now
-    return {"fact": fact, _RAW: (value, expr, read, jsonable(details) if details else None)}
+    # details are records nobody changes once noted (engine/domain/provenance.py replaces a
+    # catalog record instead of appending to it), so they are kept as they are until shown
+    return {"fact": fact, _RAW: (value, expr, read, details or None)}
 
 
 def settle(step: dict[str, Any]) -> dict[str, Any]:
@@ -156,7 +157,7 @@ def _written(value: Any, expr: Expr | None, read: dict[str, Any],
         if not expr.is_path:  # a copied fact needs no formula (no "'fp8' = fp8" tautologies)
             out["formula"] = f"{expr.render(read)} = {format_value(value, None)}"
     if details:
-        out["details"] = details
+        out["details"] = jsonable(details)
     return out
 
 
