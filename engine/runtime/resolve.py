@@ -16,6 +16,7 @@ from servewise.engine.lang.rulebase import RuleSpec
 from servewise.engine.runtime.memory import Memory
 
 Resolver = Callable[[str], Any]
+_NO_ATTRS: dict[str, Any] = {}
 
 
 class NotReady(Exception):
@@ -74,25 +75,30 @@ def live_resolver(mem: Memory, spec: RuleSpec | None, iid: str | None, log: dict
     """Current values; item attributes of ``iid`` under the rule's ``for_each`` (or ``item_kind``)."""
     kind = item_kind or (spec.for_each if spec else None)
     prefix = f"{kind}." if kind else None
+    cut = len(prefix) if prefix else 0
+    values, items = mem.values, mem.items
 
     def resolve(name: str) -> Any:
         if local is not None and name in local:
             return local[name]
-        if pending and prefix and name.startswith(prefix) and name[len(prefix):] in pending:
-            return pending[name[len(prefix):]]
-        if prefix and name.startswith(prefix) and iid is not None:
-            attrs = mem.items.get((kind, iid), {})
-            attr = name[len(prefix):]
-            if attr == "id":
-                value = iid
-            elif attr in attrs:
-                value = attrs[attr]
-            else:
-                raise NotReady(name)
-        elif name in mem.values:
-            value = mem.values[name]
-        else:
+        if prefix is not None and name.startswith(prefix):
+            attr = name[cut:]
+            if pending and attr in pending:
+                return pending[attr]
+            if iid is not None:
+                if attr == "id":
+                    value = iid
+                else:
+                    attrs = items.get((kind, iid), _NO_ATTRS)
+                    if attr not in attrs:
+                        raise NotReady(name)
+                    value = attrs[attr]
+                if log is not None and name not in log:
+                    log[name] = value
+                return value
+        if name not in values:
             raise NotReady(name)
+        value = values[name]
         if log is not None and name not in log:
             log[name] = value
         return value
