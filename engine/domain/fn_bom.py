@@ -42,7 +42,16 @@ def _capacity(entry: dict[str, Any], gpu: str) -> int | None:
 
 def _skus(gpu: str) -> list[tuple[dict[str, Any], int]]:
     """Server SKUs (baseboards, systems, chassis classes) that take this GPU, with their capacity,
-    in preference order: OEM-neutral baseboards and chassis classes before named systems, smaller first."""
+    in preference order: OEM-neutral baseboards and chassis classes before named systems, smaller first.
+    Remembered per run (a function of the GPU and the catalog); each caller gets its own list."""
+    cache = current().cache
+    found = cache.get(("skus", gpu))
+    if found is None:
+        found = cache[("skus", gpu)] = _find_skus(gpu)
+    return list(found)
+
+
+def _find_skus(gpu: str) -> list[tuple[dict[str, Any], int]]:
     out = []
     for entry in current().catalog.table("servers"):
         if entry.get("type") not in SKU_TYPES:
