@@ -110,6 +110,10 @@ def load_calibration(path: str | None = None) -> dict[str, Any]:
     p = Path(path) if path else CALIBRATION_FILE
     if not p.exists():
         return {}
+    if p == CALIBRATION_FILE:  # the shipped file: read through the cache (every plan needs it)
+        from servewise.engine.common.rulecache import cached_yaml
+
+        return cached_yaml(p) or {}
     return yaml.safe_load(p.read_text(encoding="utf-8")) or {}
 
 
