@@ -323,7 +323,7 @@ _load_function_modules()
 
 
 # Cheaper to run than to look up: never remembered.
-NOT_MEMOISED = frozenset({"contains", "lower", "text", "provided", "gib", "cooling_rank", "cny",
+NOT_MEMOISED = frozenset({"catalog", "contains", "lower", "text", "provided", "gib", "cooling_rank", "cny",
                           "widest_precision", "balanced_dimm_gb", "nvme_drive_tb", "joined",
                           "quant_method", "gpus_within_power"})
 _SCALARS = (type(None), bool, int, float, str)
