@@ -640,12 +640,15 @@ class _Pattern:
     with a constant and the fields bound to a variable; its alpha memory holds the matching facts
     (fact id → (fact, bound variables)) in the order they were added."""
 
-    __slots__ = ("cls", "literals", "binds", "memory", "users")
+    __slots__ = ("cls", "literals", "binds", "memory", "users", "version")
 
     def __init__(self, cls: type, literals: tuple, binds: tuple):
         self.cls, self.literals, self.binds = cls, literals, binds
         self.memory: dict[int, tuple[Any, dict[str, Any]]] = {}
-        self.users: list[tuple[Any, int]] = []  # (rule plan, position of this pattern in it)
+        # (first pattern of a rule, [(rule plan, position of this pattern in it)]): a rule whose
+        # first pattern holds no fact has no token, so its group is skipped at once
+        self.users: list[tuple[Any, list[tuple[Any, int]]]] = []
+        self.version = 0  # counts the changes of ``memory`` (prefix tokens record what they saw)
 
 
 class _RulePlan:
@@ -653,14 +656,16 @@ class _RulePlan:
     the first ``i`` patterns are bound (``tests[i]``), and its activations by token (fact ids in
     pattern order)."""
 
-    __slots__ = ("rule", "patterns", "tests", "passing", "prefix")
+    __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen")
 
     def __init__(self, rule: Any, patterns: list[_Pattern], tests: list[list[Any]]):
         self.rule, self.patterns, self.tests = rule, patterns, tests
         self.passing: dict[tuple[int, ...], Any] = {}
         # the tokens of every pattern but the last that pass the tests run on them (Rete's left
-        # memory of the last join): facts, fact ids, context; None until needed after a change
-        self.prefix: list[tuple[list[Any], list[int], dict[str, Any]]] | None = None
+        # memory of the last join): facts, fact ids, context; valid while the versions of those
+        # patterns are ``prefix_seen``
+        self.prefix: list[tuple[list[Any], list[int], dict[str, Any]]] = []
+        self.prefix_seen: tuple[int, ...] | None = None
 
 
 def _plan_of(rule: Any, patterns: dict[tuple, _Pattern]) -> _RulePlan | None:
@@ -734,15 +739,20 @@ class DirectMatcher(Matcher):
 
     def __init__(self, engine):
         super().__init__(engine)
+        patterns = self._patterns
         by_type: dict[type, dict[tuple, list[_Pattern]]] = {}
         for pattern in self._patterns.values():
             fields = tuple(f for f, _ in pattern.literals)
             values = tuple(v for _, v in pattern.literals)
             by_type.setdefault(pattern.cls, {}).setdefault(fields, {}).setdefault(values, []).append(pattern)
         self._by_type = by_type
+        groups: dict[int, dict[int, tuple[_Pattern, list[tuple[_RulePlan, int]]]]] = {}
         for plan in self._plans:
             for position, pattern in enumerate(plan.patterns):
-                pattern.users.append((plan, position))
+                first = plan.patterns[0]
+                groups.setdefault(id(pattern), {}).setdefault(id(first), (first, []))[1].append((plan, position))
+        for pattern in patterns.values():
+            pattern.users = list(groups.get(id(pattern), {}).values())
         self._holding: dict[int, list[tuple[_RulePlan, tuple[int, ...]]]] = {}
         self._added: dict[tuple[int, tuple[int, ...]], Any] = {}
         self._removed: list[Any] = []
@@ -752,7 +762,7 @@ class DirectMatcher(Matcher):
             pattern.memory.clear()
         for plan in self._plans:
             plan.passing.clear()
-            plan.prefix = None
+            plan.prefix, plan.prefix_seen = [], None
         self._holding.clear()
         self._added.clear()
         self._removed.clear()
@@ -785,9 +795,7 @@ class DirectMatcher(Matcher):
         fid = fact.__factid__
         for pattern in self._matching(fact):
             if pattern.memory.pop(fid, None) is not None:
-                for plan, position in pattern.users:
-                    if position < len(plan.patterns) - 1:
-                        plan.prefix = None
+                pattern.version += 1
         for plan, token in self._holding.pop(fid, ()):
             activation = plan.passing.pop(token, None)
             if activation is None:
@@ -807,18 +815,20 @@ class DirectMatcher(Matcher):
                 if fid in pattern.memory:
                     continue
                 pattern.memory[fid] = (fact, binds)
-                for plan, position in pattern.users:
-                    if position < len(plan.patterns) - 1:
-                        plan.prefix = None
-                    self._walk(plan, position, fid, fact, binds)
+                pattern.version += 1
+                for first, users in pattern.users:
+                    if first.memory:  # else no rule of this group has a token (e.g. another stage's)
+                        for plan, position in users:
+                            self._walk(plan, position, fid, fact, binds)
 
     def _walk(self, plan: _RulePlan, fixed: int, fid: int, fact: Any, binds: dict[str, Any]) -> None:
         """Every token of ``plan`` with ``fact`` at pattern ``fixed`` that passes the tests."""
         patterns, tests = plan.patterns, plan.tests
         last = len(patterns)
         if fixed == last - 1:  # the usual change (an item revision): the prefix tokens are known
-            if plan.prefix is None:
-                plan.prefix = self._prefix(plan)
+            seen = tuple([p.version for p in patterns[:-1]])
+            if plan.prefix_seen != seen:
+                plan.prefix, plan.prefix_seen = self._prefix(plan), seen
             for facts, ids, context in plan.prefix:
                 self._complete(plan, facts + [fact], ids + [fid], {**context, **binds} if binds else context)
             return
