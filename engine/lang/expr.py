@@ -130,6 +130,15 @@ def _check_name(path: str, src: str) -> None:
 
 
 def _num_guard(value: Any) -> Any:
+    kind = type(value)
+    if kind is float:
+        if value != value:
+            raise EvalError("result is not a number (NaN)")
+        if abs(value) > MAX_NUMBER:
+            raise EvalError(f"number out of range ({value:.3g})")
+        return value
+    if kind is str or kind is bool or value is None or kind is list or kind is dict:
+        return value
     if isinstance(value, complex):
         raise EvalError(f"complex result ({value})")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -441,6 +450,28 @@ class _Compiler:
         left = self.compile(node.left, d)
         rights = [self.compile(c, d) for c in node.comparators]
         ordered = {ast.Lt, ast.LtE, ast.Gt, ast.GtE}
+        if len(ops) == 1:  # the usual comparison: one operator, decided once here
+            (kind, fn), right = ops[0], rights[0]
+            if kind in ordered:
+                def compare_ordered(r):
+                    a, b = left(r), right(r)
+                    if a is None or b is None:
+                        return False  # an unset value never satisfies an ordering
+                    return bool(fn(a, b))
+                return compare_ordered
+            if kind in (ast.In, ast.NotIn):
+                negated = kind is ast.NotIn
+
+                def compare_in(r):
+                    a, b = left(r), right(r)
+                    if b is None:
+                        return negated
+                    return bool(fn(a, b))
+                return compare_in
+
+            def compare_one(r):
+                return bool(fn(left(r), right(r)))
+            return compare_one
 
         def compare(r):
             a = left(r)
@@ -473,6 +504,16 @@ class _Compiler:
         args = [self.compile(a, d) for a in node.args]
         if name not in self.called:
             self.called.append(name)
+
+        if len(args) == 1:
+            (a0,) = args
+            return lambda r: _num_guard(fn(a0(r)))
+        if len(args) == 2:
+            a0, a1 = args
+            return lambda r: _num_guard(fn(a0(r), a1(r)))
+        if len(args) == 3:
+            a0, a1, a2 = args
+            return lambda r: _num_guard(fn(a0(r), a1(r), a2(r)))
 
         def call(r):
             values = [a(r) for a in args]
