@@ -16,9 +16,11 @@ from servewise.engine.runtime.experta_compat import (
     Fact,
     IndexedReteMatcher,
     KnowledgeEngine,
+    PlainFactEngine,
     Rule,
     StableStrategy,
     experta,
+    plain_fact,
 )
 
 
@@ -81,9 +83,9 @@ def _rules(fired: list[tuple[str, tuple]]) -> dict[str, Rule]:
     return attrs
 
 
-def _engine(matcher: type, fired: list) -> KnowledgeEngine:
+def _engine(matcher: type, fired: list, base: type = KnowledgeEngine) -> KnowledgeEngine:
     attrs = {"__strategy__": StableStrategy, "__matcher__": matcher, **_rules(fired)}
-    engine = type("E", (KnowledgeEngine,), attrs)()
+    engine = type("E", (base,), attrs)()
     engine.reset()
     return engine
 
@@ -103,7 +105,7 @@ CHANGE = st.one_of(
 )
 
 
-def _apply(engine: KnowledgeEngine, changes: list, batch: bool) -> None:
+def _apply(engine: KnowledgeEngine, changes: list, batch: bool, make=lambda cls, **kw: cls(**kw)) -> None:
     revs: dict = {}
     live: list = []  # facts the matcher has seen (a batch retracts only those: experta's Rete
     fresh: list = []  # fails on a fact declared and retracted before it saw the declaration)
@@ -111,13 +113,13 @@ def _apply(engine: KnowledgeEngine, changes: list, batch: bool) -> None:
         if batch:
             engine.running = True  # as inside a firing: the agenda waits for the next run step
         if kind == "stage":
-            fact = engine.declare(Stage(name=arg))
+            fact = engine.declare(make(Stage, name=arg))
         elif kind == "value":
             revs[arg] = revs.get(arg, 0) + 1
-            fact = engine.declare(Value(key=arg, rev=revs[arg]))
+            fact = engine.declare(make(Value, key=arg, rev=revs[arg]))
         elif kind == "item":
             revs[arg] = revs.get(arg, 0) + 1
-            fact = engine.declare(Item(kind="c", id=arg, rev=revs[arg]))
+            fact = engine.declare(make(Item, kind="c", id=arg, rev=revs[arg]))
         elif kind == "retract":
             if live:
                 engine.retract(live.pop(arg % len(live)))
@@ -144,13 +146,22 @@ def _update(engine: KnowledgeEngine) -> None:
 @given(st.lists(CHANGE, max_size=40), st.booleans())
 def test_same_agenda_and_firings_as_experta_rete(changes, batch):
     results = []
-    for matcher in (experta.matchers.ReteMatcher, DirectMatcher):
+    for matcher, base, make in ((experta.matchers.ReteMatcher, KnowledgeEngine, lambda cls, **kw: cls(**kw)),
+                                (DirectMatcher, KnowledgeEngine, lambda cls, **kw: cls(**kw)),
+                                (DirectMatcher, PlainFactEngine, plain_fact)):  # as the runner runs
         fired: list = []
-        engine = _engine(matcher, fired)
-        _apply(engine, changes, batch)
+        engine = _engine(matcher, fired, base)
+        _apply(engine, changes, batch, make)
         engine.run()
         results.append((_agenda(engine), fired))
-    assert results[0] == results[1]
+    assert results[0] == results[1] == results[2]
+
+
+def test_plain_facts_are_the_facts_experta_builds():
+    for cls, fields in ((Stage, {"name": "a"}), (Value, {"key": "k", "rev": 3}), (Item, {"kind": "c", "id": "x", "rev": 1})):
+        fact, plain = cls(**fields), plain_fact(cls, **fields)
+        assert type(plain) is cls and plain == fact and dict(plain.items()) == dict(fact.items())
+        assert plain.copy() == fact.copy() and plain.__factid__ is None
 
 
 def test_the_compiled_rule_base_is_matched_directly():

@@ -19,7 +19,7 @@ from typing import Any
 
 from servewise.engine.lang.expr import EvalError
 from servewise.engine.lang.rulebase import RuleSpec
-from servewise.engine.runtime.experta_compat import MATCH, TEST, KnowledgeEngine, Rule, StableStrategy
+from servewise.engine.runtime.experta_compat import MATCH, TEST, KnowledgeEngine, PlainFactEngine, Rule, StableStrategy
 from servewise.engine.runtime.memory import Item, Memory, Stage, Value
 from servewise.engine.runtime.resolve import NotReady, snapshot_resolver
 from servewise.engine.runtime.runtime_errors import RuleRuntimeError
@@ -82,7 +82,7 @@ def build_engine(rules: list[RuleSpec], binding: Binding, matcher: type,
     for spec in rules:
         check_time("compiling the rules")
         attrs[f"r{spec.load_order:05d}"] = compile_rule(spec, binding)
-    engine = type("ServewiseEngine", (KnowledgeEngine,), attrs)()
+    engine = type("ServewiseEngine", (PlainFactEngine,), attrs)()
     engine.binding = binding
     engine.reset()
     return engine

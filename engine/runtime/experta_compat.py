@@ -54,6 +54,7 @@ from experta import (  # noqa: E402
     KnowledgeEngine,
     Rule,
 )
+from experta import watchers as _watchers  # noqa: E402
 from experta.abstract import Matcher, Strategy  # noqa: E402
 from experta.activation import Activation  # noqa: E402
 from experta.conditionalelement import TEST as _TEST  # noqa: E402
@@ -899,17 +900,47 @@ class DirectMatcher(Matcher):
             return
 
 
+def plain_fact(cls: type, **fields: Any) -> Any:
+    """``cls(**fields)`` for a fact class without field definitions and values that are already
+    frozen (str, int, float, bool, None): the same fact, without experta's per-field ``freeze``
+    and declared-fact checks of ``Fact.__init__``."""
+    fact = cls.__new__(cls)
+    dict.update(fact, fields)
+    fact._Fact__defaults = {}
+    return fact
+
+
+class PlainFactEngine(KnowledgeEngine):
+    """experta's engine whose ``declare`` skips the checks for conditional elements and nested
+    accessors in the declared facts: the runner declares only its own ``Stage``/``Value``/``Item``
+    facts of plain values (engine/runtime/memory.py). Otherwise experta's ``declare``: the fact
+    list's declaration, then the agenda updated unless the engine is running."""
+
+    def declare(self, *facts):
+        if not self.facts:
+            _watchers.ENGINE.warning("Declaring fact before reset()")
+        last = None
+        for fact in facts:
+            last = self.facts.declare(fact)
+        if not self.running:
+            added, removed = self.get_activations()
+            self.strategy.update_agenda(self.agenda, added, removed)
+        return last
+
+
 __all__ = [
     "AS",
-    "MATCH",
-    "NOT",
-    "TEST",
-    "Fact",
     "DirectMatcher",
+    "experta",
+    "Fact",
     "IndexedReteMatcher",
     "KnowledgeEngine",
+    "MATCH",
+    "NOT",
+    "plain_fact",
+    "PlainFactEngine",
     "Rule",
     "StableStrategy",
     "StockStrategy",
-    "experta",
+    "TEST",
 ]

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from servewise.engine.runtime.experta_compat import Fact, KnowledgeEngine
+from servewise.engine.runtime.experta_compat import Fact, KnowledgeEngine, plain_fact
 
 
 class Stage(Fact):
@@ -93,7 +93,7 @@ class Store:
             self.engine.retract(self.value_facts.pop(key))
         mem.item_rev[("value", key)] = rev
         mem.value_revs[(key, rev)] = value
-        self.value_facts[key] = self.engine.declare(Value(key=key, rev=rev))
+        self.value_facts[key] = self.engine.declare(plain_fact(Value, key=key, rev=rev))
         return True
 
     def create_item(self, kind: str, item_id: str, attrs: dict[str, Any], step: int) -> None:
@@ -104,7 +104,7 @@ class Store:
             mem.item_steps[(kind, item_id, attr)] = step
         mem.item_rev[key] = 1
         mem.item_revs[(kind, item_id, 1)] = dict(attrs)
-        self.item_facts[key] = self.engine.declare(Item(kind=kind, id=item_id, rev=1))
+        self.item_facts[key] = self.engine.declare(plain_fact(Item, kind=kind, id=item_id, rev=1))
 
     def update_item(self, kind: str, item_id: str, changes: dict[str, Any], step: int) -> None:
         mem, key = self.mem, (kind, item_id)
@@ -116,7 +116,7 @@ class Store:
         self.engine.retract(self.item_facts.pop(key))
         mem.item_rev[key] += 1
         mem.item_revs[(kind, item_id, mem.item_rev[key])] = dict(mem.items[key])
-        self.item_facts[key] = self.engine.declare(Item(kind=kind, id=item_id, rev=mem.item_rev[key]))
+        self.item_facts[key] = self.engine.declare(plain_fact(Item, kind=kind, id=item_id, rev=mem.item_rev[key]))
 
     def reject_item(self, kind: str, item_id: str) -> bool:
         """Mark an item rejected and retract its fact (for-each rules stop seeing it); False if it
