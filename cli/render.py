@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from json.encoder import encode_basestring as _json_text
 from typing import Any
 
 from servewise.engine.app.plan import COMPONENT_FIELDS
@@ -14,8 +15,71 @@ CONTRACT_COMPONENTS = tuple(COMPONENT_FIELDS)
 
 
 def to_json(plan: dict[str, Any]) -> str:
-    """Canonical JSON: sorted keys, fixed separators, UTF-8 text (byte-identical across runs)."""
-    return json.dumps(plan, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    """Canonical JSON: sorted keys, fixed separators, UTF-8 text (byte-identical across runs).
+
+    The text of ``json.dumps(plan, ensure_ascii=False, sort_keys=True, indent=2)`` (the standard
+    library writes indented JSON in pure Python; this writer, about twice as fast, gives the same
+    bytes, tests/test_plan_cli.py), or that call itself for a value it does not write."""
+    out: list[str] = []
+    try:
+        _write_json(plan, out, "\n")
+    except _NotPlain:
+        return json.dumps(plan, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    return "".join(out) + "\n"
+
+
+class _NotPlain(Exception):
+    """A value the canonical writer leaves to ``json.dumps`` (a subclass, a non-text key...)."""
+
+
+_INF = float("inf")
+
+
+def _write_json(value: Any, out: list[str], newline: str) -> None:
+    kind = type(value)
+    if kind is str:
+        out.append(_json_text(value))
+    elif kind is dict:
+        if not value:
+            out.append("{}")
+            return
+        keys = list(value)
+        if any(type(k) is not str for k in keys):
+            raise _NotPlain
+        keys.sort()
+        inner = newline + "  "
+        sep = "{" + inner
+        for key in keys:
+            out.append(sep)
+            out.append(_json_text(key))
+            out.append(": ")
+            _write_json(value[key], out, inner)
+            sep = "," + inner
+        out.append(newline + "}")
+    elif kind is list or kind is tuple:
+        if not value:
+            out.append("[]")
+            return
+        inner = newline + "  "
+        sep = "[" + inner
+        for item in value:
+            out.append(sep)
+            _write_json(item, out, inner)
+            sep = "," + inner
+        out.append(newline + "]")
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif kind is int:
+        out.append(int.__repr__(value))
+    elif kind is float:
+        out.append("NaN" if value != value else "Infinity" if value == _INF else
+                   "-Infinity" if value == -_INF else float.__repr__(value))
+    else:
+        raise _NotPlain
 
 
 def _v(value: Any) -> str:

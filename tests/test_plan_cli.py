@@ -7,6 +7,8 @@ import textwrap
 
 import pytest
 from conftest import EXAMPLES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 CHAT = str(EXAMPLES / "chat-70b-online.yaml")
 TOP_KEYS = {"servewise_version", "knowledge_hash", "workload", "defaults_used", "feasible",
@@ -87,6 +89,36 @@ def test_every_catalog_gpu_has_a_reason(chat_plan):
 def test_json_is_byte_identical_across_runs(cli, chat_plan):
     _, first = chat_plan
     assert cli("plan", CHAT, "--format", "json").output == first
+
+
+json_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(-(10**30), 10**30), st.floats(), st.text(max_size=8)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner),
+                            st.dictionaries(st.text(max_size=6), inner, max_size=4)),
+    max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_canonical_json_is_what_json_dumps_writes(value):
+    from servewise.cli.render import to_json
+
+    assert to_json(value) == json.dumps(value, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+
+
+def test_canonical_json_of_plans_and_of_what_it_leaves_to_json_dumps(chat_plan):
+    from servewise.cli.render import to_json
+
+    plan, text = chat_plan
+    assert to_json(plan) == text == json.dumps(plan, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+    with pytest.raises(TypeError):  # keys json.dumps cannot sort: the same error
+        to_json({1: "int key", "b": "text key"})
+    assert to_json({"a": {2: "x", 1: "y"}, "f": MyFloat(2.5)}) == json.dumps(
+        {"a": {2: "x", 1: "y"}, "f": MyFloat(2.5)}, ensure_ascii=False, sort_keys=True, indent=2) + "\n"
+
+
+class MyFloat(float):
+    pass
 
 
 def test_text_and_markdown(cli, tmp_path):
