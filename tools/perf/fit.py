@@ -325,9 +325,7 @@ HEADER = """\
 # t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, t_request_ms, k_step, burst,
 # t_in_token_us are shared by all classes of a backend: one joint fit per backend):
 #   eta_bw        achieved share of peak memory bandwidth in decode steps
-#   eta_flops     achieved share of peak dense tensor FLOPS of large GEMMs and attention; the
-#                 dense prefill GEMMs run at eta_flops x s_dense, the shape factor of the GEMM
-#                 kernel model (facts/gemm.yaml, fitted on measured vLLM GEMM latencies)
+#   eta_flops     achieved share of peak dense tensor FLOPS (GEMMs and attention)
 #   eta_moe       efficiency of grouped expert GEMMs / expert reads relative to dense ones
 #   t_step_ms     fixed cost per engine step (scheduler, kernel launch)
 #   t_layer_us    cost per layer per step (small kernels: norms, rotary, routing)

@@ -141,13 +141,17 @@ HEADER = """\
 # 32-65536). peak_tflops / bandwidth_gbs: the catalog's datasheet values the fit divided by.
 # table_error: the form's error on the table it was fitted on (median / p90 APE, all rows; for
 # m >= 256; for m n k >= 2^33).
-# Use (engine/domain/perf/gemm.py): the prefill GEMM time of each layer's GEMM shape (QKV, O,
-#   gate/up, down; routed experts at their token share) relative to eta_max: a shape factor on
-#   the fitted serving efficiency eta_flops (calibration.yaml). Transfer rule for GPUs without
-#   kernel data: the same-architecture measured GPU (transfer below), with m_half, n_half,
-#   k_half scaled by the ratio of datasheet peak rates (a faster GPU needs more work to fill),
-#   and the GPU's own peak and bandwidth; a dtype not measured on a GPU uses its bfloat16 curve
-#   scaled the same way. Such GPUs carry the calibration's widened band (no measured rows).
+# eta_ref: the form's efficiency of a 8192^3 GEMM (shape factors are relative to it); the ratio
+#   fp8 / bfloat16 of eta_ref is the kernel-level counterpart of the fitted eta_lowp.
+# Transfer rule for GPUs without kernel data (engine/domain/perf/gemm.py): the same-architecture
+#   measured GPU (transfer below), with m_half, n_half, k_half scaled by the ratio of datasheet
+#   peak rates (a faster GPU needs more work to fill it), and the GPU's own peak and bandwidth; a
+#   dtype not measured on a GPU uses its bfloat16 curve scaled the same way; wider uncertainty
+#   than a measured GPU (no kernel or serving rows of its own).
+# Not used by the serving model yet: a shape factor of the dense prefill GEMMs was tried and not
+#   kept (docs/accuracy-attempts.md, session 22).
+# Not shipped: fp8_block (128x128 block-scaled FP8: fewer shapes, a 80-180 us floor in the
+#   table that the form fits only with constants at their bounds).
 """
 
 

@@ -73,29 +73,13 @@ added (at served batch sizes they overlap little; the max() of a roofline fitted
 what keeps SGLang Llama-3.1-8B at ~30 ms TPOT with 512 sequences on eight H200 although the
 bytes take ~2 ms.
 
-**Prefill.** `t_prefill = (dense_gemm_flops / s_dense + expert_flops / η_moe) /
+**Prefill.** `t_prefill = (isl × 2 × active_without_lm_head ÷ tp + 2 × lm_head ÷ tp) /
 (peak_w × η_flops × η_lowp) + isl × attention(isl/2) / (peak_kv × η_flops) + t_comm
-+ ceil(isl / chunk) × t_chunk`, GEMM FLOPs `isl × 2 × weights ÷ tp` (lm_head for the last
-prompt token only); the attention term grows with the context; `t_chunk` is the cost of each
-prefill chunk as its own engine step (chunk = 2048 tokens vLLM, 8192 SGLang/TRT-LLM). With
-attention data parallel (dp > 1) the ranks prefill in lockstep (their MoE layers are one step),
-so the experts of a GPU see dp × isl tokens. **GEMM shape factor** `s_dense`: the measured
-kernel efficiency of the layer's dense GEMMs at their shapes relative to a 8192³ GEMM, from the
-GEMM kernel model (`facts/gemm.yaml`, fitted by `python -m tools.perf.fit_gemm` on vLLM's
-measured GEMM latencies, ../shared/data/ops: `t = max(2mnk / (peak × η_max × s(m) s(n) s(k)),
-bytes / (bw × η_mem)) + t0`, `s(x) = x / (x + x_half)`, per GPU and dtype, median error 7–13 %
-on the tables). Shapes per GPU: QKV `n = (heads + 2 kv_heads) × head_dim ÷ tp, k = hidden`,
-O `n = hidden, k = heads × head_dim ÷ tp` (MLA: two projections of half the attention weights),
-gate/up `n = 2 I ÷ tp, k = hidden`, down `n = hidden, k = I ÷ tp`; `s_dense` is their
-FLOP-weighted harmonic mean at `m = min(isl × max(1, C/osl) + C − 1, chunk)` tokens, the
-step a prefill runs in (the prefills started per decode step batched together plus the other
-sequences' decode tokens). η_flops is thus the serving efficiency of large GEMMs, and a small
-model's (or a high-TP split's) narrower GEMMs run below it instead of dragging it down for large
-models. GPUs without kernel data use the same-architecture measured GPU's curve with the
-half-saturation sizes scaled by the ratio of datasheet peaks (B300/GB200 ← B200, GH200 ← H100,
-A100 PCIe ← A100 SXM, Ada ← L40S), and carry the widened band of an unmeasured class where they
-have no rows. Routed experts keep η_moe alone (a dense-GEMM curve at the experts' token share
-put η_moe at its cap on every profile; see the attempts table).
++ ceil(isl / chunk) × t_chunk`: logits are computed for the last prompt token only; the
+attention term grows with the context; `t_chunk` is the cost of each prefill chunk as its own
+engine step (chunk = 2048 tokens vLLM, 8192 SGLang/TRT-LLM). With attention data parallel
+(dp > 1) the ranks prefill in lockstep (their MoE layers are one step), so the experts of a GPU
+see dp × isl tokens.
 
 **Communication.** Two all-reduces per layer over the TP group, ring volume
 `2(tp−1)/tp × B × hidden × 2 B` over the link (`link_gbs`/2 per direction, PCIe by generation)

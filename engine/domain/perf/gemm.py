@@ -6,12 +6,14 @@ tools.perf.fit_gemm``; source and table errors in the file)::
     t = max(2 m n k / (peak x eta_max x s(m) s(n) s(k)), bytes / (bw x eta_mem)) + t0
     s(x) = x / (x + x_half)
 
-The performance model uses it as a *shape factor*: the kernel efficiency at a shape relative to
-the GPU's large-GEMM efficiency ``eta_max`` (≤ 1), multiplied into the fitted serving efficiency
-``eta_flops``. A GPU without kernel data borrows the curve of the measured GPU of its
-architecture (``transfer``), with the half-saturation sizes scaled by the ratio of datasheet peak
-rates and its own peak and bandwidth; a dtype not measured on a GPU uses its bfloat16 curve the
-same way.
+``shape_factor`` gives the kernel efficiency at a shape relative to a 8192^3 GEMM. A GPU without
+kernel data borrows the curve of the measured GPU of its architecture (``transfer``), with the
+half-saturation sizes scaled by the ratio of datasheet peak rates and its own peak and
+bandwidth; a dtype not measured on a GPU uses its bfloat16 curve the same way.
+
+Not used by the serving model yet: a shape factor on the dense prefill GEMMs was tried and not
+kept (docs/accuracy-attempts.md, session 22: fitted errors fell, leave-one-model-out errors of
+MiniMax-M2.5 rose).
 """
 
 from __future__ import annotations

@@ -41,20 +41,10 @@ STATISTICS = ("mean", "median", "p99")
 RHO_MAX = 0.995  # utilisation at which an open-loop queue is reported as saturated
 
 
-def prefill_step_tokens(c_rank: float, isl: int, osl: int) -> float:
-    """Tokens of the engine step a prefill runs in: ``isl x max(1, C / osl) + max(C - 1, 0)``.
-
-    The other ``C - 1`` sequences decode in the same step (chunked prefill, in-flight
-    batching), and with ``C`` in flight ``C / osl`` requests start per decode step on average,
-    whose prefills the scheduler batches together (up to the chunk, ``StepModel.prefill_m``).
-    """
-    return isl * max(1.0, c_rank / max(osl, 1)) + max(c_rank - 1.0, 0.0)
-
-
 def _base(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
     """Prefill, decode step and TPOT with ``c_rank`` requests in flight on one attention rank."""
     prof = sm.prof
-    pf = sm.prefill(isl, step_tokens=prefill_step_tokens(c_rank, isl, osl))
+    pf = sm.prefill(isl)
     dec = sm.decode(max(c_rank, 1.0), isl + osl / 2.0)
     others = max(c_rank - 1.0, 0.0)
     interf = prof.interference * others * pf["total"] / osl
@@ -273,29 +263,17 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              {"t_mem_ms": d["t_mem"], "t_compute_ms": d["t_compute"], "t_comm_ms": d["t_comm"],
               "t_overhead_ms": d["t_overhead"]}, d["total"], "ms",
              "reading and computing are added: at served batch sizes they overlap little"),
-        Step("prefill_gemm_tokens",
-             "gemm_m = min(isl x max(1, C / osl) + max(C - 1, 0), chunk_tokens)",
-             {"isl": isl, "C": c_rank, "osl": osl,
-              "chunk_tokens": CHUNK_TOKENS.get(prof.backend, 8192)}, pf["gemm_m"], "tokens",
-             "tokens in the GEMMs of the step a prefill runs in: the C/osl prefills started per "
-             "decode step batched together, plus the other sequences' decode tokens, up to the "
-             "backend's prefill chunk"),
         Step("prefill_compute",
-             "t_compute_ms = (gemm_gflops / s_dense + moe_gflops / eta_moe) /"
-             " (peak_tflops x eta_flops x eta_lowp) + attention_gflops / (attention_peak_tflops"
-             " x eta_flops x eta_lowp_attention)",
+             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
+             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
+             " eta_lowp_attention)",
              {"gemm_gflops": pf["gemm_flops"] / 1e9, "moe_gflops": pf["moe_flops"] / 1e9,
-              "s_dense": pf["s_dense"], "gemm_m": pf["gemm_m"],
-              "gemm_kernels": sm.gemm_note or "none (shape factor 1)",
               "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
               "eta_lowp": lowp, "attention_gflops": pf["attn_flops"] / 1e9,
               "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn,
               "isl": isl}, pf["t_compute"], "ms",
              "isl tokens x 2 x weights per GPU (lm_head for the last token only; experts see "
-             "dp x isl tokens) + causal attention at mean context isl/2; s_dense: GEMM "
-             "kernel efficiency at this layer's dense GEMM shapes (QKV, O, gate/up, down) with "
-             "m = gemm_m tokens in the step, over a 8192^3 GEMM's (facts/gemm.yaml, fitted on "
-             "measured vLLM GEMM latencies)"),
+             "dp x isl tokens) + causal attention at mean context isl/2"),
         Step("prefill",
              "t_prefill_ms = t_compute_ms + t_comm_ms + n_chunks x t_chunk_ms",
              {"t_compute_ms": pf["t_compute"], "t_comm_ms": pf["t_comm"],
@@ -623,9 +601,7 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
     tokens = concurrency * isl
     dense, moe = sm.linear_flops_per_token(lm_head=False)
     attn = tokens * attention_flops_per_token(model, isl, decode=False) / tp
-    gemm_m = sm.prefill_m(tokens)
-    s_dense = sm.gemm_shape(gemm_m)
-    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn, s_dense)
+    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn)
     t_comm = sm.comm_ms(tokens, tokens)
     t_ovh = sm.overhead_ms(concurrency) + sm.n_chunks(tokens) * prof.t_chunk_ms
     t_step = t_cmp + t_comm + t_ovh
@@ -638,12 +614,10 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
         Step("compute_rate", "peak = peak_tflops", {"how": sm.rate_note, "peak_tflops": sm.tflops},
              sm.tflops, "TFLOPS"),
         Step("encoder_compute",
-             "t_compute_ms = (gemm_gflops / s_dense + moe_gflops / eta_moe) /"
-             " (peak_tflops x eta_flops x eta_lowp) + attention_gflops / (attention_peak_tflops"
-             " x eta_flops x eta_lowp_attention)",
+             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
+             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
+             " eta_lowp_attention)",
              {"gemm_gflops": tokens * dense / 1e9, "moe_gflops": tokens * moe / 1e9,
-              "s_dense": s_dense, "gemm_m": gemm_m,
-              "gemm_kernels": sm.gemm_note or "none (shape factor 1)",
               "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
               "eta_lowp": lowp, "attention_gflops": attn / 1e9,
               "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},

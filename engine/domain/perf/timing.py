@@ -20,19 +20,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from servewise.engine.domain.perf.architecture import (
-    Params,
-    attention_flops_per_token,
-    attention_params_per_layer,
-    kv_shard_factor,
-    params,
-)
+from servewise.engine.domain.perf.architecture import Params, attention_flops_per_token, kv_shard_factor, params
 from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, Profile, link_params
-from servewise.engine.domain.perf.gemm import DTYPE_BYTES, curve, shape_factor
 from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token
 from servewise.engine.domain.perf.precision import bytes_per_weight, compute_rate
-
-MIN_FFN = 128  # columns per GPU below which a layer's remaining weights are not a GEMM (one tile)
 
 
 @dataclass(frozen=True)
@@ -56,9 +47,6 @@ class StepModel:
     low_precision: bool = False  # GEMMs run at a native 8/4-bit rate above the 16-bit one
     tflops16: float = 0.0      # peak dense 16-bit rate
     attn_tflops: float = 0.0   # peak rate attention runs at (FP8 over an FP8 KV cache)
-    gemm_curve: tuple[float, ...] | None = None  # GEMM kernel model (gemm.py), None: no shapes
-    gemm_note: str = ""
-    gemm_bytes: tuple[float, float] = (2.0, 2.0)  # bytes per activation, weight of the kernels
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
@@ -75,16 +63,13 @@ class StepModel:
                              f"{precision} TFLOPS, cannot estimate timings")
         dense = p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
         experts = p.experts * b / lay.stage_gpus
-        kc = curve(gpu, precision)
         kv_gpu = kv_bytes_per_token(model, kv_precision) * kv_shard_factor(model, lay.tp)
         return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
                    rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
                    link=link_params(gpu, calibration, lay.tp), hidden=float(model.get("hidden_size") or 0),
                    layers=float(p.layers),
                    low_precision=bool(t16 and tflops > t16),
-                   tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops),
-                   gemm_curve=kc[0] if kc else None, gemm_note=kc[1] if kc else "",
-                   gemm_bytes=DTYPE_BYTES[kc[2]] if kc else (2.0, 2.0))
+                   tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops))
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
@@ -174,49 +159,9 @@ class StepModel:
         experts = 2 * p.experts_per_token * p.per_expert / self.lay.stage_gpus * stage_tokens_ratio
         return shared, experts
 
-    def compute_ms(self, gemm: float, moe: float, attention: float,
-                   s_dense: float = 1.0) -> float:
-        """Compute time; grouped expert GEMMs run at ``eta_moe`` of dense efficiency; ``s_dense``:
-        the dense GEMMs' shape factor of the kernel model (:meth:`gemm_shape`)."""
-        return self.flops_ms(gemm / s_dense + moe / self.prof.eta_moe, attention)
-
-    def gemm_shape(self, m: float) -> float:
-        """Shape factor of one layer's dense GEMMs with ``m`` tokens in the step (kernel model).
-
-        Per GPU: QKV (n = (heads + 2 kv_heads) x head_dim / tp, k = hidden) and O (n = hidden,
-        k = heads x head_dim / tp) for GQA/MHA, an input and an output projection of half the
-        layer's attention weights each for MLA; the rest of the layer's shared weights as a gated
-        FFN (gate/up n = 2 I / tp, k = hidden; down n = hidden, k = I / tp, I = rest / (3 hidden);
-        a remainder below ``MIN_FFN`` columns per GPU is routers and norms, not a GEMM). The
-        factor is the FLOP-weighted harmonic mean over these GEMMs of the kernel efficiency at
-        the shape over that of a 8192^3 GEMM (gemm.shape_factor); 1 without kernel constants.
-        Routed experts keep ``eta_moe`` alone (a dense-GEMM curve at the experts' token share
-        put eta_moe at its cap: docs/accuracy-attempts.md).
-        """
-        c = self.gemm_curve
-        if c is None or not self.hidden or not self.layers or m <= 0:
-            return 1.0
-        h, tp, p, mdl = self.hidden, self.lay.tp, self.p, self.model
-        heads = float(mdl.get("num_attention_heads") or 0)
-        attn = attention_params_per_layer(mdl)
-        if str(mdl.get("attention_type", "")).upper() == "MLA" or not heads:
-            w = attn / (2 * h) / tp
-            gemms = [(w, h), (h, w)]
-        else:
-            d = float(mdl.get("head_dim") or h / heads)
-            kvh = float(mdl.get("num_kv_heads") or heads)
-            gemms = [((heads + 2 * kvh) * d / tp, h), (h, heads * d / tp)]
-        inter = (p.shared / self.layers - attn) / (3 * h)
-        if inter / tp >= MIN_FFN:
-            gemms += [(2 * inter / tp, h), (h, inter / tp)]
-        flops = sum(n * k for n, k in gemms)
-        return flops / sum(n * k / shape_factor(c, m, n, k, self.gemm_bytes) for n, k in gemms)
-
-    def prefill_m(self, tokens: float, step_tokens: float | None = None) -> float:
-        """Tokens the GEMMs of a prefill step see: ``step_tokens`` (default ``tokens``) up to
-        the backend's prefill chunk."""
-        return min(step_tokens if step_tokens is not None else tokens,
-                   float(CHUNK_TOKENS.get(self.prof.backend, 8192)))
+    def compute_ms(self, gemm: float, moe: float, attention: float) -> float:
+        """Compute time; grouped expert GEMMs run at ``eta_moe`` of dense efficiency."""
+        return self.flops_ms(gemm + moe / self.prof.eta_moe, attention)
 
     # -- steps --------------------------------------------------------------------------------
     def decode(self, batch: float, context: float) -> dict[str, float]:
@@ -240,11 +185,8 @@ class StepModel:
                 "moe_flops": moe, "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm,
                 "t_overhead": t_ovh, "total": t_mem + t_cmp + t_comm + t_ovh}
 
-    def prefill(self, tokens: float, past: float = 0.0,
-                step_tokens: float | None = None) -> dict[str, float]:
-        """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens;
-        ``step_tokens``: all tokens of the steps it runs in (other prefills, decode tokens), the
-        ``m`` of the GEMMs' shape factor (default ``tokens``)."""
+    def prefill(self, tokens: float, past: float = 0.0) -> dict[str, float]:
+        """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
         tokens = max(tokens, 1.0)
         ctx = past + tokens / 2  # causal: mean context seen by a new token
         attn = tokens * attention_flops_per_token(self.model, ctx, decode=False) / self.lay.tp
@@ -252,13 +194,10 @@ class StepModel:
         d0, m0 = self.linear_flops_per_token(dp, lm_head=False)
         d1, m1 = self.linear_flops_per_token(dp)
         gemm, moe = (tokens - 1) * d0 + d1, (tokens - 1) * m0 + m1
-        m = self.prefill_m(tokens, step_tokens)
-        s_dense = self.gemm_shape(m)
-        t_cmp = self.compute_ms(gemm, moe, attn, s_dense)
+        t_cmp = self.compute_ms(gemm, moe, attn)
         t_comm = self.comm_ms(tokens, tokens * dp)
         n = self.n_chunks(tokens)
         t_ovh = n * self.prof.t_chunk_ms
         return {"flops": gemm + moe + attn, "gemm_flops": gemm, "moe_flops": moe,
                 "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
-                "t_overhead": t_ovh, "total": t_cmp + t_comm + t_ovh, "gemm_m": m,
-                "s_dense": s_dense}
+                "t_overhead": t_ovh, "total": t_cmp + t_comm + t_ovh}
