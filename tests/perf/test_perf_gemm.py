@@ -1,9 +1,9 @@
-"""GEMM kernel model (facts/gemm.yaml, engine/domain/perf/gemm.py)."""
+"""GEMM kernel model (tools/perf/gemm.yaml, tools/perf/gemm.py)."""
 
 import pytest
 
 from servewise.engine.domain.catalog import load_catalog
-from servewise.engine.domain.perf.gemm import DTYPE_BYTES, REF, curve, load_gemm, shape_factor
+from tools.perf.gemm import DTYPE_BYTES, REF, curve, load_gemm, shape_factor
 
 MEASURED = ("A100 80GB SXM", "H100 SXM", "H200 SXM", "B200", "L40S",
             "RTX PRO 6000 Blackwell Server")

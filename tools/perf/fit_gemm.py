@@ -1,7 +1,7 @@
 """Fit the per-GPU GEMM kernel model from measured GEMM latencies (a maintainer's tool; needs numpy
 and scipy: ``fit`` extra).
 
-    python -m tools.perf.fit_gemm [--ops ../shared/data/ops] [--out facts/gemm.yaml]
+    python -m tools.perf.fit_gemm [--ops ../shared/data/ops] [--out tools/perf/gemm.yaml]
 
 Reads ``<gpu>_gemm_perf.csv.gz`` (vLLM's linear kernels timed by aiconfigurator, one m x k by
 k x n product per row, m = tokens; the fastest kernel per shape and dtype is kept, as vLLM
@@ -15,7 +15,7 @@ picks one) and fits, per GPU and GEMM dtype, in log space (robust, Cauchy loss):
 ``a``/``w`` the bytes per activation/weight element of the dtype. The compute branch saturates in
 each dimension (tile padding and too few tiles for one wave at small m, n or k); the memory branch
 is the weight and activation traffic; ``t0`` the launch floor. Only the constants are shipped
-(facts/gemm.yaml), with the table's median error; the tables are not.
+(tools/perf/gemm.yaml), with the table's median error; the tables are not.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import yaml
 
 from servewise.engine.common.paths import PACKAGE_ROOT
 from servewise.engine.domain.catalog import load_catalog
-from servewise.engine.domain.perf.gemm import DTYPE_BYTES, GEMM_FILE, peak_tflops
+from tools.perf.gemm import DTYPE_BYTES, GEMM_FILE, peak_tflops
 
 OPS_DIR = PACKAGE_ROOT.parent / "shared" / "data" / "ops"  # ../shared
 GPUS = {"a100_sxm": "A100 80GB SXM", "h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM",
@@ -129,7 +129,7 @@ def fit_gemm(ops: Path) -> dict[str, Any]:
 
 
 HEADER = """\
-# GEMM kernel model of the performance model (servewise.engine.domain.perf.gemm).
+# GEMM kernel model of the performance model (tools.perf.gemm).
 # Written by `python -m tools.perf.fit_gemm`; do not edit by hand, refit instead.
 #
 # Per measured GPU and GEMM dtype (bfloat16; fp8 = per-tensor W8A8 CUTLASS; fp8_block = 128x128
@@ -143,7 +143,7 @@ HEADER = """\
 # m >= 256; for m n k >= 2^33).
 # eta_ref: the form's efficiency of a 8192^3 GEMM (shape factors are relative to it); the ratio
 #   fp8 / bfloat16 of eta_ref is the kernel-level counterpart of the fitted eta_lowp.
-# Transfer rule for GPUs without kernel data (engine/domain/perf/gemm.py): the same-architecture
+# Transfer rule for GPUs without kernel data (tools/perf/gemm.py): the same-architecture
 #   measured GPU (transfer below), with m_half, n_half, k_half scaled by the ratio of datasheet
 #   peak rates (a faster GPU needs more work to fill it), and the GPU's own peak and bandwidth; a
 #   dtype not measured on a GPU uses its bfloat16 curve scaled the same way; wider uncertainty

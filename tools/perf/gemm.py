@@ -1,4 +1,4 @@
-"""GEMM kernel model: time of one m x k by k x n GEMM per GPU and dtype (facts/gemm.yaml).
+"""GEMM kernel model: time of one m x k by k x n GEMM per GPU and dtype (tools/perf/gemm.yaml).
 
 The constants are fitted from vLLM's measured linear-kernel latencies (``python -m
 tools.perf.fit_gemm``; source and table errors in the file)::
@@ -11,9 +11,11 @@ kernel data borrows the curve of the measured GPU of its architecture (``transfe
 half-saturation sizes scaled by the ratio of datasheet peak rates and its own peak and
 bandwidth; a dtype not measured on a GPU uses its bfloat16 curve the same way.
 
-Not used by the serving model yet: a shape factor on the dense prefill GEMMs was tried and not
-kept (docs/accuracy-attempts.md, session 22: fitted errors fell, leave-one-model-out errors of
-MiniMax-M2.5 rose).
+Not used by the serving model yet, so it lives with the fitting tools, outside the shipped engine
+and the knowledge hash: a shape factor on the dense prefill GEMMs was tried and not kept
+(docs/accuracy-attempts.md, session 22: fitted errors fell, leave-one-model-out errors of
+MiniMax-M2.5 rose). A model change that uses it moves the file to facts/ and this module to
+engine/domain/perf/.
 """
 
 from __future__ import annotations
@@ -24,9 +26,7 @@ from typing import Any
 
 import yaml
 
-from servewise.engine.common.paths import PACKAGE_ROOT
-
-GEMM_FILE = PACKAGE_ROOT / "facts" / "gemm.yaml"
+GEMM_FILE = Path(__file__).resolve().with_name("gemm.yaml")
 # catalog dense_tflops key of each kernel dtype (nvfp4: 2 x fp8 on Blackwell, precision.py)
 PEAK_KEY = {"bfloat16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
 # bytes per (activation, weight) element: NVFP4 adds one FP8 scale per 16 elements
@@ -49,7 +49,7 @@ def peak_tflops(gpu: dict[str, Any], dtype: str) -> float | None:
 
 @lru_cache(maxsize=2)
 def load_gemm(path: str | None = None) -> dict[str, Any]:
-    """facts/gemm.yaml as a dict (empty when it does not exist)."""
+    """tools/perf/gemm.yaml as a dict (empty when it does not exist)."""
     p = Path(path) if path else GEMM_FILE
     if not p.exists():
         return {}
