@@ -44,7 +44,7 @@ RHO_MAX = 0.995  # utilisation at which an open-loop queue is reported as satura
 def _base(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
     """Prefill, decode step and TPOT with ``c_rank`` requests in flight on one attention rank."""
     prof = sm.prof
-    pf = sm.prefill(isl)
+    pf = sm.prefill_once(isl)
     dec = sm.decode(max(c_rank, 1.0), isl + osl / 2.0)
     others = max(c_rank - 1.0, 0.0)
     interf = prof.interference * others * pf["total"] / osl
@@ -148,9 +148,19 @@ def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]
     if gap(hi) < 0:
         lam = hi
     else:
+        # 60 halvings, ``gap`` written out; a halving that leaves (lo, hi) as they were leaves
+        # every later one so too (same mid, same side), so the loop ends there: the same result
         for _ in range(60):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if gap(mid) < 0 else (lo, mid)
+            rho = min(mid * svc, RHO_MAX)
+            if mid * (fixed + rho * svc / (2 * (1 - rho)) + tail) - c_rank < 0:
+                if mid == lo:
+                    break
+                lo = mid
+            else:
+                if mid == hi:
+                    break
+                hi = mid
         lam = (lo + hi) / 2
     return _finish_open(sm, s, lam, c_rank, isl)
 

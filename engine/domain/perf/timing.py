@@ -185,6 +185,16 @@ class StepModel:
                 "moe_flops": moe, "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm,
                 "t_overhead": t_ovh, "total": t_mem + t_cmp + t_comm + t_ovh}
 
+    def prefill_once(self, tokens: float) -> dict[str, float]:
+        """:meth:`prefill` of ``tokens`` (no cached tokens), computed once per step model (a
+        serving solve asks for it at every concurrency tried); a copy each time."""
+        memo = self.__dict__.setdefault("_prefill_memo", {})  # not a field: eq and repr ignore it
+        key = (type(tokens), tokens)
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = self.prefill(tokens)
+        return dict(hit)
+
     def prefill(self, tokens: float, past: float = 0.0) -> dict[str, float]:
         """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
         tokens = max(tokens, 1.0)
