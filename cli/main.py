@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -260,4 +261,9 @@ def _internal(exc: BaseException, lang: str, debug: bool) -> int:
 
 
 def main() -> None:
-    sys.exit(run())
+    code = run()
+    # A plan leaves millions of objects behind; the interpreter's last garbage collection at exit
+    # would walk them all (~0.15 s of a 0.9 s `plan`). Frozen, they are skipped by it; exit
+    # itself is unchanged (atexit handlers, finalizers, flushing the streams).
+    gc.freeze()
+    sys.exit(code)

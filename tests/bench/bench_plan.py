@@ -37,6 +37,54 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 22 (main, base 4c7b4fc; profile first: cProfile and a timer per firing phase of `plan
+chat-70b-online` and `chat-8b-small` in-process, on a quiet machine). Every example's `plan
+--format json` is byte-identical to before (tests/plans/digests.json not re-recorded; the four
+largest examples also compared byte for byte after every step, and `servewise validate` and
+`estimate --arrival poisson` output compared for the performance-model steps). Warm in-process
+plan CPU of chat-70b-online 0.93 → ~0.47 s, chat-8b-small 1.05 → ~0.65 s; a cold run's phases
+(chat-70b-online): interpreter 0.03, imports 0.13, rules 0.05 (cached), plan 0.50, JSON 0.02.
+
+- **DirectMatcher** (engine/runtime/experta_compat.py): experta's `Matcher` interface answered
+  without a Rete network for the rule shape the compiler gives every rule (fact patterns of
+  constants and once-bound variables, and `TEST`s): one alpha memory per distinct pattern; a
+  changed fact walks only the rules with its pattern whose first pattern (their stage) holds a
+  fact; each `TEST` runs as soon as its patterns are bound; the prefix tokens of the last pattern
+  (stage and values, after the gate) are kept while the versions of their patterns are unchanged,
+  so an item revision runs only the rule's last test. Changes are applied in experta's order
+  (removals, then additions), so the agenda sees the same activations: a hypothesis test drives
+  experta's stock `ReteMatcher` and the direct matcher with the same random declarations,
+  retractions, batches and firings and compares agendas and firings; the stock and the tuned Rete
+  matchers still plan two examples byte-identically (tests/test_plan_work.py); another rule shape
+  falls back to `IndexedReteMatcher`. Matching for chat-70b-online ~0.35 → ~0.1 s; building the
+  matcher for 3,253 rules 0.62 → ~0.1 s.
+- **Steps written out when shown** (engine/runtime/justify.py): a rule that does not reject, warn
+  or ask renders its `because` only when its step is shown (`settle`), from the values its template
+  shows taken when it fired and the run's context (`DeferredText`); the details of a conclusion are
+  kept as noted and copied to JSON then (a catalog-reads record is replaced, never appended to, once
+  noted: engine/domain/provenance.py). ~1,000 of the 70B plan's 1,115 renders and detail copies
+  no longer run.
+- **Smaller things on the firing path**: the server SKUs that take a GPU found once per run
+  (fn_bom), `catalog()` not memoised (a lookup is cheaper than the memo key), one prefix test per
+  name in the live resolver, one-operator comparisons and calls of 1-3 arguments compiled to their
+  own closures, facts of plain values built and declared without experta's per-field freeze and
+  conditional-element checks (`plain_fact`, `PlainFactEngine`, in the compat module).
+- **Performance model** (same floats): the open-loop rate bisection stops where a halving no longer
+  moves its bounds (every later halving would not either), its gap written out in the loop; the
+  prefill of a step model computed once per prompt length. facts/calibration.yaml read through the
+  YAML cache (the pure-Python parse was ~25 ms of every plan).
+- **Output**: the plan JSON written by a canonical writer that gives the bytes of
+  `json.dumps(sort_keys=True, indent=2)` about twice as fast (the standard library indents in pure
+  Python), tested against `json.dumps` with hypothesis.
+- **Not done**: cold `plan` ≤ 0.5 s (chat-70b-online) and ≤ 1 s for every example. What is left
+  is interpretive work spread thin: per firing the performance model's domain functions (about a
+  fifth of a plan), the rules' expressions and reads, condition tests of for-each rules on every
+  item revision, and the step records; 1,115 firings for the 70B plan, 1,835 for the 8B one, and
+  20 rule runs for saas-five-tenants (5 pools + 15 re-plans of a pool on another host GPU), whose
+  plan stays at several seconds. Start-up is ~0.2 s before the first rule fires (imports 0.13 s,
+  of which jsonschema ~0.05 s, needed to validate the workload). `make test` 2 min 27 s on the
+  quiet machine (target 2 min): the fuzz tests (10,000 cases, issue #15) take ~45 s of one worker.
+
 Session 19 (branch s19-plan, the `plan` path; profile first: cProfile of `plan chat-70b-online`
 in-process, GC off so collections are not charged to whichever function allocates). Every
 example's `plan --format json` is byte-identical to before (all 30 compared against outputs saved
@@ -344,8 +392,8 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise); "
         f"`rules test`: {after.get('rules_test_runs', '?')} timed run(s). The rule-growth phases are wall "
         "seconds inside the child process. \"before\" is the branch's base commit "
-        f"({(before or {}).get('label', '?')}) measured in the same way with `--code` (a subset of the "
-        "examples, for time), \"after\" this branch.",
+        f"({(before or {}).get('label', '?')}) measured in the same way with `--code` "
+        f"({(before or {}).get('runs', '?')} timed runs, the examples it has), \"after\" this branch.",
         "",
         f"`python -c pass` in the same run: median {base:.3f} s.",
         "",
@@ -413,6 +461,7 @@ def main() -> None:
     ap.add_argument("--examples", nargs="*", help="only these example names")
     ap.add_argument("--growth", type=int, nargs="*", default=list(GROWTH), help="extra rule counts")
     ap.add_argument("--from-json", type=Path, help="do not measure: report the raw results saved by --json")
+    ap.add_argument("--label", help="what was measured (e.g. the commit of --code), shown as the before label")
     args = ap.parse_args()
     examples = [e for e in EXAMPLES if not args.examples or e.stem in args.examples]
     if args.from_json:
@@ -421,6 +470,8 @@ def main() -> None:
         result = bench(args.code, args.runs, args.rules_test_runs, examples, tuple(args.growth))
         result["machine"] = machine()
         result["date"] = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
+    if args.label:
+        result["label"] = args.label
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     if args.doc:
