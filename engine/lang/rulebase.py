@@ -59,6 +59,10 @@ class Template:
         return None
 
 
+# action kinds that carry the rule's rendered ``because`` (run after it is rendered)
+REPORTING_ACTIONS = ("reject", "warn", "ask")
+
+
 @dataclass
 class Action:
     kind: str                      # derive | choose | propose | reject | warn | ask | select
@@ -395,6 +399,11 @@ class RuleBase:
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "engines": {}}  # engines are this process's, never cached
+
+    @cached_property
+    def reporting(self) -> frozenset[str]:
+        """Ids of the rules whose actions carry their rendered ``because`` (reject, warn, ask)."""
+        return frozenset(r.id for r in self.rules if any(a.kind in REPORTING_ACTIONS for a in r.actions))
 
     def by_id(self, rule_id: str) -> RuleSpec:
         for r in self.rules:

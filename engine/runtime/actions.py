@@ -17,14 +17,14 @@ from typing import Any
 from servewise.engine.common.messages import both
 from servewise.engine.domain.functions import current
 from servewise.engine.lang.expr import EvalError, Expr
-from servewise.engine.lang.rulebase import Action, RuleSpec
+from servewise.engine.lang.rulebase import REPORTING_ACTIONS, Action, RuleSpec
 from servewise.engine.runtime.justify import conclusion, jsonable, render, score_text
 from servewise.engine.runtime.memory import Memory, Store, item_fact_name
 from servewise.engine.runtime.resolve import NotReady, Resolver, live_resolver, read_known
 
 MAX_PROPOSALS = 20_000
 COMPUTE = ("derive", "choose", "propose", "select")   # before `because` is rendered
-REPORT = ("reject", "warn", "ask")                    # after: they carry the rendered text
+REPORT = REPORTING_ACTIONS                            # after: they carry the rendered text
 
 
 @dataclass

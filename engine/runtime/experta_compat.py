@@ -722,7 +722,7 @@ class DirectMatcher(Matcher):
     a fact is removed, the activations holding it go. Changes are applied as experta's
     ``ReteMatcher.changes`` applies them (removals first, then additions, in order) and an
     activation added and removed between two calls is reported by neither, so the agenda sees the
-    same activations (tests/test_experta_compat.py). A rule base with another rule shape is
+    same activations (tests/test_direct_matcher.py). A rule base with another rule shape is
     matched by :class:`IndexedReteMatcher` (``DirectMatcher(engine)`` builds that instead).
     """
 
@@ -740,7 +740,6 @@ class DirectMatcher(Matcher):
 
     def __init__(self, engine):
         super().__init__(engine)
-        patterns = self._patterns
         by_type: dict[type, dict[tuple, list[_Pattern]]] = {}
         for pattern in self._patterns.values():
             fields = tuple(f for f, _ in pattern.literals)
@@ -752,7 +751,7 @@ class DirectMatcher(Matcher):
             for position, pattern in enumerate(plan.patterns):
                 first = plan.patterns[0]
                 groups.setdefault(id(pattern), {}).setdefault(id(first), (first, []))[1].append((plan, position))
-        for pattern in patterns.values():
+        for pattern in self._patterns.values():
             pattern.users = list(groups.get(id(pattern), {}).values())
         self._holding: dict[int, list[tuple[_RulePlan, tuple[int, ...]]]] = {}
         self._added: dict[tuple[int, tuple[int, ...]], Any] = {}
@@ -836,7 +835,7 @@ class DirectMatcher(Matcher):
         choices: list[Any] = []
         for position, pattern in enumerate(patterns):  # a pattern with no fact: no token
             if position == fixed:
-                choices.append(((fid, (fact, binds)),))
+                choices.append({fid: (fact, binds)})
             elif not pattern.memory:
                 return
             else:
@@ -885,15 +884,13 @@ class DirectMatcher(Matcher):
                     return
             options = choices[i]
             if len(options) == 1:  # the usual case (one stage, one revision of a value): no branch
-                other_id, (other, other_binds) = next(iter(options.items())) if type(options) is dict \
-                    else options[0]
+                ((other_id, (other, other_binds)),) = options.items()
                 facts[i], ids[i] = other, other_id
                 if other_binds:
                     context = {**context, **other_binds}
                 i += 1
                 continue
-            items = list(options.items())
-            for other_id, (other, other_binds) in items:
+            for other_id, (other, other_binds) in list(options.items()):
                 facts[i], ids[i] = other, other_id
                 self._step(plan, tests, choices, facts, ids, i + 1,
                            {**context, **other_binds} if other_binds else context)

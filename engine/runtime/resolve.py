@@ -81,24 +81,17 @@ def live_resolver(mem: Memory, spec: RuleSpec | None, iid: str | None, log: dict
     def resolve(name: str) -> Any:
         if local is not None and name in local:
             return local[name]
+        table, key = values, name  # a global value, or an attribute of the item
         if prefix is not None and name.startswith(prefix):
             attr = name[cut:]
             if pending and attr in pending:
                 return pending[attr]
             if iid is not None:
-                if attr == "id":
-                    value = iid
-                else:
-                    attrs = items.get((kind, iid), _NO_ATTRS)
-                    if attr not in attrs:
-                        raise NotReady(name)
-                    value = attrs[attr]
-                if log is not None and name not in log:
-                    log[name] = value
-                return value
-        if name not in values:
+                table = {"id": iid} if attr == "id" else items.get((kind, iid), _NO_ATTRS)
+                key = attr
+        if key not in table:
             raise NotReady(name)
-        value = values[name]
+        value = table[key]
         if log is not None and name not in log:
             log[name] = value
         return value

@@ -47,15 +47,6 @@ __all__ = [
 ]
 
 
-def rulebase_reporting(rulebase: RuleBase) -> frozenset[str]:
-    """Ids of the rules with an action that carries the rendered ``because`` (reject, warn, ask)."""
-    found = getattr(rulebase, "_reporting", None)
-    if found is None:
-        found = frozenset(s.id for s in rulebase.rules if any(a.kind in REPORT for a in s.actions))
-        rulebase._reporting = found
-    return found
-
-
 class Runner:
     """Compile a rule base to an experta engine and run it over input facts."""
 
@@ -68,7 +59,7 @@ class Runner:
         self._next_clock_read = 0.0
         self.mem = Memory()
         self._seen: set[tuple] = set()
-        self._reports = rulebase_reporting(rulebase)
+        self._reports = rulebase.reporting
         with fewer_collections():
             # the engine calls back through a weak reference, so a runner nobody holds any more is
             # collected at once and its engine goes back to the pool (_release)
