@@ -271,6 +271,7 @@ TAMPERED = {
     "premises-null": lambda p: p["trace"][1].update(premises=None),
     "step-string": lambda p: p["trace"][1].update(step="7"),
     "feasible-string": lambda p: p.update(feasible="yes"),
+    "key-with-a-newline": lambda p: p["trace"][0]["because_i18n"].update({"\n": None}),  # found by test_fuzz
 }
 
 
@@ -283,6 +284,14 @@ def test_tampered_plans_are_one_line_errors(saved, tmp_path, name):
         res = invoke(*args)
         assert res.exit_code == 2, (args, res.output)
         assert res.output.startswith(f"error: {f}") and res.output.count("\n") == 1, res.output
+
+
+def test_an_odd_key_is_quoted_in_the_error_path(saved, tmp_path):
+    _, plan = saved
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(_tamper(plan, TAMPERED["key-with-a-newline"])))
+    res = invoke("explain", str(f), "gpu")
+    assert res.exit_code == 2 and 'trace[0].because_i18n["\\n"]' in res.output, res.output
 
 
 def test_nan_in_a_plan_file_is_rejected(saved, tmp_path):

@@ -8,6 +8,7 @@ steps. Errors name the file and the JSON path, in one line.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -34,10 +35,21 @@ def plan_validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
 
 
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
 def _json_path(parts: Any) -> str:
+    """``trace[3].premises[0].step``; a key that is not a plain name is quoted as JSON
+    (``because_i18n["\\n"]``), so the path stays on one line and says which key it was."""
     out = ""
     for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+        if isinstance(p, int):
+            out += f"[{p}]"
+        elif isinstance(p, str) and _PLAIN_KEY.match(p):
+            out += f".{p}" if out else p
+        else:
+            quoted = json.dumps(p, ensure_ascii=False)
+            out += "[" + "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in quoted) + "]"
     return out
 
 
