@@ -135,6 +135,12 @@ def small_plan(rulebase) -> dict:
     return plan
 
 
+@pytest.fixture(scope="module")
+def small_plan_paths(small_plan):
+    """Every path into the small plan (the same for each case: listed once)."""
+    return list(_paths(small_plan))[1:]
+
+
 def _paths(node, prefix=()):
     yield prefix
     if isinstance(node, dict):
@@ -153,9 +159,9 @@ json_values = st.recursive(
 
 @fuzz(int(1800 * SCALE))
 @given(st.data())
-def test_fuzz_plan_files(small_plan, data):
+def test_fuzz_plan_files(small_plan, small_plan_paths, data):
     plan = json.loads(json.dumps(small_plan))
-    paths = list(_paths(plan))[1:]
+    paths = small_plan_paths
     for _ in range(data.draw(st.integers(1, 3))):
         path = data.draw(st.sampled_from(paths))
         parent = plan
