@@ -107,10 +107,12 @@ class Runner:
             ctx.because.update({lang: render(t, shown, lang) for lang, t in spec.because.items()})
             self._run_actions(ctx, REPORT)
             because: dict[str, str] | DeferredText = ctx.because
+            if not ctx.conclusions:
+                return True
+        elif not ctx.conclusions:
+            return True
         else:
             because = DeferredText(spec, shown_values(mem, spec, iid, pending), current())
-        if not ctx.conclusions:
-            return True
         mem.steps.append(make_step(mem, spec, iid, ctx.step_no, read, ctx.extra_premises,
                                    ctx.conclusions, because))
         if pending:
