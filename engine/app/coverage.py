@@ -18,8 +18,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from servewise.engine.common.schema_check import jsonschema_validator
 from servewise.engine.common.yamlio import YamlError, line_of, load_file
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.lang.rulebase import FACTS_DIR, RuleBase, guidelines
@@ -99,7 +98,7 @@ def load_verdicts(path: Path = VERDICT_FILE) -> tuple[Verdict, ...]:
     except YamlError as exc:
         raise CoverageError(f"{name}:{exc.line}: {exc.message}" if exc.line else f"{name}: {exc.message}") from None
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
-    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
+    errors = sorted(jsonschema_validator(schema).iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         err = errors[0]
         path = list(err.absolute_path)

@@ -11,9 +11,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from servewise.engine.common.paths import PACKAGE_ROOT
+from servewise.engine.common.schema_check import Check, compiled, jsonschema_validator, valid
 from servewise.engine.common.yamlio import Lines, YamlError, line_of, load_file, safe_load
 
 INPUTS_FILE = PACKAGE_ROOT / "facts" / "inputs.yaml"
@@ -167,8 +166,13 @@ def workload_schema() -> dict[str, Any]:
 
 
 @lru_cache(maxsize=1)
-def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(workload_schema())
+def _validator() -> Any:
+    return jsonschema_validator(workload_schema())  # describes an invalid workload
+
+
+@lru_cache(maxsize=1)
+def _fast_check() -> Check | None:
+    return compiled(workload_schema())
 
 
 def _known_keys(schema: dict[str, Any], path: list) -> list[str]:
@@ -180,7 +184,7 @@ def _known_keys(schema: dict[str, Any], path: list) -> list[str]:
     return sorted(node.get("properties", {}))
 
 
-def _describe(error: jsonschema.ValidationError, d: InputDef | None) -> tuple[str, dict[str, Any]] | None:
+def _describe(error: Any, d: InputDef | None) -> tuple[str, dict[str, Any]] | None:
     """The message code and arguments for a type or range error of a known field (None: generic)."""
     got = repr(error.instance)
     if d is None:
@@ -226,6 +230,8 @@ def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None =
     if not isinstance(data, dict):
         raise _error(file, 1, "", "input.not_mapping")
     _check_plain(data, (), file, lines)
+    if valid(_fast_check(), data):
+        return
     schema = workload_schema()
     validator = _validator()
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.absolute_path)), e.validator))

@@ -13,9 +13,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from servewise.engine.common.paths import PACKAGE_ROOT
+from servewise.engine.common.schema_check import Check, best_error, compiled, jsonschema_validator, valid
 from servewise.engine.common.yamlio import YamlError, read_text
 
 SCHEMA_FILE = PACKAGE_ROOT / "facts" / "schemas" / "plan.schema.json"
@@ -31,8 +30,19 @@ class PlanFileError(ValueError):
 
 
 @lru_cache(maxsize=1)
-def plan_validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text(encoding="utf-8")))
+def _plan_schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def _fast_check() -> Check | None:
+    return compiled(_plan_schema())
+
+
+@lru_cache(maxsize=1)
+def plan_validator() -> Any:
+    """jsonschema's validator of plan files: what describes an invalid one."""
+    return jsonschema_validator(_plan_schema())
 
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
@@ -76,7 +86,7 @@ def validate_plan(data: Any, file: str = "<plan>") -> None:
     if not isinstance(data, dict) or "trace" not in data or "knowledge_hash" not in data:
         raise PlanFileError(file, "", "not a servewise plan (make one with servewise plan W.yaml --format json)")
     try:
-        error = jsonschema.exceptions.best_match(plan_validator().iter_errors(data))
+        error = None if valid(_fast_check(), data) else best_error(plan_validator(), data)
     except RecursionError:
         raise PlanFileError(file, "", "nested too deeply") from None
     if error is not None:

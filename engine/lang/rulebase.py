@@ -12,9 +12,8 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from servewise.engine.common.paths import PACKAGE_ROOT
+from servewise.engine.common.schema_check import Check, compiled, jsonschema_validator, valid
 from servewise.engine.common.yamlio import Lines, YamlError, line_of, load_file, read_text
 from servewise.engine.domain.functions import FUNCTIONS
 from servewise.engine.lang.expr import Expr, ExprError, compile_expr
@@ -275,8 +274,15 @@ def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
     return Action(kind, spec, exprs, local)
 
 
+@lru_cache(maxsize=1)
+def _fast_check() -> Check | None:
+    return compiled(rule_schema())
+
+
 def _schema_problems(data: Any, lines: Lines, file: str) -> list[Problem]:
-    validator = jsonschema.Draft202012Validator(rule_schema())
+    if valid(_fast_check(), data):
+        return []
+    validator = jsonschema_validator(rule_schema())  # describes what is wrong
     problems = []
     for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
         path = tuple(err.absolute_path)

@@ -12,8 +12,7 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
+from servewise.engine.common.schema_check import best_error, compiled, jsonschema_validator, valid
 from servewise.engine.lang.expr import Expr
 from servewise.engine.lang.factdict import INPUT_STAGE, ORDER, FactDictionary
 from servewise.engine.lang.rulebase import FACTS_DIR, Problem, RuleBase, RuleSpec
@@ -173,7 +172,8 @@ class Linter:
                 sub = fields.get(key)
                 if sub is None:
                     continue
-                err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(sub).iter_errors(value))
+                check = compiled(sub)
+                err = None if valid(check, value) else best_error(jsonschema_validator(sub), value)
                 if err is not None:
                     where = "set" if key in (a.spec.get("set") or {}) else "compute"
                     self.add(spec, ("then", k, "choose", where, key),
