@@ -33,3 +33,15 @@ def test_cli_messages_have_both_languages_and_the_same_placeholders():
         fields = [{f for _, f, _, _ in string.Formatter().parse(texts[lang]) if f} for lang in ("en", "zh")]
         assert fields[0] == fields[1], code
     assert message("output.is_dir", "zh", path="x") == "x：是文件夹；请给出文件名"
+
+
+def test_the_version_plans_record_is_the_package_version():
+    import importlib.metadata
+
+    import tomllib
+
+    from servewise.engine import VERSION
+    from servewise.engine.app.plan import servewise_version
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
+    assert servewise_version() == VERSION == declared == importlib.metadata.version("servewise")

@@ -5,10 +5,10 @@ engine/app/pools.py; both share the plan's parts through engine/app/plan_contrac
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from servewise.engine import VERSION
 from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, load_workload
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
@@ -23,10 +23,7 @@ from servewise.engine.runtime.runner import Runner
 
 
 def servewise_version() -> str:
-    try:
-        return version("servewise")
-    except PackageNotFoundError:
-        return "0+unknown"
+    return VERSION
 
 
 def custom_model(spec: dict[str, Any]) -> dict[str, Any]:
