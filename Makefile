@@ -23,21 +23,24 @@ run: $(VENV)/.installed
 	@$(BIN)/servewise plan examples/chat-70b-online.yaml
 	@echo "next: $(BIN)/servewise --help   (or: source $(BIN)/activate, then servewise plan YOUR.yaml)"
 
-# `make test` (what CI runs first, about 2 minutes on 2 cores): ruff, the rule linter, every test
-# not marked slow on two xdist workers (loadgroup keeps the tests sharing a per-process cache on one
-# worker, see tests/conftest.py), and the wheel smoke test.
+# `make test` (what CI runs first, about 2 minutes on 2 cores): ruff, the rule linter, the whole
+# suite on two xdist workers (loadgroup keeps the tests sharing a per-process cache on one worker,
+# see tests/conftest.py; the slow ones included) except the pseudo-terminal interviews, which run
+# after it in one process of their own (forkpty is not run from a multi-threaded xdist worker),
+# and the wheel smoke test.
 PYTEST_XDIST := -n 2 --dist loadgroup
+PTY_TESTS    := tests/test_ask_pty.py
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/servewise rules lint
-	$(BIN)/python -m pytest $(PYTEST_XDIST) -m "not slow"
-	$(BIN)/python -m pytest -m slow   # the whole suite (CONTRACTS §1): the slow ones too, see test-slow
+	$(BIN)/python -m pytest $(PYTEST_XDIST) --ignore=$(PTY_TESTS)
+	$(BIN)/python -m pytest $(PTY_TESTS)   # the whole suite (CONTRACTS §1): the interview under a pty too
 	@$(MAKE) --no-print-directory smoke
 
-# the tests marked slow (`make test` runs them after the others): plans byte-identical in
-# fresh processes with different hash seeds, and the interview under a pseudo-terminal (forkpty
-# outside xdist's threads, so without -n)
+# the tests marked slow (`make test` runs them too): plans byte-identical in fresh processes with
+# different hash seeds, interviews scripted with a plan per answer, and the interview under a
+# pseudo-terminal
 test-slow: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -m slow
 

@@ -25,6 +25,10 @@ from servewise.engine.lang.rulebase import RuleLoadError, load_rules
 
 SMALL = str(EXAMPLES / "chat-8b-small.yaml")
 SMALL_TEXT = (EXAMPLES / "chat-8b-small.yaml").read_text(encoding="utf-8")
+# for the tests of the CLI's plumbing (output files, stdin, exit codes, text layout), whose plan's
+# content does not matter: the example that plans fastest (one GPU model, one precision)
+QUICK = str(EXAMPLES / "deepseek-r1-h20.yaml")
+QUICK_TEXT = (EXAMPLES / "deepseek-r1-h20.yaml").read_text(encoding="utf-8")
 
 
 def invoke(*args: str, **kw):
@@ -43,7 +47,7 @@ def saved(tmp_path_factory, example_plans):
 
 def test_output_refuses_a_device_and_leaves_it_alone():
     before = os.stat("/dev/null")
-    res = invoke("plan", SMALL, "-o", "/dev/null")
+    res = invoke("plan", QUICK, "-o", "/dev/null")
     assert res.exit_code == 2 and "not a regular file" in res.output and "Traceback" not in res.output
     after = os.stat("/dev/null")
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev
@@ -52,7 +56,7 @@ def test_output_refuses_a_device_and_leaves_it_alone():
 def test_output_refuses_fifo_folder_and_missing_folder(tmp_path):
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
-    res = invoke("plan", SMALL, "-o", str(fifo))
+    res = invoke("plan", QUICK, "-o", str(fifo))
     assert res.exit_code == 2 and "not a regular file" in res.output
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
     from servewise.cli.errors import InputError
@@ -88,7 +92,7 @@ def test_output_respects_umask_and_keeps_a_replaced_files_mode(tmp_path):
 
 
 def test_dash_reads_the_workload_from_stdin():
-    res = invoke("plan", "-", "--format", "json", input=SMALL_TEXT)
+    res = invoke("plan", "-", "--format", "json", input=QUICK_TEXT)
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["workload"]["model"]
     bad = invoke("plan", "-", input="model: [\n")
@@ -246,7 +250,7 @@ def test_time_budget_per_plan(monkeypatch):
     from servewise.engine.runtime import runner
 
     monkeypatch.setattr(runner, "TIME_BUDGET_S", 0.0)
-    res = invoke("plan", SMALL)
+    res = invoke("plan", QUICK)
     assert res.exit_code == 2 and "time budget" in res.output and "Traceback" not in res.output
 
 
@@ -332,7 +336,7 @@ def test_plan_records_rules_dir_and_audit_reuses_it(tmp_path):
     rules.mkdir()
     (rules / "note.yaml").write_text(EXTRA)
     out = tmp_path / "p.json"
-    assert invoke("--rules-dir", str(rules), "plan", SMALL, "--format", "json", "-o", str(out)).exit_code == 0
+    assert invoke("--rules-dir", str(rules), "plan", QUICK, "--format", "json", "-o", str(out)).exit_code == 0
     plan = json.loads(out.read_text())
     assert plan["rules_dirs"][0]["path"] == str(rules) and plan["rules_dirs"][0]["hash"].startswith("sha256:")
     res = invoke("audit", str(out))
@@ -405,7 +409,7 @@ def test_text_output_wraps_to_80_columns_and_never_truncates(tmp_path):
     from servewise.cli.i18n import display_width
 
     for lang in ("en", "zh"):
-        res = invoke("--lang", lang, "plan", SMALL)
+        res = invoke("--lang", lang, "plan", QUICK)
         assert res.exit_code == 0
         lines = res.output.splitlines()
         assert max(display_width(line) for line in lines) <= 84, lang  # up to two closing CJK punctuation marks may hang over
@@ -429,7 +433,7 @@ def test_labels_aligned_by_display_width():
     from servewise.cli.i18n import display_width, pad
 
     assert display_width("卡间互联") == 8 and pad("卡间互联", 13) == "卡间互联     "
-    lines = invoke("--lang", "zh", "plan", SMALL).output.splitlines()
+    lines = invoke("--lang", "zh", "plan", QUICK).output.splitlines()
     config = lines[lines.index("配置") + 1:]
     config = config[: config.index("")]
     for line in config:

@@ -22,7 +22,9 @@ class RunContext:
     catalog: Catalog
     custom_models: dict[str, dict[str, Any]] = field(default_factory=dict)
     provided: frozenset[str] = frozenset()
-    details: list[dict[str, Any]] = field(default_factory=list)
+    # the explanation details of the conclusion being computed; None while nobody collects them
+    # (a proposal's expressions): domain functions then skip recording
+    details: list[dict[str, Any]] | None = field(default_factory=list)
     cache: dict[tuple, Any] = field(default_factory=dict)
 
     def model(self, name: str) -> dict[str, Any]:
@@ -52,7 +54,9 @@ def reset_context(token: contextvars.Token) -> None:
 
 def note_detail(detail: dict[str, Any]) -> None:
     """Attach an explanation detail (formula, values, result) to the conclusion in progress."""
-    current().details.append(detail)
+    details = current().details
+    if details is not None:  # None: nobody is collecting (see RunContext.details)
+        details.append(detail)
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
@@ -347,10 +351,19 @@ def memoised(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             return fn(*args)
         if hit is not None:
             value, details = hit
-            if details:
+            if details and ctx.details is not None:
                 ctx.details.extend(details)  # details are read-only records (copied when kept)
             return value
         details_now = ctx.details
+        if details_now is None:  # nobody collects now, but a later call may replay them
+            ctx.details = details_now = []
+            try:
+                value = fn(*args)
+            finally:
+                ctx.details = None
+            if type(value) in _SCALARS:
+                ctx.cache[key] = (value, details_now)
+            return value
         mark = len(details_now)
         value = fn(*args)
         if type(value) in _SCALARS:

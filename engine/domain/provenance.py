@@ -97,6 +97,8 @@ def note_reads(refs: list[str] | tuple[str, ...]) -> None:
     if not refs:
         return
     details = _context().details
+    if details is None:  # nobody is collecting (see RunContext.details)
+        return
     for i, d in enumerate(details):
         if "catalog" in d and len(d) == 1:
             new = [ref for ref in dict.fromkeys(refs) if ref not in d["catalog"]]

@@ -101,8 +101,7 @@ def choose(ctx: ActionContext, act: Action) -> None:
 
 @action("propose")
 def propose(ctx: ActionContext, act: Action) -> None:
-    spec, mem, a = ctx.spec, ctx.mem, act.spec
-    kind = a["kind"]
+    a = act.spec
     over = {k.split(".", 1)[1]: e for k, e in act.exprs.items() if k.startswith("over.")}
     lists = {}
     for name, expr in over.items():
@@ -114,6 +113,51 @@ def propose(ctx: ActionContext, act: Action) -> None:
         raise EvalError(f"propose would create {len(combos)} items (limit {MAX_PROPOSALS})")
     unless = [(act.exprs[f"unless.{i}"], u["because"]) for i, u in enumerate(a.get("unless") or [])]
     attr_exprs = [(key.split(".", 1)[1], expr) for key, expr in act.exprs.items() if key.startswith("attrs.")]
+    run = current()
+    collecting, run.details = run.details, None  # a proposal keeps no details
+    try:
+        _propose_each(ctx, act, combos, names, unless, attr_exprs)
+    finally:
+        run.details = collecting
+
+
+_SCALARS = (type(None), bool, int, float, str)
+
+
+class _ByCombination:
+    """The ``unless`` and ``attrs`` expressions of one proposal, each evaluated once per values of
+    the combination's names it reads (``gpu``, not ``precision``: a GPU's vendor is looked up once,
+    not once per precision and size). Sound because nothing else an expression reads changes while
+    the proposal runs (it only creates items; no fact is set) and domain functions are pure; only
+    scalar results are kept, so no item shares a mutable value with another."""
+
+    def __init__(self, spec: RuleSpec, names: list[str]):
+        self.spec, self.local = spec, frozenset(names)
+        self.reads: dict[int, tuple[str, ...]] = {}
+        self.memo: dict[tuple, Any] = {}
+
+    def evaluate(self, expr: Expr, res: Resolver, combo: dict[str, Any]) -> Any:
+        reads = self.reads.get(id(expr))
+        if reads is None:
+            reads = self.reads[id(expr)] = tuple(n for n in self.spec.expand(expr.names) if n in self.local)
+        key = (id(expr), *[(type(combo[n]), combo[n]) for n in reads])
+        try:
+            return self.memo[key]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value in the combination
+            return expr.evaluate(res)
+        value = expr.evaluate(res)
+        if type(value) in _SCALARS:
+            self.memo[key] = value
+        return value
+
+
+def _propose_each(ctx: ActionContext, act: Action, combos: list[tuple], names: list[str],
+                  unless: list[tuple[Expr, dict[str, str]]], attr_exprs: list[tuple[str, Expr]]) -> None:
+    spec, mem, a = ctx.spec, ctx.mem, act.spec
+    kind = a["kind"]
+    once = _ByCombination(spec, names)
     for combo in combos:
         local = dict(zip(names, combo, strict=False))
         res = live_resolver(mem, spec, ctx.iid, {}, local)
@@ -122,7 +166,7 @@ def propose(ctx: ActionContext, act: Action) -> None:
             continue
         blocked = False
         for i, (expr, text) in enumerate(unless):
-            if expr.evaluate(res):
+            if once.evaluate(expr, res, local):
                 rres = live_resolver(mem, spec, ctx.iid, {}, local)
                 msg = {lang: render(a["_templates"][(i, lang)], rres, lang) for lang in text}
                 mem.rejections.append({
@@ -133,7 +177,7 @@ def propose(ctx: ActionContext, act: Action) -> None:
                 break
         if blocked:
             continue
-        attrs = {name: expr.evaluate(res) for name, expr in attr_exprs}
+        attrs = {name: once.evaluate(expr, res, local) for name, expr in attr_exprs}
         ctx.store.create_item(kind, item_id, attrs, ctx.step_no)
         ctx.conclusions.append({"fact": f"{kind}[{item_id}]", "value": jsonable(attrs)})
 
