@@ -40,8 +40,8 @@ def test_the_version_plans_record_is_the_package_version():
 
     import tomllib
 
-    from servewise.engine import VERSION
     from servewise.engine.app.plan import servewise_version
+    from servewise.engine.common.version import VERSION
 
     declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     assert servewise_version() == VERSION == declared == importlib.metadata.version("servewise")

@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servewise.engine import VERSION
 from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, load_workload
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
 from servewise.engine.app.pools import combine, sub_workload
 from servewise.engine.common.messages import both, message
+from servewise.engine.common.version import VERSION
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.functions import RunContext
 from servewise.engine.lang.factdict import MODEL_FACT_FIELDS
