@@ -80,3 +80,22 @@ def test_condition_false_means_no_firing(tmp_path):
     rb = rules(tmp_path, CHAIN)
     mem = run(rb, {"y.input": 1})
     assert "y.early" not in mem.values and mem.steps == []
+
+
+def test_an_estimates_steps_are_written_out_only_when_shown():
+    """The performance model's formula steps are a Deferred in the estimate's record (most are never
+    shown) and come out as the same plain list when a step holding them is written out."""
+    from servewise.engine.common.deferred import Deferred
+    from servewise.engine.domain import perf
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.runtime.justify import jsonable
+
+    cat = load_catalog()
+    est = perf.estimate(cat.model("Llama-3.1-8B"), cat.gpu("H100 SXM"), tp=1, precision="bf16", isl=1024,
+                        osl=256, concurrency=8)
+    lazy, eager = est.to_dict(deferred_steps=True), est.to_dict()
+    assert type(lazy["steps"]) is Deferred and eager["steps"]
+    assert jsonable(lazy) == jsonable(eager)
+    made = []
+    once = Deferred(lambda: made.append(1) or [1])
+    assert once.get() == once.get() == [1] and made == [1]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from servewise.engine.common.deferred import Deferred
 from servewise.engine.domain.functions import current, domain_function, note_detail
 
 PRECISION_ORDER = ("bf16", "fp16", "fp8", "int8", "fp4", "int4")  # widest first
@@ -36,7 +37,7 @@ def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: in
         ctx.cache[key] = _perf().estimate(
             ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp), precision=str(precision),
             isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival),
-        ).to_dict()
+        ).to_dict(deferred_steps=True)  # the steps are written out only where a plan shows them
     return ctx.cache[key]
 
 
@@ -75,7 +76,7 @@ def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: 
     ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``)."""
     data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency)
     note_detail({"function": "perf", "steps": data.get("steps", []), "calibration": data.get("calibration")})
-    out = {k: v for k, v in data.items() if not isinstance(v, (dict, list))}
+    out = {k: v for k, v in data.items() if not isinstance(v, (dict, list, Deferred))}
     out.update(data.get("memory", {}))
     for name, band in (data.get("band") or {}).items():
         if band:

@@ -141,7 +141,7 @@ def _estimate(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
         ctx.cache[key] = _perf().estimate(
             ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), precision=str(precision),
             isl=int(isl), osl=int(osl), concurrency=max(1, int(concurrency)),
-        ).to_dict()
+        ).to_dict(deferred_steps=True)  # the steps are written out only where a plan shows them
     return ctx.cache[key]
 
 

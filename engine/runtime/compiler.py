@@ -19,7 +19,15 @@ from typing import Any
 
 from servewise.engine.lang.expr import EvalError
 from servewise.engine.lang.rulebase import RuleSpec
-from servewise.engine.runtime.experta_compat import MATCH, TEST, KnowledgeEngine, PlainFactEngine, Rule, StableStrategy
+from servewise.engine.runtime.experta_compat import (
+    MATCH,
+    TEST,
+    KnowledgeEngine,
+    PlainFactEngine,
+    Rule,
+    StableStrategy,
+    plain_fact,
+)
 from servewise.engine.runtime.memory import Item, Memory, Stage, Value
 from servewise.engine.runtime.resolve import NotReady, snapshot_resolver
 from servewise.engine.runtime.runtime_errors import RuleRuntimeError
@@ -119,13 +127,15 @@ def condition_attrs(spec: RuleSpec) -> tuple[str, ...]:
 
 
 def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
-    patterns: list[Any] = [Stage(name=spec.stage)]
+    # patterns built as plain facts: their values are text or experta's (hashable) variables, which
+    # experta's per-field freeze would return unchanged
+    patterns: list[Any] = [plain_fact(Stage, name=spec.stage)]
     params: list[str] = []
     revs: dict[str, str] = {}
     for i, name in enumerate(spec.global_names):
         var = f"v{i}"
         revs[name] = var
-        patterns.append(Value(key=name, rev=getattr(MATCH, var)))
+        patterns.append(plain_fact(Value, key=name, rev=getattr(MATCH, var)))
         params.append(var)
     kind = spec.for_each
     if kind:
@@ -134,7 +144,7 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
             patterns.append(TEST(gate))
         # last, so an item change passes one join; a rejected item's fact is retracted,
         # so for-each rules simply stop seeing it
-        patterns.append(Item(kind=kind, id=MATCH.iid, rev=MATCH.irev))
+        patterns.append(plain_fact(Item, kind=kind, id=MATCH.iid, rev=MATCH.irev))
         params += ["iid", "irev"]
     rev_vars = tuple(revs.values())
     item_attrs = condition_attrs(spec) if kind else ()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from servewise.engine.common.deferred import Deferred
 from servewise.engine.common.text import format_value
 from servewise.engine.domain.functions import reset_context, use_context
 from servewise.engine.lang.expr import EvalError, Expr
@@ -28,6 +29,8 @@ def jsonable(value: Any) -> Any:
         return value
     if kind is list or kind is tuple:
         return [jsonable(v) for v in value]
+    if kind is Deferred:  # computed now that it is shown
+        return jsonable(value.get())
     if kind is dict and all(type(k) is str for k in value):
         return {k: jsonable(v) for k, v in value.items()}
     return json.loads(json.dumps(value, default=str))  # other keys and objects: as JSON writes them

@@ -8,6 +8,8 @@ import operator
 from dataclasses import dataclass, field
 from typing import Any
 
+from servewise.engine.common.deferred import Deferred
+
 
 def _r(x: float | None, nd: int = 4) -> float | None:
     """Round for output (keeps JSON short and deterministic)."""
@@ -121,7 +123,10 @@ class Estimate:
         b = self.band.get(metric)
         return b[1] if b else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, deferred_steps: bool = False) -> dict[str, Any]:
+        """The estimate as plain values; ``deferred_steps``: its steps as a
+        :class:`~servewise.engine.common.deferred.Deferred`, written out only if shown."""
+        steps = self.steps
         return {
             "ttft_ms": _r(self.ttft_ms), "ttft_p99_ms": _r(self.ttft_p99_ms),
             "tpot_ms": _r(self.tpot_ms),
@@ -131,5 +136,6 @@ class Estimate:
             "band": {k: ([_r(v[0]), _r(v[1])] if v else None) for k, v in self.band.items()},
             "calibration": self.calibration,
             "inputs": self.inputs,
-            "steps": [s.to_dict() for s in self.steps],
+            "steps": Deferred(lambda: [s.to_dict() for s in steps]) if deferred_steps
+            else [s.to_dict() for s in steps],
         }
