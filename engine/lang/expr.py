@@ -154,7 +154,7 @@ class Expr:
     """A checked, compiled expression."""
 
     source: str
-    tree: ast.Expression
+    _tree: ast.Expression | None  # None when loaded from the rule cache: parsed again when needed
     names: tuple[str, ...]
     functions: tuple[str, ...]
     _fn: Callable[[Resolver], Any] = field(repr=False, default=None)  # type: ignore[assignment]
@@ -173,9 +173,19 @@ class Expr:
         except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError) as exc:
             raise EvalError(f"{self.source}: {exc}") from None
 
+    @property
+    def tree(self) -> ast.Expression:
+        """The parsed source (the same tree it was checked and compiled from)."""
+        tree = self._tree
+        if tree is None:
+            tree = self._tree = ast.parse(self.source, mode="eval")
+        return tree
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state["_fn"] = state["_registry"] = None  # closures and the registry are not pickled
+        # closures and the registry are not pickled, nor the tree: parsing the source again when
+        # it is first evaluated is cheaper than unpickling thousands of AST nodes on every start
+        state["_fn"] = state["_registry"] = state["_tree"] = None
         return state
 
     def _compile_again(self) -> Callable[[Resolver], Any]:

@@ -829,8 +829,14 @@ class DirectMatcher(Matcher):
             seen = tuple([p.version for p in patterns[:-1]])
             if plan.prefix_seen != seen:
                 plan.prefix, plan.prefix_seen = self._prefix(plan), seen
+            final = tests[-1]
             for facts, ids, context in plan.prefix:
-                self._complete(plan, facts + [fact], ids + [fid], {**context, **binds} if binds else context)
+                ctx = {**context, **binds} if binds else context
+                for test in final:  # most fail (values seen before): no token is built for them
+                    if not test(ctx):
+                        break
+                else:
+                    self._activate(plan, facts + [fact], ids + [fid], ctx)
             return
         choices: list[Any] = []
         for position, pattern in enumerate(patterns):  # a pattern with no fact: no token
@@ -849,6 +855,10 @@ class DirectMatcher(Matcher):
         for test in plan.tests[-1]:
             if not test(context):
                 return
+        self._activate(plan, facts, ids, context)
+
+    def _activate(self, plan: _RulePlan, facts: list[Any], ids: list[int], context: dict[str, Any]) -> None:
+        """A token whose every test holds: an activation, unless it already is one."""
         token = tuple(ids)
         if token in plan.passing:
             return
