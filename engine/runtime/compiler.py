@@ -153,6 +153,11 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
 
     revs_of = operator.itemgetter(*rev_vars) if rev_vars else None
     one_rev = len(rev_vars) == 1
+    # where in a key the identities of the item attributes the rule reads sit: one missing and
+    # the test is False (conditions_hold checks them first), without evaluating anything
+    needed = set(spec.item_names) - {"id"}
+    required = tuple(len(rev_vars) + 1 + i for i, a in enumerate(item_attrs) if a in needed)
+    missing = id(_MISSING)
 
     def key_of(bound: dict[str, Any]) -> tuple:
         # the values the rule reads, identified: global values by revision, item attributes by
@@ -176,7 +181,10 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
         hit = memo.get(key)
         if hit is None:
             WORK["condition_tests"] += 1
-            hit = memo[key] = conditions_hold(binding.mem, spec, bound, revs)
+            if required and any(key[i] == missing for i in required):
+                hit = memo[key] = False
+            else:
+                hit = memo[key] = conditions_hold(binding.mem, spec, bound, revs)
         return hit
 
     def test(**bound):
