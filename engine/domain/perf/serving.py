@@ -82,10 +82,11 @@ def md1_tail(rho: float) -> tuple[float, float]:
     """
     rho = max(rho, 1e-9)
     x = 2.0 * math.log(1.0 / rho) + 2.0
+    expm1, exp = math.expm1, math.exp
     for _ in range(100):
-        step = (rho * math.expm1(x) - x) / (rho * math.exp(x) - 1.0)
+        step = (rho * expm1(x) - x) / (rho * exp(x) - 1.0)
         x -= step
-        if abs(step) < 1e-12 * max(x, 1.0):
+        if abs(step) < 1e-12 * (1.0 if 1.0 > x else x):  # max(x, 1.0), written out
             break
     return x, (1.0 - rho) / (rho * math.exp(x) - 1.0)
 
@@ -152,7 +153,9 @@ def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]
         # every later one so too (same mid, same side), so the loop ends there: the same result
         for _ in range(60):
             mid = (lo + hi) / 2
-            rho = min(mid * svc, RHO_MAX)
+            rho = mid * svc
+            if RHO_MAX < rho:  # min(mid * svc, RHO_MAX), written out
+                rho = RHO_MAX
             if mid * (fixed + rho * svc / (2 * (1 - rho)) + tail) - c_rank < 0:
                 if mid == lo:
                     break
