@@ -641,7 +641,7 @@ class _Pattern:
     with a constant and the fields bound to a variable; its alpha memory holds the matching facts
     (fact id → (fact, bound variables)) in the order they were added."""
 
-    __slots__ = ("cls", "literals", "binds", "memory", "users", "version")
+    __slots__ = ("cls", "literals", "binds", "memory", "users", "version", "prefix_of")
 
     def __init__(self, cls: type, literals: tuple, binds: tuple):
         self.cls, self.literals, self.binds = cls, literals, binds
@@ -649,7 +649,15 @@ class _Pattern:
         # (first pattern of a rule, [(rule plan, position of this pattern in it)]): a rule whose
         # first pattern holds no fact has no token, so its group is skipped at once
         self.users: list[tuple[Any, list[tuple[Any, int]]]] = []
-        self.version = 0  # counts the changes of ``memory`` (prefix tokens record what they saw)
+        self.version = 0  # counts the changes of ``memory``
+        # the rules with this pattern before their last: their prefix tokens are stale once
+        # ``memory`` changes
+        self.prefix_of: list[Any] = []
+
+    def changed(self) -> None:
+        self.version += 1
+        for plan in self.prefix_of:
+            plan.prefix_seen = None
 
 
 class _RulePlan:
@@ -657,16 +665,17 @@ class _RulePlan:
     the first ``i`` patterns are bound (``tests[i]``), and its activations by token (fact ids in
     pattern order)."""
 
-    __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen")
+    __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen", "last")
 
     def __init__(self, rule: Any, patterns: list[_Pattern], tests: list[list[Any]]):
         self.rule, self.patterns, self.tests = rule, patterns, tests
         self.passing: dict[tuple[int, ...], Any] = {}
         # the tokens of every pattern but the last that pass the tests run on them (Rete's left
-        # memory of the last join): facts, fact ids, context; valid while the versions of those
-        # patterns are ``prefix_seen``
+        # memory of the last join): facts, fact ids, context; ``prefix_seen`` is None once the
+        # memory of one of those patterns changed (_Pattern.changed), else True
         self.prefix: list[tuple[list[Any], list[int], dict[str, Any]]] = []
-        self.prefix_seen: tuple[int, ...] | None = None
+        self.prefix_seen: bool | None = None
+        self.last = len(patterns) - 1
 
 
 def _plan_of(rule: Any, patterns: dict[tuple, _Pattern]) -> _RulePlan | None:
@@ -753,6 +762,9 @@ class DirectMatcher(Matcher):
                 groups.setdefault(id(pattern), {}).setdefault(id(first), (first, []))[1].append((plan, position))
         for pattern in self._patterns.values():
             pattern.users = list(groups.get(id(pattern), {}).values())
+        for plan in self._plans:
+            for pattern in plan.patterns[:-1]:
+                pattern.prefix_of.append(plan)
         self._holding: dict[int, list[tuple[_RulePlan, tuple[int, ...]]]] = {}
         self._added: dict[tuple[int, tuple[int, ...]], Any] = {}
         self._removed: list[Any] = []
@@ -795,7 +807,7 @@ class DirectMatcher(Matcher):
         fid = fact.__factid__
         for pattern in self._matching(fact):
             if pattern.memory.pop(fid, None) is not None:
-                pattern.version += 1
+                pattern.changed()
         for plan, token in self._holding.pop(fid, ()):
             activation = plan.passing.pop(token, None)
             if activation is None:
@@ -815,10 +827,12 @@ class DirectMatcher(Matcher):
                 if fid in pattern.memory:
                     continue
                 pattern.memory[fid] = (fact, binds)
-                pattern.version += 1
+                pattern.changed()
                 for first, users in pattern.users:
                     if first.memory:  # else no rule of this group has a token (e.g. another stage's)
                         for plan, position in users:
+                            if position == plan.last and plan.prefix_seen and not plan.prefix:
+                                continue  # known: no token before this fact (e.g. a gate is off)
                             self._walk(plan, position, fid, fact, binds)
 
     def _walk(self, plan: _RulePlan, fixed: int, fid: int, fact: Any, binds: dict[str, Any]) -> None:
@@ -826,9 +840,8 @@ class DirectMatcher(Matcher):
         patterns, tests = plan.patterns, plan.tests
         last = len(patterns)
         if fixed == last - 1:  # the usual change (an item revision): the prefix tokens are known
-            seen = tuple([p.version for p in patterns[:-1]])
-            if plan.prefix_seen != seen:
-                plan.prefix, plan.prefix_seen = self._prefix(plan), seen
+            if plan.prefix_seen is None:
+                plan.prefix, plan.prefix_seen = self._prefix(plan), True
             final = tests[-1]
             for facts, ids, context in plan.prefix:
                 ctx = {**context, **binds} if binds else context
