@@ -16,6 +16,7 @@ table, a PNG plot and the profile of the slowest example (docs/profile-<example>
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime
 import json
 import os
@@ -286,11 +287,22 @@ def growth(env: dict[str, str], runs: int, sizes: tuple[int, ...] = GROWTH) -> l
     return rows
 
 
+def compile_bytecode(code: str | None) -> None:
+    """Write the bytecode of the measured code, as any installed copy has it after its first run
+    (pip compiles a wheel on install; an editable install writes it at first import). Without
+    this, on a machine that sets PYTHONDONTWRITEBYTECODE (this one does) every module changed
+    since its .pyc was written would be compiled again in every measured run."""
+    root = Path(code) / "servewise" if code else ROOT
+    for folder in ("engine", "cli"):
+        compileall.compile_dir(str(root / folder), quiet=1)
+
+
 def bench(code: str | None, runs: int, rules_test_runs: int, examples: list[Path],
           sizes: tuple[int, ...] = GROWTH) -> dict[str, object]:
     env = dict(os.environ)
     if code:
         env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
+    compile_bytecode(code)
     servewise = [sys.executable, "-c", MAIN]
     out: dict[str, object] = {"runs": runs, "rules_test_runs": rules_test_runs, "code": code or str(ROOT),
                               "load_start": os.getloadavg()[0]}
@@ -398,7 +410,10 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         "on 2 cores, other work shared the machine and wall times are inflated: read the medians, and the CPU "
         "seconds of the planning process, which contention inflates much less. Every number is a fresh process "
         f"(cold start: interpreter, imports, rules, plan); {after['runs']} timed runs after one untimed "
-        "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise); "
+        "warm-up run (which fills the OS file cache and the rule cache, ~/.cache/servewise), with the "
+        "measured code's bytecode compiled first (as an installed copy has it after its first run; this "
+        "machine sets PYTHONDONTWRITEBYTECODE, under which a module changed since its .pyc would be "
+        "compiled again in every run: the session-22 figures included that for the changed modules); "
         f"`rules test`: {after.get('rules_test_runs', '?')} timed run(s). The rule-growth phases are wall "
         "seconds inside the child process. \"before\" is the branch's base commit "
         f"({(before or {}).get('label', '?')}) measured in the same way with `--code` "
