@@ -26,6 +26,7 @@ Location: ``$SERVEWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/servewise``, else ``~
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import pickle
@@ -74,10 +75,16 @@ def content_key(kind: str, parts: list[bytes]) -> str:
 
 
 def engine_sources() -> list[bytes]:
-    """The source of every engine module (engine/**/*.py): what a cached result was produced by."""
+    """The source of every engine module (engine/**/*.py): what a cached result was produced by
+    (read once per process: the code running does not change while it runs)."""
+    return list(_engine_sources())
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_sources() -> tuple[bytes, ...]:
     here = PACKAGE_ROOT / "engine"
-    return [p.relative_to(here).as_posix().encode() + b"\0" + p.read_bytes()
-            for p in sorted(here.rglob("*.py")) if "__pycache__" not in p.parts]
+    return tuple(p.relative_to(here).as_posix().encode() + b"\0" + p.read_bytes()
+                 for p in sorted(here.rglob("*.py")) if "__pycache__" not in p.parts)
 
 
 def cached_yaml(path: Path) -> Any:
