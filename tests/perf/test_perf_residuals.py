@@ -1,0 +1,26 @@
+"""The residual-analysis tools (tools/perf/residuals.py, tools/perf/moe_kernels.py)."""
+
+import math
+
+from tools.perf.moe_kernels import interp
+from tools.perf.residuals import TERMS, records, table
+
+
+def test_ttft_terms_add_up_to_the_prediction():
+    recs = records()
+    assert len(recs) > 2000
+    for r in recs:
+        assert math.isclose(sum(r[t] for t in TERMS), r["ttft_pred"], rel_tol=1e-9), r
+        assert 0.0 <= r["rho"]
+
+
+def test_grouped_table_has_one_line_per_group():
+    recs = records()
+    lines = table(recs, "backend")
+    assert len(lines) == 1 + len({r["backend"] for r in recs})
+
+
+def test_kernel_latency_interpolates_in_log_log():
+    d = {1024: 1.0, 4096: 4.0}
+    assert math.isclose(interp(d, 2048), 2.0)
+    assert interp(d, 512) == 1.0 and math.isclose(interp(d, 8192), 8.0)

@@ -1,0 +1,128 @@
+"""Signed TTFT/TPOT residuals of the serving model, grouped, with the TTFT terms' shares.
+
+    python -m tools.perf.residuals [--metric ttft_ms] [--by gpu backend ...] [--calibration F]
+
+For every closed-loop latency row of the shipped data: the signed log error
+``log(predicted / measured)`` (reported as the median ratio − 1) and, for TTFT, the share of
+each term of the closed-loop form (front = t_request + isl × t_in_token, prefill compute,
+prefill communication, chunk overhead, step wait, burst, admission, dp wait) in the
+prediction. Groups: GPU, backend, GPU class × backend, precision, model, concurrency and ISL
+bins, the prefill share of the predicted TTFT and the prefill server's predicted utilisation
+``rho = C / dp x t_prefill / lifetime`` (how busy the engine is with prefills in the closed
+loop). Analysis only: it changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from servewise.engine.domain.perf.calibration import gpu_class
+from servewise.engine.domain.perf.data import DEFAULT_FILES, Row, read_rows
+from servewise.engine.domain.perf.serving import MAX_BATCH, _step_model, solve
+from servewise.engine.domain.perf.validate import quantile
+
+TERMS = ("front", "pf_compute", "pf_comm", "pf_chunks", "step_wait", "burst", "admission",
+         "dp_wait")
+
+
+def _bin(x: float, edges: tuple[float, ...]) -> str:
+    prev = 0.0
+    for e in edges:
+        if x <= e:
+            return f"{prev:g}-{e:g}"
+        prev = e
+    return f">{prev:g}"
+
+
+def records(cal: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One record per closed-loop latency row: errors and the TTFT terms (ms)."""
+    out = []
+    for f in DEFAULT_FILES:
+        _, rows = read_rows(f)
+        for r in rows:
+            if r.skipped or r.offline or r.prefill_only or r.request_rate or not r.ttft_ms:
+                continue
+            if r.statistic == "p99":
+                continue
+            out.append(_record(r, cal, f.name))
+    return [x for x in out if x]
+
+
+def _record(r: Row, cal: dict[str, Any] | None, file: str) -> dict[str, Any] | None:
+    assert r.model is not None and r.gpu is not None
+    try:
+        sm = _step_model(r.model, r.gpu, r.layout, r.precision, r.backend, r.kv_precision, cal)
+    except ValueError:
+        return None
+    s = solve(sm, isl=r.isl, osl=r.osl, concurrency=float(r.concurrency or 1),
+              limit=MAX_BATCH.get(sm.prof.backend, 1024))
+    pf = s["prefill"]
+    terms = {"front": s["front"], "pf_compute": pf["t_compute"], "pf_comm": pf["t_comm"],
+             "pf_chunks": pf["t_overhead"], "step_wait": s["step_wait"], "burst": s["burst"],
+             "admission": s["admission"], "dp_wait": s["dp_wait"]}
+    rec = {"file": file, "gpu": r.gpu_name, "cls": gpu_class(r.gpu), "backend": r.backend,
+           "model": r.model_name, "precision": r.precision, "isl": r.isl, "osl": r.osl,
+           "c": float(r.concurrency or 1), "tp": r.layout.tp, "ep": r.layout.ep,
+           "dp": r.layout.dp, "moe": sm.p.is_moe, "ttft_pred": s["ttft"],
+           "ttft_meas": r.ttft_ms, "tpot_pred": s["tpot"], "tpot_meas": r.tpot_ms,
+           "t_dec": s["dec"]["total"], "t_pf": pf["total"], **terms,
+           "attn_share_pf": (pf["attn_flops"] / pf["flops"]) if pf["flops"] else 0.0,
+           "params_b": (sm.p.shared + sm.p.experts_per_token * sm.p.per_expert) / 1e9,
+           "rho": s["c_rank"] * pf["total"] / s["life"]}
+    rec["e_ttft"] = math.log(s["ttft"] / r.ttft_ms)
+    rec["e_tpot"] = math.log(s["tpot"] / r.tpot_ms) if r.tpot_ms and r.osl > 1 else None
+    return rec
+
+
+def table(recs: list[dict[str, Any]], key: Any, metric: str = "ttft") -> list[str]:
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for x in recs:
+        groups[key(x) if callable(key) else str(x[key])].append(x)
+    lines = [f"{'group':44s} {'n':>5s} {'signed med':>10s} {'|APE| med':>9s} "
+             + " ".join(f"{t[:9]:>9s}" for t in TERMS)]
+    for g in sorted(groups):
+        xs = [x for x in groups[g] if x[f"e_{metric}"] is not None]
+        if not xs:
+            continue
+        e = [x[f"e_{metric}"] for x in xs]
+        ape = [abs(math.exp(v) - 1) for v in e]
+        shares = [quantile([x[t] / x["ttft_pred"] for x in xs], 0.5) for t in TERMS]
+        lines.append(f"{g[:44]:44s} {len(xs):5d} {math.exp(quantile(e, 0.5)) - 1:+10.1%} "
+                     f"{quantile(ape, 0.5):9.1%} " + " ".join(f"{s:9.2f}" for s in shares))
+    return lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--metric", default="ttft", choices=("ttft", "tpot"))
+    ap.add_argument("--by", nargs="*", default=["gpu", "backend", "cls_backend", "precision",
+                                                "model", "conc", "isl", "pf_share",
+                                                "backend_rho"])
+    ap.add_argument("--calibration", default=None)
+    a = ap.parse_args(argv)
+    cal = yaml.safe_load(Path(a.calibration).read_text()) if a.calibration else None
+    recs = records(cal)
+    keys = {"cls_backend": lambda x: f"{x['cls']} {x['backend']}",
+            "conc": lambda x: _bin(x["c"], (1, 8, 32, 128)),
+            "isl": lambda x: _bin(x["isl"], (512, 1024, 2048, 4096, 8192)),
+            "pf_share": lambda x: _bin((x["pf_compute"] + x["pf_comm"]) / x["ttft_pred"],
+                                       (0.2, 0.4, 0.6, 0.8)),
+            "gpu_backend_prec": lambda x: f"{x['gpu']} {x['backend']} {x['precision']}",
+            "backend_conc": lambda x: f"{x['backend']} " + _bin(x["c"], (1, 8, 32, 128)),
+            "backend_isl": lambda x: f"{x['backend']} "
+                                     + _bin(x["isl"], (512, 1024, 2048, 4096, 8192)),
+            "backend_rho": lambda x: f"{x['backend']} rho "
+                                     + _bin(x["rho"], (0.05, 0.1, 0.2, 0.4, 0.7, 1.0))}
+    for k in a.by:
+        print(f"\n== {a.metric} by {k} (terms: median share of predicted TTFT)")
+        print("\n".join(table(recs, keys.get(k, k), a.metric)))
+
+
+if __name__ == "__main__":
+    main()
