@@ -229,14 +229,24 @@ def stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
+# --paired: the environment of the other code; every timed run of this checkout is followed by one
+# of it, so a machine whose speed drifts (this one does: a VM with neighbours) slows both alike
+PAIRED: dict[str, object] = {}
+
+
 def measure(args: list[str], env: dict[str, str], runs: int) -> dict[str, dict[str, float]]:
-    run_child(args, env)  # warm the OS file cache and the rule cache; not counted
-    walls, cpus = [], []
+    envs = [env] + ([PAIRED["env"]] if PAIRED else [])
+    for e in envs:
+        run_child(args, e)  # warm the OS file cache and the rule cache; not counted
+    samples: list[tuple[list[float], list[float]]] = [([], []) for _ in envs]
     for _ in range(runs):
-        wall, cpu, _, _ = run_child(args, env)
-        walls.append(wall)
-        cpus.append(cpu)
-    return {"wall": stats(walls), "cpu": stats(cpus)}
+        for e, (walls, cpus) in zip(envs, samples, strict=True):
+            wall, cpu, _, _ = run_child(args, e)
+            walls.append(wall)
+            cpus.append(cpu)
+    if PAIRED:
+        PAIRED["results"].append({"wall": stats(samples[1][0]), "cpu": stats(samples[1][1])})
+    return {"wall": stats(samples[0][0]), "cpu": stats(samples[0][1])}
 
 
 RULES_PER_FILE = 1000  # a rule file may hold at most 1 MB (engine/lang/rulebase.py); ~260 B a rule
@@ -323,6 +333,24 @@ def bench(code: str | None, runs: int, rules_test_runs: int, examples: list[Path
         print(f"  rules test median {m['wall']['median']:.2f} s  cpu {m['cpu']['median']:.2f} s", flush=True)
     out["growth"] = growth(env, 3, sizes)
     return out
+
+
+def paired_result(result: dict[str, object], code: str, label: str | None) -> dict[str, object]:
+    """The other code's results of a --paired run, in the shape of :func:`bench`'s (its rule growth
+    measured after this checkout's, in the same way)."""
+    taken = iter(PAIRED["results"])
+    env = PAIRED["env"]
+    PAIRED.clear()
+    other: dict[str, object] = {"runs": result["runs"], "rules_test_runs": result["rules_test_runs"], "code": code,
+                                "baseline": next(taken), "plans": {k: next(taken) for k in result["plans"]},
+                                "paired_with": "this checkout"}
+    if "rules_test" in result:
+        other["rules_test"] = next(taken)
+    print(f"paired code {code}: growth", flush=True)
+    other["growth"] = growth(env, 3, tuple(r["extra"] for r in result["growth"]))
+    if label:
+        other["label"] = label
+    return other
 
 
 def machine() -> str:
@@ -486,12 +514,26 @@ def main() -> None:
     ap.add_argument("--growth", type=int, nargs="*", default=list(GROWTH), help="extra rule counts")
     ap.add_argument("--from-json", type=Path, help="do not measure: report the raw results saved by --json")
     ap.add_argument("--label", help="what was measured (e.g. the commit of --code), shown as the before label")
+    ap.add_argument("--paired", help="folder holding servewise/ of the code to compare with, measured run by "
+                    "run alternately with this checkout (its results go to --paired-json)")
+    ap.add_argument("--paired-json", type=Path, help="where --paired writes the other code's raw results")
+    ap.add_argument("--paired-label", help="the label of the --paired code (e.g. its commit)")
     args = ap.parse_args()
     examples = [e for e in EXAMPLES if not args.examples or e.stem in args.examples]
     if args.from_json:
         result = json.loads(args.from_json.read_text(encoding="utf-8"))
     else:
+        if args.paired:
+            env = dict(os.environ)
+            env["PYTHONPATH"] = args.paired + os.pathsep + env.get("PYTHONPATH", "")
+            compile_bytecode(args.paired)
+            PAIRED.update(env=env, results=[])
         result = bench(args.code, args.runs, args.rules_test_runs, examples, tuple(args.growth))
+        if args.paired:
+            result["paired_with"] = args.paired_label or args.paired
+            other = paired_result(result, args.paired, args.paired_label)
+            if args.paired_json:
+                args.paired_json.write_text(json.dumps(other, indent=2) + "\n", encoding="utf-8")
         result["machine"] = machine()
         result["date"] = f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC"
     if args.label:
