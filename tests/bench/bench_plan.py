@@ -38,6 +38,44 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 23 (main, base 13b9bb6). Every example's `plan --format json` is byte-identical to before
+(all 30 compared with `cmp` after every step; `servewise validate --format json` and four
+`estimate` outputs too for the performance-model step). Measured with `--paired` (see above): the
+session-22 table compared a base checkout without bytecode (compiled in every run) with this
+checkout, and sequential runs on this machine differ by up to 15 % from drift alone.
+
+- **Start-up without jsonschema, importlib.metadata and the optional commands.** Workloads, plan
+  files and rule files are checked first by a compiled JSON Schema check
+  (engine/common/schema_check.py; jsonschema only describes an invalid input; hypothesis tests
+  compare the answers); the version every plan records is a constant checked against pyproject
+  and the installed metadata; the commands in their own modules (cli/perf_commands.py,
+  cli/cmd_*.py) are registered when asked for or listed. Imports of a cold `plan`: ~0.13 → ~0.09 s
+  on this machine.
+- **Rule cache without ASTs.** Expressions are pickled without their parsed trees (parsed again
+  at first use): loading the compiled rules 0.07 → 0.03 s.
+- **A proposal evaluates each `unless`/`attrs` expression once per values of the combination
+  names it reads** and records no explanation details nobody reads: `gpu.propose-candidates`
+  (one firing, ~900 combinations) about half as long.
+- **An estimate's formula steps are written out only when shown** (engine/common/deferred.py):
+  a plan makes hundreds of estimates and shows the steps of a few.
+- **Matcher and tests:** a pattern's change marks the prefix tokens of the rules holding it stale
+  (no version tuple per walk); a rule known to have no prefix token is not walked; a token is
+  tested before it is built; a for-each rule's test is False at once while an item attribute it
+  reads is missing (what the full test checks first); rule patterns are plain facts.
+- **Smaller:** the engine sources behind the cache keys read once per process; two inner loops of
+  the performance model with `min`/`max` written out (the same comparisons, the same floats).
+- **Tests:** `make test` runs the slow tests on the xdist workers with the others and only the
+  pseudo-terminal interviews in a process of their own (running those next to the wheel smoke
+  test was tried and dropped: the Ctrl-C test lost its signal under that load); the CLI plumbing
+  tests plan the fastest example; the plan-file fuzz test validates through the compiled check
+  (jsonschema only for the invalid ones).
+- **Not done / still open:** the several-model examples (5 pool runs of ~0.6 s and 15 re-plans of
+  ~0.07 s for saas-five-tenants) stay far above 1 s; running the pools in forked processes would
+  give at most the 2 cores (not done: results, errors and the work counters would have to cross
+  processes). The 70B plan's time is spread: expression evaluation and reads ~1/3, the
+  performance model ~1/5 (~2,900 queue solves for 300 candidates), matcher and condition tests
+  ~1/6.
+
 Session 22 (main, base 4c7b4fc; profile first: cProfile and a timer per firing phase of `plan
 chat-70b-online` and `chat-8b-small` in-process, on a quiet machine). Every example's `plan
 --format json` is byte-identical to before (tests/plans/digests.json not re-recorded; the four
@@ -445,7 +483,10 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
         f"`rules test`: {after.get('rules_test_runs', '?')} timed run(s). The rule-growth phases are wall "
         "seconds inside the child process. \"before\" is the branch's base commit "
         f"({(before or {}).get('label', '?')}) measured in the same way with `--code` "
-        f"({(before or {}).get('runs', '?')} timed runs, the examples it has), \"after\" this branch.",
+        f"({(before or {}).get('runs', '?')} timed runs, the examples it has), \"after\" this branch"
+        + (" — the two measured together (`--paired`): each timed run of one followed by one of the other, "
+           "since this machine's speed drifts by ±15 % over minutes (the rule growth of each measured after "
+           "the other's)." if after.get("paired_with") else "."),
         "",
         f"`python -c pass` in the same run: median {base:.3f} s.",
         "",
