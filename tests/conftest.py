@@ -163,3 +163,32 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(folder))
     monkeypatch.delenv("SERVEWISE_NO_CACHE", raising=False)
     return folder
+
+
+def json_paths(node, prefix=(), items: int = 6):
+    """Every path into a JSON document (a list's first ``items`` entries), the document's own first."""
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from json_paths(v, (*prefix, k), items)
+    elif isinstance(node, list):
+        for i, v in enumerate(node[:items]):
+            yield from json_paths(v, (*prefix, i), items)
+
+
+def mutate_json(doc, paths, data, values, times: int) -> None:
+    """Change ``doc`` in place at ``times`` paths drawn by hypothesis ``data`` from ``paths``: drop
+    the key, or put a value drawn from the strategy ``values`` there (paths gone by now are skipped)."""
+    from hypothesis import strategies as st
+
+    for _ in range(times):
+        parent, path = doc, data.draw(st.sampled_from(paths))
+        try:
+            for part in path[:-1]:
+                parent = parent[part]
+            if data.draw(st.booleans()) and isinstance(parent, dict):
+                parent.pop(path[-1], None)
+            else:
+                parent[path[-1]] = data.draw(values)
+        except (KeyError, IndexError, TypeError):
+            continue

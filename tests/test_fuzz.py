@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import EXAMPLES
+from conftest import EXAMPLES, json_paths, mutate_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,17 +138,7 @@ def small_plan(rulebase) -> dict:
 @pytest.fixture(scope="module")
 def small_plan_paths(small_plan):
     """Every path into the small plan (the same for each case: listed once)."""
-    return list(_paths(small_plan))[1:]
-
-
-def _paths(node, prefix=()):
-    yield prefix
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node[:6]):
-            yield from _paths(v, (*prefix, i))
+    return list(json_paths(small_plan))[1:]
 
 
 json_values = st.recursive(
@@ -161,19 +151,7 @@ json_values = st.recursive(
 @given(st.data())
 def test_fuzz_plan_files(small_plan, small_plan_paths, data):
     plan = json.loads(json.dumps(small_plan))
-    paths = small_plan_paths
-    for _ in range(data.draw(st.integers(1, 3))):
-        path = data.draw(st.sampled_from(paths))
-        parent = plan
-        try:
-            for part in path[:-1]:
-                parent = parent[part]
-            if data.draw(st.booleans()) and isinstance(parent, dict):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = data.draw(json_values)
-        except (KeyError, IndexError, TypeError):
-            continue
+    mutate_json(plan, small_plan_paths, data, json_values, data.draw(st.integers(1, 3)))
     text = json.dumps(plan)
     if data.draw(st.booleans()):
         text = text.replace("true", data.draw(st.sampled_from(["NaN", "Infinity", "1", "tru"])), 1)

@@ -10,7 +10,7 @@ import sys
 
 import jsonschema
 import pytest
-from conftest import EXAMPLES
+from conftest import EXAMPLES, json_paths, mutate_json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -113,16 +113,7 @@ def plan_paths(example_plans):
     plan = example_plans["chat-8b-small"].plan
     small = {**plan, "trace": plan["trace"][:5], "rejected": plan["rejected"][:3],
              "warnings": plan["warnings"][:2]}
-
-    def paths(node, prefix=()):
-        yield prefix
-        if isinstance(node, dict):
-            for k, v in node.items():
-                yield from paths(v, (*prefix, k))
-        elif isinstance(node, list):
-            for i, v in enumerate(node[:4]):
-                yield from paths(v, (*prefix, i))
-    return small, list(paths(small))[1:]
+    return small, list(json_paths(small, items=4))[1:]
 
 
 @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
@@ -130,17 +121,7 @@ def plan_paths(example_plans):
 def test_mutated_plans_agree_with_jsonschema(plan_paths, data):
     small, paths = plan_paths
     plan = json.loads(json.dumps(small))
-    for _ in range(data.draw(st.integers(0, 3))):
-        parent, path = plan, data.draw(st.sampled_from(paths))
-        try:
-            for part in path[:-1]:
-                parent = parent[part]
-            if data.draw(st.booleans()) and isinstance(parent, dict):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = data.draw(json_values)
-        except (KeyError, IndexError, TypeError):
-            continue
+    mutate_json(plan, paths, data, json_values, data.draw(st.integers(0, 3)))
     mine, theirs = both(SCHEMAS["plan"], plan)
     assert mine == theirs
 

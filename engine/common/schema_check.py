@@ -90,6 +90,18 @@ def unique(items: list[Any]) -> bool:
         return True
 
 
+def _sizes(schema: dict[str, Any], kind: type, least: str, most: str) -> list[Check]:
+    """The length bounds ``least``/``most`` of ``schema`` for instances of ``kind`` (others pass)."""
+    out: list[Check] = []
+    if least in schema:
+        n = schema[least]
+        out.append(lambda x: not isinstance(x, kind) or len(x) >= n)
+    if most in schema:
+        m = schema[most]
+        out.append(lambda x: not isinstance(x, kind) or len(x) <= m)
+    return out
+
+
 class _Compiler:
     def __init__(self, root: dict[str, Any]):
         self.root = root
@@ -169,13 +181,7 @@ class _Compiler:
 
     @staticmethod
     def _strings(schema: dict[str, Any]) -> list[Check]:
-        out: list[Check] = []
-        if "minLength" in schema:
-            n = schema["minLength"]
-            out.append(lambda x: not isinstance(x, str) or len(x) >= n)
-        if "maxLength" in schema:
-            m = schema["maxLength"]
-            out.append(lambda x: not isinstance(x, str) or len(x) <= m)
+        out = _sizes(schema, str, "minLength", "maxLength")
         if "pattern" in schema:
             search = re.compile(schema["pattern"]).search
             out.append(lambda x: not isinstance(x, str) or search(x) is not None)
@@ -186,12 +192,7 @@ class _Compiler:
         if "items" in schema:
             item = self.compile(schema["items"])
             out.append(lambda x: not isinstance(x, list) or all(item(v) for v in x))
-        if "minItems" in schema:
-            n = schema["minItems"]
-            out.append(lambda x: not isinstance(x, list) or len(x) >= n)
-        if "maxItems" in schema:
-            m = schema["maxItems"]
-            out.append(lambda x: not isinstance(x, list) or len(x) <= m)
+        out += _sizes(schema, list, "minItems", "maxItems")
         if schema.get("uniqueItems") is True:
             out.append(lambda x: not isinstance(x, list) or unique(x))
         return out
