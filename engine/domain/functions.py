@@ -330,7 +330,7 @@ _load_function_modules()
 NOT_MEMOISED = frozenset({"catalog", "contains", "lower", "text", "provided", "gib", "cooling_rank", "cny",
                           "widest_precision", "balanced_dimm_gb", "nvme_drive_tb", "joined",
                           "quant_method", "gpus_within_power"})
-_SCALARS = (type(None), bool, int, float, str)
+SCALARS = (type(None), bool, int, float, str)  # results safe to remember and share (immutable)
 
 
 def memoised(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -361,12 +361,12 @@ def memoised(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 value = fn(*args)
             finally:
                 ctx.details = None
-            if type(value) in _SCALARS:
+            if type(value) in SCALARS:
                 ctx.cache[key] = (value, details_now)
             return value
         mark = len(details_now)
         value = fn(*args)
-        if type(value) in _SCALARS:
+        if type(value) in SCALARS:
             ctx.cache[key] = (value, details_now[mark:] if ctx.details is details_now else [])
         return value
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servewise.engine.common.messages import both
-from servewise.engine.domain.functions import current
+from servewise.engine.domain.functions import SCALARS, current
 from servewise.engine.lang.expr import EvalError, Expr
 from servewise.engine.lang.rulebase import REPORTING_ACTIONS, Action, RuleSpec
 from servewise.engine.runtime.justify import conclusion, jsonable, render, score_text
@@ -121,9 +121,6 @@ def propose(ctx: ActionContext, act: Action) -> None:
         run.details = collecting
 
 
-_SCALARS = (type(None), bool, int, float, str)
-
-
 class _ByCombination:
     """The ``unless`` and ``attrs`` expressions of one proposal, each evaluated once per values of
     the combination's names it reads (``gpu``, not ``precision``: a GPU's vendor is looked up once,
@@ -148,7 +145,7 @@ class _ByCombination:
         except TypeError:  # an unhashable value in the combination
             return expr.evaluate(res)
         value = expr.evaluate(res)
-        if type(value) in _SCALARS:
+        if type(value) in SCALARS:
             self.memo[key] = value
         return value
 
