@@ -641,7 +641,7 @@ class _Pattern:
     with a constant and the fields bound to a variable; its alpha memory holds the matching facts
     (fact id → (fact, bound variables)) in the order they were added."""
 
-    __slots__ = ("cls", "literals", "binds", "memory", "users", "version", "prefix_of")
+    __slots__ = ("cls", "literals", "binds", "memory", "users", "prefix_of")
 
     def __init__(self, cls: type, literals: tuple, binds: tuple):
         self.cls, self.literals, self.binds = cls, literals, binds
@@ -649,13 +649,12 @@ class _Pattern:
         # (first pattern of a rule, [(rule plan, position of this pattern in it)]): a rule whose
         # first pattern holds no fact has no token, so its group is skipped at once
         self.users: list[tuple[Any, list[tuple[Any, int]]]] = []
-        self.version = 0  # counts the changes of ``memory``
         # the rules with this pattern before their last: their prefix tokens are stale once
         # ``memory`` changes
         self.prefix_of: list[Any] = []
 
     def changed(self) -> None:
-        self.version += 1
+        """``memory`` changed: the prefix tokens of the rules holding this pattern are stale."""
         for plan in self.prefix_of:
             plan.prefix_seen = None
 
