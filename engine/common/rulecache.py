@@ -7,8 +7,8 @@ hashes everything the result depends on, so a stale entry is never read:
 
 - ``rules-*``: the parsed, schema-checked rule files (key: the cache format version and the source
   of the modules that produce the data, the rule schema, every rule file's bytes);
-- ``compiled-*``: the whole loaded rule base, its expressions checked and kept as syntax trees
-  (turned into closures again at their first evaluation, as closures cannot be pickled), for
+- ``compiled-*``: the whole loaded rule base, its expressions checked and kept as marshalled code
+  objects of their generated Python source (made functions again at their first evaluation), for
   engine/lang/rulebase.py (key: every rule file's path and bytes, the working folder the file names
   are shown relative to, every fact file, every engine module's source, the load options);
 - ``catalog-*``: the catalog tables, for engine/domain/catalog.py (key: every catalog file's name and

@@ -6,12 +6,16 @@ calls of whitelisted functions, and *fact paths* such as ``traffic.peak_qps`` (a
 key into the facts, never attribute access on an object). Anything else — imports, lambdas,
 comprehensions, subscripts, dunder or private names, attribute access on a non-name — is a
 load-time error. Sizes are bounded (source length, node count, depth, exponent, literal size).
-Nothing is ever passed to ``eval``: the checked tree is compiled into plain Python closures.
+No rule text is ever passed to ``eval``: the checked tree is turned into Python source by
+:func:`_generate`, which writes only whitelisted operators, registered function names, fact paths
+and constants as ``repr`` literals, and that source is compiled (the rule cache keeps the code
+object, so a process neither parses nor compiles the rules' expressions again).
 """
 
 from __future__ import annotations
 
 import ast
+import marshal
 import math
 import operator
 from collections.abc import Callable, Mapping
@@ -158,14 +162,18 @@ class Expr:
     names: tuple[str, ...]
     functions: tuple[str, ...]
     _fn: Callable[[Resolver], Any] = field(repr=False, default=None)  # type: ignore[assignment]
-    # the functions it was checked against: a pickled expression (engine/common/rulecache.py) keeps its
-    # checked tree and is turned into closures again at its first evaluation
+    # the functions it was checked against: a pickled expression (engine/common/rulecache.py) keeps
+    # its generated code and is turned into a function again at its first evaluation
     _registry: Mapping[str, Callable[..., Any]] | None = field(repr=False, default=None, compare=False)
+    # the checked tree as Python source of one function of the resolver (see _generate), and that
+    # source compiled (marshalled code object: what the rule cache stores)
+    _pysrc: str = field(repr=False, default="", compare=False)
+    _code: bytes | None = field(repr=False, default=None, compare=False)
 
     def evaluate(self, resolve: Resolver) -> Any:
         fn = self._fn
         if fn is None:
-            fn = self._compile_again()
+            fn = self._link()
         try:
             return fn(resolve)
         except EvalError:
@@ -183,16 +191,26 @@ class Expr:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        # closures and the registry are not pickled, nor the tree: parsing the source again when
-        # it is first evaluated is cheaper than unpickling thousands of AST nodes on every start
+        # the function and the registry are not pickled, nor the tree (unpickling thousands of AST
+        # nodes on every start costs more than parsing the few sources an explanation shows): the
+        # generated code is, as a marshalled code object (the cache key holds the Python version)
+        state["_code"] = self._compiled()
         state["_fn"] = state["_registry"] = state["_tree"] = None
+        state["_pysrc"] = ""
         return state
 
-    def _compile_again(self) -> Callable[[Resolver], Any]:
-        """The closures of an expression loaded without them (it was checked when first compiled)."""
-        funcs = dict(BUILTIN_FUNCTIONS)
-        funcs.update(self._registry or {})
-        self._fn = _Compiler(self.source, funcs).compile(self.tree.body)
+    def _compiled(self) -> bytes:
+        code = self._code
+        if code is None:
+            code = self._code = marshal.dumps(compile(self._pysrc, "<expr>", "eval"))
+        return code
+
+    def _link(self) -> Callable[[Resolver], Any]:
+        """The function of the generated code, with the functions it calls as the registry has
+        them now (the registry's before the built-in ones of the same name)."""
+        factory = eval(marshal.loads(self._compiled()), _HELPERS)  # noqa: S307 - our own generated code
+        registry = self._registry or {}
+        self._fn = factory(*[registry[n] if n in registry else BUILTIN_FUNCTIONS[n] for n in self.functions])
         return self._fn
 
     def evaluate_with(self, values: Mapping[str, Any]) -> Any:
@@ -312,6 +330,7 @@ class _Compiler:
         self.called: list[str] = []
         self.count = 0
         self.variable = 0  # fact reads and domain-function calls compiled so far (see _fold)
+        self.folded: dict[int, Any] = {}  # id of a constant sub-expression's node -> its value
 
     def fail(self, what: str) -> ExprError:
         return ExprError(f"{what} is not allowed in expressions: {self.src}")
@@ -339,7 +358,7 @@ class _Compiler:
             return lambda r: r(path)
         if isinstance(node, ast.BinOp):
             mark = self.variable
-            return self._fold(self._binop(node, d), mark)
+            return self._fold(self._binop(node, d), mark, node)
         if isinstance(node, ast.UnaryOp):
             return self._unary(node, d)
         if isinstance(node, ast.BoolOp):
@@ -374,10 +393,10 @@ class _Compiler:
             return lambda r: [i(r) for i in items]
         if isinstance(node, ast.Call):
             mark = self.variable
-            return self._fold(self._call(node, d), mark)
+            return self._fold(self._call(node, d), mark, node)
         raise self.fail(type(node).__name__)
 
-    def _fold(self, fn: Callable[[Resolver], Any], mark: int) -> Callable[[Resolver], Any]:
+    def _fold(self, fn: Callable[[Resolver], Any], mark: int, node: ast.AST) -> Callable[[Resolver], Any]:
         """A constant sub-expression (no fact names, only built-in functions) is evaluated now, so
         bad arithmetic (NaN, complex, overflow, division by zero) fails at load, not in a plan.
         ``mark`` is ``self.variable`` before the sub-expression was compiled: unchanged means
@@ -388,7 +407,10 @@ class _Compiler:
             value = _num_guard(fn(lambda name: None))
         except (EvalError, ArithmeticError, TypeError, ValueError) as exc:
             raise ExprError(f"invalid constant expression ({exc}): {self.src[:80]}") from None
-        return fn if isinstance(value, list) else (lambda r: value)
+        if isinstance(value, list):
+            return fn
+        self.folded[id(node)] = value
+        return lambda r: value
 
     def _constant(self, node: ast.Constant) -> Callable[[Resolver], Any]:
         value = node.value
@@ -550,5 +572,124 @@ def compile_expr(src: Any, functions: Mapping[str, Callable[..., Any]] | None = 
     if functions:
         funcs.update(functions)
     comp = _Compiler(text, funcs)
-    fn = comp.compile(tree.body)
-    return Expr(text, tree, tuple(comp.names), tuple(comp.called), fn, functions)
+    comp.compile(tree.body)  # checks the tree, folds its constant parts
+    # a factory of the function, taking the functions it calls (bound at its first evaluation)
+    params = ", ".join(f"_F_{name}" for name in comp.called)
+    pysrc = f"lambda {params}: lambda r: {_generate(tree.body, comp.folded, text)}"
+    return Expr(text, tree, tuple(comp.names), tuple(comp.called), None, functions, pysrc)
+
+
+# ----------------------------------------------------------------------------- generated code
+# A checked tree becomes the source of one Python function of the resolver, ``lambda r: ...``
+# (made by a factory that takes the functions it calls, ``lambda _F_max, ...: lambda r: ...``),
+# with the same semantics as the closures the checker builds (same operators, guards and
+# evaluation order, constant parts folded to the values the checker computed). Compiled once, it
+# evaluates without a call per node, and its code object is what the rule cache stores (marshal),
+# so a process neither parses nor compiles the rules' expressions again.
+
+
+def _bin(op: Callable[[Any, Any], Any], add: bool, src: str, a: Any, b: Any) -> Any:
+    if a is None or b is None:
+        raise EvalError(f"{src}: a value is not set (None)")
+    if isinstance(a, (str, list)) or isinstance(b, (str, list)):
+        if not (add and type(a) is type(b)):
+            raise EvalError(f"{src}: arithmetic on text or lists")
+        if len(a) + len(b) > 10 * MAX_STRING:
+            raise EvalError(f"{src}: result too long")
+    return _num_guard(op(a, b))
+
+
+def _pow(base: Any, exp: Any) -> Any:
+    if abs(exp) > MAX_EXPONENT:
+        raise EvalError(f"exponent {exp} larger than {MAX_EXPONENT}")
+    if abs(base) > 1e6 and abs(exp) > 3:
+        raise EvalError("power result out of range")
+    return _num_guard(base ** exp)
+
+
+def _cmp_ordered(fn: Callable[[Any, Any], Any], a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return False  # an unset value never satisfies an ordering
+    return bool(fn(a, b))
+
+
+def _cmp_in(fn: Callable[[Any, Any], Any], negated: bool, a: Any, b: Any) -> bool:
+    if b is None:
+        return negated
+    return bool(fn(a, b))
+
+
+_ORDERED = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
+
+
+def _chain(a: Any, links: tuple[tuple[type, Callable[[Any, Any], Any], Callable[[], Any]], ...]) -> bool:
+    """``a op1 b op2 c ...``: each right operand evaluated only when the chain gets to it."""
+    for kind, fn, right in links:
+        b = right()
+        if kind in _ORDERED and (a is None or b is None):
+            return False  # an unset value never satisfies an ordering
+        if kind in (ast.In, ast.NotIn) and b is None:
+            return kind is ast.NotIn
+        if not fn(a, b):
+            return False
+        a = b
+    return True
+
+
+_HELPERS: dict[str, Any] = {
+    "_bin": _bin, "_pow": _pow, "_g": _num_guard, "_cmp_ordered": _cmp_ordered, "_cmp_in": _cmp_in,
+    "_chain": _chain, "bool": bool, "__builtins__": {},
+    **{f"_OP_{k.__name__}": v for k, v in _BINOPS.items()},
+    **{f"_CMP_{k.__name__}": v for k, v in _CMPOPS.items()},
+    **{f"_K_{k.__name__}": k for k in _CMPOPS},
+}
+def _literal(value: Any) -> str:
+    text = repr(value)
+    return f"({text})" if text.startswith("-") else text
+
+
+def _generate(node: ast.AST, folded: dict[int, Any], src: str) -> str:
+    """Python source of a checked sub-expression (see the section comment)."""
+    if id(node) in folded:
+        return _literal(folded[id(node)])
+
+    def gen(n: ast.AST) -> str:
+        return _generate(n, folded, src)
+
+    if isinstance(node, ast.Constant):
+        return _literal(node.value)
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        path = _path(node)
+        if path in ("True", "False", "None"):
+            return str(path)
+        return f"r({path!r})"
+    if isinstance(node, ast.BinOp):
+        left, right = gen(node.left), gen(node.right)
+        if isinstance(node.op, ast.Pow):
+            return f"_pow({left}, {right})"
+        return f"_bin(_OP_{type(node.op).__name__}, {isinstance(node.op, ast.Add)}, {src!r}, {left}, {right})"
+    if isinstance(node, ast.UnaryOp):
+        sym = {ast.Not: "not ", ast.USub: "-", ast.UAdd: "+"}[type(node.op)]
+        return f"({sym}{gen(node.operand)})"
+    if isinstance(node, ast.BoolOp):
+        word = " and " if isinstance(node.op, ast.And) else " or "
+        return "(" + word.join(gen(v) for v in node.values) + ")"
+    if isinstance(node, ast.Compare):
+        left = gen(node.left)
+        if len(node.ops) == 1:
+            kind, right = type(node.ops[0]), gen(node.comparators[0])
+            if kind in _ORDERED:
+                return f"_cmp_ordered(_CMP_{kind.__name__}, {left}, {right})"
+            if kind in (ast.In, ast.NotIn):
+                return f"_cmp_in(_CMP_{kind.__name__}, {kind is ast.NotIn}, {left}, {right})"
+            return f"bool(_CMP_{kind.__name__}({left}, {right}))"
+        links = ", ".join(f"(_K_{type(op).__name__}, _CMP_{type(op).__name__}, lambda: {gen(c)})"
+                          for op, c in zip(node.ops, node.comparators, strict=True))
+        return f"_chain({left}, ({links},))"
+    if isinstance(node, ast.IfExp):
+        return f"({gen(node.body)} if {gen(node.test)} else {gen(node.orelse)})"
+    if isinstance(node, (ast.List, ast.Tuple)):
+        return "[" + ", ".join(gen(e) for e in node.elts) + "]"
+    if isinstance(node, ast.Call):
+        return f"_g(_F_{_path(node.func)}({', '.join(gen(a) for a in node.args)}))"
+    raise ExprError(f"{type(node).__name__} is not allowed in expressions: {src}")  # pragma: no cover - checked
