@@ -99,3 +99,17 @@ def test_an_estimates_steps_are_written_out_only_when_shown():
     made = []
     once = Deferred(lambda: made.append(1) or [1])
     assert once.get() == once.get() == [1] and made == [1]
+
+
+def test_content_key_tells_values_apart_as_json_does():
+    """Content-based refraction: two firings read the same values exactly when their keys are
+    equal; 1, 1.0 and True differ (as their JSON does), and values equality cannot tell apart
+    (NaN, -0.0, lists) are compared as canonical JSON."""
+    from servewise.engine.runtime.runner import content_key
+
+    keys = [content_key({"a": v}) for v in (1, 1.0, True, "1", None, 2.5)]
+    assert len(set(keys)) == len(keys)
+    assert content_key({"a": 1, "b": "x"}) == content_key({"a": 1, "b": "x"})
+    assert content_key({"a": 0.0}) != content_key({"a": -0.0})
+    assert content_key({"a": float("nan")}) == content_key({"a": float("nan")})
+    assert content_key({"a": [1, 2]}) == content_key({"a": [1, 2]}) != content_key({"a": [2, 1]})

@@ -103,6 +103,12 @@ class RuleSpec:
     def let_map(self) -> dict[str, Expr]:
         return dict(self.lets)
 
+    @cached_property
+    def let_paths(self) -> dict[str, tuple[str, tuple[str, ...]] | None]:
+        """Each name read so far split for engine/runtime/resolve.py's ``with_lets``: None when it
+        is no binding, else (binding, fields); filled as names are read (names are the rule's own)."""
+        return {}
+
     def expand(self, names: tuple[str, ...] | list[str]) -> list[str]:
         """Replace each rule-local binding (``let:``) by the fact paths its expression reads."""
         out: list[str] = []

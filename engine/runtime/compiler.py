@@ -159,14 +159,17 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
     required = tuple(len(rev_vars) + 1 + i for i, a in enumerate(item_attrs) if a in needed)
     missing = id(_MISSING)
 
+    missings = (_MISSING,) * len(item_attrs)
+
     def key_of(bound: dict[str, Any]) -> tuple:
         # the values the rule reads, identified: global values by revision, item attributes by
         # identity (a new item revision copies the unchanged values, and every revision stays in
         # memory, so an identity is never reused)
         key: tuple = (revs_of(bound),) if one_rev else (revs_of(bound) if revs_of else ())
         if kind:
-            attrs = binding.mem.item_revs.get((kind, bound["iid"], bound["irev"]), _EMPTY)
-            key += (bound["iid"], *[id(attrs.get(a, _MISSING)) for a in item_attrs])
+            iid = bound["iid"]
+            attrs = binding.mem.item_revs.get((kind, iid, bound["irev"]), _EMPTY)
+            key += (iid, *map(id, map(attrs.get, item_attrs, missings)))
         return key
 
     def test_context(bound: dict[str, Any]) -> bool:

@@ -30,16 +30,22 @@ def with_lets(spec: RuleSpec, resolve: Resolver) -> Resolver:
     if not spec.lets:
         return resolve
     lets = spec.let_map
+    paths = spec.let_paths  # name -> None (not a binding) or (binding, fields), filled as names come
     memo: dict[str, Any] = {}
 
     def resolve_let(name: str) -> Any:
-        root, _, rest = name.partition(".")
-        if root not in lets:
+        try:
+            path = paths[name]
+        except KeyError:
+            root, _, rest = name.partition(".")
+            path = paths[name] = (root, tuple(rest.split(".")) if rest else ()) if root in lets else None
+        if path is None:
             return resolve(name)
+        root, fields = path
         if root not in memo:
             memo[root] = lets[root].evaluate(resolve_let)
         value = memo[root]
-        for part in rest.split(".") if rest else ():
+        for part in fields:
             if not isinstance(value, dict) or part not in value:
                 raise EvalError(f"'{name}': the value of '{root}' has no field '{part}'")
             value = value[part]
@@ -77,21 +83,30 @@ def live_resolver(mem: Memory, spec: RuleSpec | None, iid: str | None, log: dict
     prefix = f"{kind}." if kind else None
     cut = len(prefix) if prefix else 0
     values, items = mem.values, mem.items
+    # an item's attributes are one dict, updated in place (engine/runtime/memory.py): found once
+    item = items.get((kind, iid)) if prefix is not None and iid is not None else None
 
     def resolve(name: str) -> Any:
         if local is not None and name in local:
             return local[name]
-        table, key = values, name  # a global value, or an attribute of the item
         if prefix is not None and name.startswith(prefix):
             attr = name[cut:]
             if pending and attr in pending:
                 return pending[attr]
             if iid is not None:
-                table = {"id": iid} if attr == "id" else items.get((kind, iid), _NO_ATTRS)
-                key = attr
-        if key not in table:
+                if attr == "id":
+                    value = iid
+                else:
+                    table = item if item is not None else items.get((kind, iid), _NO_ATTRS)
+                    if attr not in table:
+                        raise NotReady(name)
+                    value = table[attr]
+                if log is not None and name not in log:
+                    log[name] = value
+                return value
+        if name not in values:
             raise NotReady(name)
-        value = table[key]
+        value = values[name]
         if log is not None and name not in log:
             log[name] = value
         return value

@@ -47,6 +47,24 @@ __all__ = [
 ]
 
 
+_EXACT = (str, int, bool, type(None))
+
+
+def content_key(read: dict[str, Any]) -> tuple | str:
+    """A key that is equal for two firings of one rule exactly when they read the same values:
+    the values with their types, in the order read (the same values are read in the same order,
+    as the same expressions take the same branches), or, when a value is not a plain scalar or is
+    a float that equality does not tell from another (NaN, ±0.0), the values as canonical JSON."""
+    out = []
+    for name, value in read.items():
+        kind = type(value)
+        if kind in _EXACT or (kind is float and value == value and value != 0.0):
+            out.append((name, kind, value))
+        else:
+            return json.dumps(read, sort_keys=True, default=str)
+    return tuple(out)
+
+
 class Runner:
     """Compile a rule base to an experta engine and run it over input facts."""
 
@@ -91,7 +109,7 @@ class Runner:
                 resolve(name)
         except NotReady:
             return False
-        signature = (spec.id, iid, json.dumps(read, sort_keys=True, default=str))
+        signature = (spec.id, iid, content_key(read))
         if signature in self._seen:
             return True
         self._seen.add(signature)
