@@ -59,6 +59,7 @@ from experta.abstract import Matcher, Strategy  # noqa: E402
 from experta.activation import Activation  # noqa: E402
 from experta.conditionalelement import TEST as _TEST  # noqa: E402
 from experta.fact import InitialFact  # noqa: E402
+from experta.factlist import FactList  # noqa: E402
 from experta.fieldconstraint import ANDFC, NOTFC, ORFC, FieldConstraint, L, W  # noqa: E402
 from experta.matchers import ReteMatcher  # noqa: E402
 from experta.matchers.rete.abstract import Node  # noqa: E402
@@ -929,11 +930,62 @@ def plain_fact(cls: type, **fields: Any) -> Any:
     return fact
 
 
+class PlainFactList(FactList):
+    """experta's fact list that remembers each held fact's content key (class and fields) from its
+    declaration, so a retraction does not build it again; otherwise the same bookkeeping."""
+
+    def __init__(self):
+        super().__init__()
+        self._keys: dict[int, frozenset] = {}
+
+    def declare(self, fact):
+        if not isinstance(fact, Fact):
+            raise ValueError('The fact must descend the Fact class.')
+        fact.validate()
+        fact_id = self._get_fact_id(fact)
+        if self.duplication or fact_id not in self.reference_counter:
+            idx = self.last_index
+            fact.__factid__ = idx
+            self[idx] = fact
+            self._keys[idx] = fact_id
+            self.last_index += 1
+            self.added.append(fact)
+            self.reference_counter[fact_id] += 1
+            _watchers.FACTS.info(" ==> %s: %r", fact, fact)
+            return fact
+        return None
+
+    def retract(self, idx_or_fact):
+        idx = idx_or_fact if isinstance(idx_or_fact, int) else idx_or_fact.__factid__
+        if idx not in self:
+            raise IndexError('Fact not found.')
+        fact = self[idx]
+        fact_id = self._keys.pop(idx)
+        counter = self.reference_counter
+        counter[fact_id] -= 1
+        if counter[fact_id] == 0:
+            counter.pop(fact_id)
+        _watchers.FACTS.info(" <== %s: %r", fact, fact)
+        self.removed.append(fact)
+        del self[idx]
+        return idx
+
+
 class PlainFactEngine(KnowledgeEngine):
     """experta's engine whose ``declare`` skips the checks for conditional elements and nested
     accessors in the declared facts: the runner declares only its own ``Stage``/``Value``/``Item``
     facts of plain values (engine/runtime/memory.py). Otherwise experta's ``declare``: the fact
-    list's declaration, then the agenda updated unless the engine is running."""
+    list's declaration, then the agenda updated unless the engine is running. Its fact list is a
+    :class:`PlainFactList`, and ``run`` formats the firing log line only when that log is on."""
+
+    def reset(self, **kwargs):
+        super().reset(**kwargs)
+        plain = PlainFactList()  # the facts reset declared (InitialFact, deffacts), moved over
+        plain.update(self.facts)
+        plain._keys = {idx: plain._get_fact_id(f) for idx, f in self.facts.items()}
+        plain.last_index, plain.reference_counter = self.facts.last_index, self.facts.reference_counter
+        plain.added, plain.removed, plain.duplication = self.facts.added, self.facts.removed, self.facts.duplication
+        self.facts = plain
 
     def declare(self, *facts):
         if not self.facts:
@@ -945,6 +997,30 @@ class PlainFactEngine(KnowledgeEngine):
             added, removed = self.get_activations()
             self.strategy.update_agenda(self.agenda, added, removed)
         return last
+
+    def run(self, steps=float('inf')):
+        """experta's ``KnowledgeEngine.run``, its debug listings and firing log line built only
+        when those logs are enabled (experta formats the line of every firing even when not)."""
+        self.running = True
+        execution = 0
+        rules_log = _watchers.RULES
+        while steps > 0 and self.running:
+            added, removed = self.get_activations()
+            self.strategy.update_agenda(self.agenda, added, removed)
+            if _watchers.worth('AGENDA', 'DEBUG'):  # pragma: no cover
+                for idx, act in enumerate(self.agenda.activations):
+                    _watchers.AGENDA.debug("%d: %r %r", idx, act.rule.__name__,
+                                           ", ".join(str(f) for f in act.facts))
+            activation = self.agenda.get_next()
+            if activation is None:
+                break
+            steps -= 1
+            execution += 1
+            if rules_log.isEnabledFor(logging.INFO):
+                rules_log.info("FIRE %s %s: %s", execution, activation.rule.__name__,
+                               ", ".join(str(f) for f in activation.facts))
+            activation.rule(self, **{k: v for k, v in activation.context.items() if not k.startswith('__')})
+        self.running = False
 
 
 __all__ = [
@@ -958,6 +1034,7 @@ __all__ = [
     "NOT",
     "plain_fact",
     "PlainFactEngine",
+    "PlainFactList",
     "Rule",
     "StableStrategy",
     "StockStrategy",
