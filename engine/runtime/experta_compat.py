@@ -688,9 +688,8 @@ def _plan_of(rule: Any, patterns: dict[tuple, _Pattern]) -> _RulePlan | None:
     seen_vars: set[str] = set()
     for ce in rule:
         if type(ce) is _TEST:
-            check = WhereCheck(ce[0])
-            direct = getattr(check.test, "from_context", None)
-            tests[-1].append(direct if direct is not None else check)
+            direct = getattr(ce[0], "from_context", None)  # no WhereCheck (and its signature) needed
+            tests[-1].append(direct if direct is not None else WhereCheck(ce[0]))
             continue
         if not isinstance(ce, Fact) or type(ce) is InitialFact:
             return None
