@@ -17,6 +17,7 @@ import datetime
 import hashlib
 import json
 import os
+from collections import Counter
 
 import pytest
 from conftest import EXAMPLES, ROOT
@@ -93,6 +94,30 @@ def test_the_work_guard_bites():
 def test_work_counters_count_something(example_plans):
     work = example_plans["chat-70b-online"].work
     assert work["firings"] > 0 and work["activations"] >= work["firings"] and work["condition_tests"] > 0
+
+
+@pytest.mark.parametrize("name", ["chat-8b-small", "offline-batch", "deepseek-v3-online"])
+def test_skipping_item_revisions_plans_as_walking_every_one(example_plans, name, monkeypatch):
+    """The direct matcher skips an item revision for a rule whose test reads none of the changed
+    attributes and failed on the earlier revision; walking every revision plans the same, with the
+    same engine work, in more walks."""
+    from servewise.cli.render import to_json
+    from servewise.engine.app.plan import plan_file
+    from servewise.engine.lang.rulebase import load_rules
+    from servewise.engine.runtime.compiler import WORK
+    from servewise.engine.runtime.experta_compat import DirectMatcher
+
+    monkeypatch.setattr(DirectMatcher, "skip_revisions", False)
+    before, walks = Counter(WORK), DirectMatcher.walks
+    result = plan_file(EXAMPLES / f"{name}.yaml", load_rules())
+    assert to_json(result.plan) == example_plans[name].json_text
+    work = {k: v for k, v in sorted((Counter(WORK) - before).items())}
+    assert work == example_plans[name].work
+    every = DirectMatcher.walks - walks
+    monkeypatch.setattr(DirectMatcher, "skip_revisions", True)
+    walks = DirectMatcher.walks
+    plan_file(EXAMPLES / f"{name}.yaml", load_rules())
+    assert DirectMatcher.walks - walks < every * 0.8
 
 
 @pytest.mark.parametrize("name", ["chat-70b-online", "infeasible-target"])

@@ -655,9 +655,12 @@ class _Pattern:
         self.prefix_of: list[Any] = []
 
     def changed(self) -> None:
-        """``memory`` changed: the prefix tokens of the rules holding this pattern are stale."""
+        """``memory`` changed: the prefix tokens of the rules holding this pattern are stale, and
+        so is what was learnt of the last pattern's facts with them (``failed``)."""
         for plan in self.prefix_of:
             plan.prefix_seen = None
+            if plan.failed:
+                plan.failed.clear()
 
 
 class _RulePlan:
@@ -665,7 +668,7 @@ class _RulePlan:
     the first ``i`` patterns are bound (``tests[i]``), and its activations by token (fact ids in
     pattern order)."""
 
-    __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen", "last")
+    __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen", "last", "reads", "failed")
 
     def __init__(self, rule: Any, patterns: list[_Pattern], tests: list[list[Any]]):
         self.rule, self.patterns, self.tests = rule, patterns, tests
@@ -676,6 +679,13 @@ class _RulePlan:
         self.prefix: list[tuple[list[Any], list[int], dict[str, Any]]] = []
         self.prefix_seen: bool | None = None
         self.last = len(patterns) - 1
+        # the fields of a revised fact the last tests read (``revision_reads`` of the last TEST;
+        # None: unknown), and the last pattern's facts with which every prefix token failed them
+        final = tests[-1]
+        reads = [getattr(t, "revision_reads", None) for t in final]
+        self.reads: frozenset[str] | None = (frozenset().union(*reads) if final and None not in reads
+                                             else None)
+        self.failed: set[int] = set()
 
 
 def _plan_of(rule: Any, patterns: dict[tuple, _Pattern]) -> _RulePlan | None:
@@ -732,7 +742,16 @@ class DirectMatcher(Matcher):
     activation added and removed between two calls is reported by neither, so the agenda sees the
     same activations (tests/test_direct_matcher.py). A rule base with another rule shape is
     matched by :class:`IndexedReteMatcher` (``DirectMatcher(engine)`` builds that instead).
+
+    A fact that revises another (``fact.revision_of = (its fact id, the fields that changed)``, as
+    engine/runtime/memory.py marks an item's new revision) is not walked through a rule whose last
+    ``TEST`` declares the fields it reads (``revision_reads``), read none of the changed ones, and
+    failed on the earlier revision with the same prefix tokens: it would fail again, so no
+    activation is lost (tests/test_plan_work.py compares with walking every revision).
     """
+
+    skip_revisions = True  # see _RulePlan.reads (False: walk every revision, for the tests)
+    walks = 0  # rule walks so far in this process (for the tests)
 
     def __new__(cls, engine):
         patterns: dict[tuple, _Pattern] = {}
@@ -774,6 +793,7 @@ class DirectMatcher(Matcher):
         for plan in self._plans:
             plan.passing.clear()
             plan.prefix, plan.prefix_seen = [], None
+            plan.failed.clear()
         self._holding.clear()
         self._added.clear()
         self._removed.clear()
@@ -827,28 +847,43 @@ class DirectMatcher(Matcher):
                     continue
                 pattern.memory[fid] = (fact, binds)
                 pattern.changed()
+                # (earlier fact id, fields changed) of a revised fact
+                revision = getattr(fact, "revision_of", None) if self.skip_revisions else None
                 for first, users in pattern.users:
                     if first.memory:  # else no rule of this group has a token (e.g. another stage's)
                         for plan, position in users:
-                            if position == plan.last and plan.prefix_seen and not plan.prefix:
-                                continue  # known: no token before this fact (e.g. a gate is off)
+                            if position == plan.last and plan.prefix_seen:
+                                if not plan.prefix:
+                                    continue  # known: no token before this fact (e.g. a gate is off)
+                                if (revision is not None and plan.reads is not None
+                                        and revision[0] in plan.failed and plan.reads.isdisjoint(revision[1])):
+                                    # a revision of a fact that failed the last tests with these
+                                    # same prefix tokens, changed only in fields they do not read:
+                                    # they fail again (see _RulePlan.reads)
+                                    plan.failed.add(fid)
+                                    continue
                             self._walk(plan, position, fid, fact, binds)
 
     def _walk(self, plan: _RulePlan, fixed: int, fid: int, fact: Any, binds: dict[str, Any]) -> None:
         """Every token of ``plan`` with ``fact`` at pattern ``fixed`` that passes the tests."""
+        DirectMatcher.walks += 1
         patterns, tests = plan.patterns, plan.tests
         last = len(patterns)
         if fixed == last - 1:  # the usual change (an item revision): the prefix tokens are known
             if plan.prefix_seen is None:
                 plan.prefix, plan.prefix_seen = self._prefix(plan), True
             final = tests[-1]
+            failed = True
             for facts, ids, context in plan.prefix:
                 ctx = {**context, **binds} if binds else context
                 for test in final:  # most fail (values seen before): no token is built for them
                     if not test(ctx):
                         break
                 else:
+                    failed = False
                     self._activate(plan, facts + [fact], ids + [fid], ctx)
+            if failed and plan.reads is not None:
+                plan.failed.add(fid)
             return
         choices: list[Any] = []
         for position, pattern in enumerate(patterns):  # a pattern with no fact: no token

@@ -113,10 +113,15 @@ class Store:
             mem.item_steps[(kind, item_id, attr)] = step
         if key in mem.rejected_items:
             return
-        self.engine.retract(self.item_facts.pop(key))
+        old = self.item_facts.pop(key)
+        self.engine.retract(old)
         mem.item_rev[key] += 1
         mem.item_revs[(kind, item_id, mem.item_rev[key])] = dict(mem.items[key])
-        self.item_facts[key] = self.engine.declare(plain_fact(Item, kind=kind, id=item_id, rev=mem.item_rev[key]))
+        fact = plain_fact(Item, kind=kind, id=item_id, rev=mem.item_rev[key])
+        # for the matcher: the revision it replaces and the attributes that changed (a rule whose
+        # test reads none of them decides as it did on the old one: experta_compat._RulePlan.reads)
+        fact.revision_of = (old.__factid__, frozenset(changes))
+        self.item_facts[key] = self.engine.declare(fact)
 
     def reject_item(self, kind: str, item_id: str) -> bool:
         """Mark an item rejected and retract its fact (for-each rules stop seeing it); False if it
