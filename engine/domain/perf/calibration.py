@@ -90,7 +90,12 @@ class Profile:
 
 def gpu_class(gpu: dict[str, Any]) -> str:
     """``<architecture>-<memory technology>``, e.g. ``hopper-hbm``, ``ada-gddr``."""
-    arch = str(gpu.get("arch", "unknown")).lower()
+    return _gpu_class(str(gpu.get("arch", "unknown")), str(gpu.get("memory_type", "")))
+
+
+@lru_cache(maxsize=256)
+def _gpu_class(arch: str, memory_type: str) -> str:
+    arch = arch.lower()
     word = re.split(r"[\s(]+", arch.strip())[0] or "unknown"
     if "ascend" in arch or "da vinci" in arch:
         word = "ascend"
@@ -98,7 +103,7 @@ def gpu_class(gpu: dict[str, Any]) -> str:
         word = "orin"
     elif word == "cdna":
         word = "cdna" + (re.findall(r"\d", arch) or [""])[0]
-    mem = str(gpu.get("memory_type", "")).lower()
+    mem = memory_type.lower()
     tech = "hbm" if "hbm" in mem else "gddr" if "gddr" in mem else "lpddr" if "lpddr" in mem \
         else "mem"
     return f"{word}-{tech}"
@@ -166,10 +171,26 @@ def _widen(band: dict[str, list[float]], factor: float) -> dict[str, list[float]
     return {k: [lo ** factor, hi ** factor] for k, (lo, hi) in band.items()}
 
 
+_PROFILES: dict[tuple[str, str], tuple[dict[str, Any], Profile]] = {}
+
+
 def profile(gpu: dict[str, Any], backend: str = "vllm",
             cal: dict[str, Any] | None = None) -> Profile:
-    """The calibration profile for ``gpu`` running ``backend``."""
-    cal = load_calibration() if cal is None else cal
+    """The calibration profile for ``gpu`` running ``backend``. With the shipped calibration it is
+    remembered per GPU class and backend (all it depends on; a Profile is immutable); a
+    calibration passed in (a refit) is read every time."""
+    if cal is not None:
+        return _profile(gpu, backend, cal)
+    cal = load_calibration()
+    key = (gpu_class(gpu), str(backend))
+    hit = _PROFILES.get(key)
+    if hit is not None and hit[0] is cal:  # the same file read (a test may reload it)
+        return hit[1]
+    out = _PROFILES[key] = (cal, _profile(gpu, backend, cal))
+    return out[1]
+
+
+def _profile(gpu: dict[str, Any], backend: str, cal: dict[str, Any]) -> Profile:
     backend = str(backend).lower()
     if backend not in BACKENDS:
         raise ValueError(f"backend '{backend}': expected one of {', '.join(BACKENDS)}")
