@@ -261,6 +261,54 @@ def test_open_loop_sizing_is_stricter_with_p99(cat):
     assert e.ttft_p99_ms <= 1500
 
 
+def _max_concurrency_by_definition(m, g, *, tp, precision, isl, osl, ttft_ms, tpot_ms, ep=1, attention_dp=1):
+    """max_concurrency's bisection, every concurrency fully solved (no TPOT shortcut)."""
+    from servewise.engine.domain.perf import serving
+    from servewise.engine.domain.perf.memory import memory
+
+    lay = Layout(tp=tp, ep=ep, attention_dp=attention_dp)
+    kvp = default_kv_precision(g, precision)
+    prof = profile(g, "vllm")
+    mem = memory(m, g, tp=tp, ep=ep, precision=precision, tokens_in_flight=0, kv_precision=kvp,
+                 attention_dp=attention_dp)
+    if not mem.fits:
+        return 0
+    hi = min(1024, int(mem.kv_capacity_tokens // (isl + osl / 2.0)))
+    if hi < 1:
+        return 0
+    sm = StepModel.build(m, g, lay, precision, kvp, prof)
+    up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
+
+    def ok(c):
+        s = serving.solve(sm, isl=isl, osl=osl, concurrency=c, arrival="poisson")
+        if s["queue"]["saturated"] or (ttft_ms is not None and serving.sla_ttft(s, up_ttft) > ttft_ms):
+            return False
+        return not (tpot_ms is not None and s["tpot"] * up_tpot > tpot_ms)
+
+    if not ok(1):
+        return 0
+    if ok(hi):
+        return hi
+    lo = 1
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+@pytest.mark.parametrize("model,gpu,tp,precision", [
+    ("Llama-3.1-70B", "H100 SXM", 4, "fp8"), ("Llama-3.1-8B", "L20", 1, "bf16"),
+    ("Qwen2.5-14B", "L4", 2, "fp8"), ("DeepSeek-V3", "H200 SXM", 8, "fp8"),
+    ("Mixtral-8x7B", "L40S", 2, "fp8")])
+@pytest.mark.parametrize("ttft_ms,tpot_ms", [(800, 50), (3000, 25), (400, 120), (None, 40), (2000, None)])
+def test_max_concurrency_open_loop_is_its_definition(cat, model, gpu, tp, precision, ttft_ms, tpot_ms):
+    """Sizing for production traffic skips the rate solve of a concurrency that misses the TPOT
+    target; the answer is the plain bisection's over fully solved concurrencies."""
+    m, g = cat.model(model), cat.gpu(gpu)
+    kw = dict(tp=tp, precision=precision, isl=1024, osl=256, ttft_ms=ttft_ms, tpot_ms=tpot_ms)
+    assert max_concurrency(m, g, arrival="poisson", **kw) == _max_concurrency_by_definition(m, g, **kw)
+
+
 @pytest.mark.parametrize("rho", [0.1, 0.3, 0.6, 0.85])
 def test_md1_p99_wait_matches_simulation(rho):
     """The Cramér-Lundberg P99 of the M/D/1 wait agrees with a Lindley-recursion simulation."""

@@ -121,13 +121,15 @@ def _queue(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float, isl: int
             "ttft_p99": base + t_dec * busy + w_p99, "saturated": lam * svc >= RHO_MAX}
 
 
-def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
+def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int,
+             base: dict[str, Any] | None = None) -> dict[str, Any]:
     """Open loop (Poisson arrivals) with ``c_rank`` requests in flight on average per rank.
 
     The rate that keeps ``c_rank`` in flight solves ``λ = C / (TTFT(λ) + (osl-1) x TPOT)``
-    (Little's law); TTFT grows with λ, so the root is found by bisection.
+    (Little's law); TTFT grows with λ, so the root is found by bisection. ``base``: ``_base``
+    of the same arguments, when the caller has it already (it is completed in place).
     """
-    s = _base(sm, c_rank, isl, osl)
+    s = _base(sm, c_rank, isl, osl) if base is None else base
     s["front"] = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
     tail = s["n_dec"] * s["tpot"]
 
@@ -553,8 +555,18 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
         return 0
     up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
 
+    dp = sm.lay.dp
+
     def ok(c: int) -> bool:
-        s = solve(sm, isl=isl, osl=osl, concurrency=c, arrival=arrival)
+        if arrival == "poisson" and tpot_ms is not None:
+            # TPOT does not depend on the arrival rate (_open_at keeps _base's): a concurrency
+            # that misses it fails without solving for the rate (the same answer, sooner)
+            base = _base(sm, c / dp, isl, osl)
+            if base["tpot"] * up_tpot > tpot_ms:
+                return False
+            s = _open_at(sm, c / dp, isl, osl, base)
+        else:
+            s = solve(sm, isl=isl, osl=osl, concurrency=c, arrival=arrival)
         if s.get("queue", {}).get("saturated"):
             return False
         if ttft_ms is not None and sla_ttft(s, up_ttft) > ttft_ms:
