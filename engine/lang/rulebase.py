@@ -481,8 +481,18 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
                 return _relink(cached)
         rb = _load_rules(extra_dirs, builtin, semantic)
         if key is not None:
+            _derive_properties(rb)
             rulecache.write(key, rb, "compiled")
         return rb
+
+
+def _derive_properties(rb: RuleBase) -> None:
+    """Compute the rules' derived properties that every run reads, so that the cached rule base
+    carries them and a process does not derive them again."""
+    rb.reporting  # noqa: B018 - cached_property: computed to be pickled with the rule base
+    for spec in rb.rules:
+        for name in ("let_map", "produces", "names", "template_names", "global_names", "item_names"):
+            getattr(spec, name)
 
 
 def _compiled_key(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) -> str | None:
