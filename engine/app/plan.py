@@ -12,6 +12,7 @@ from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
 from servewise.engine.app.pools import combine, sub_workload
+from servewise.engine.common.gctune import fewer_collections
 from servewise.engine.common.messages import both, message
 from servewise.engine.common.version import VERSION
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
@@ -162,6 +163,12 @@ def plan_workload(workload: dict[str, Any], defaults_used: list[str],
                   cache: dict[tuple, Any] | None = None) -> PlanResult:
     """Run the rules over a validated, default-filled workload. ``cache``: the domain functions'
     memory of results (RunContext.cache), shared by the pools of one several-model plan."""
+    with fewer_collections():  # a plan makes no reference cycles (engine/common/gctune.py)
+        return _plan_workload(workload, defaults_used, rulebase, file, provided, cache)
+
+
+def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase: RuleBase | None,
+                   file: str, provided: frozenset[str] | None, cache: dict[tuple, Any] | None) -> PlanResult:
     rulebase = rulebase or load_rules()
     if workload.get("model") is None and workload.get("models"):
         entries = workload["models"]

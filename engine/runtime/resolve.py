@@ -8,6 +8,7 @@ names bound by an action (``local``) and this firing's own item results (``pendi
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ def with_lets(spec: RuleSpec, resolve: Resolver) -> Resolver:
     lets = spec.let_map
     paths = spec.let_paths  # name -> None (not a binding) or (binding, fields), filled as names come
     memo: dict[str, Any] = {}
+    this: Callable[[], Resolver]  # the resolver itself, weakly: a binding may read other bindings
 
     def resolve_let(name: str) -> Any:
         try:
@@ -43,7 +45,7 @@ def with_lets(spec: RuleSpec, resolve: Resolver) -> Resolver:
             return resolve(name)
         root, fields = path
         if root not in memo:
-            memo[root] = lets[root].evaluate(resolve_let)
+            memo[root] = lets[root].evaluate(this())
         value = memo[root]
         for part in fields:
             if not isinstance(value, dict) or part not in value:
@@ -51,6 +53,9 @@ def with_lets(spec: RuleSpec, resolve: Resolver) -> Resolver:
             value = value[part]
         return value
 
+    # no reference cycle (the function holding itself in its closure): a plan makes thousands of
+    # resolvers, which then go with their last reference instead of waiting for the collector
+    this = weakref.ref(resolve_let)
     return resolve_let
 
 
