@@ -137,3 +137,15 @@ def test_every_operator_over_every_kind_of_value_evaluates_like_the_closures():
                 assert _outcome(lambda: expr.evaluate_with(facts)) == expected, (src, a, d)  # noqa: B023
                 compared += 1
     assert compared == len(OPERATORS) * len(OPERAND_VALUES) ** 2
+
+
+def test_a_function_missing_at_the_first_evaluation_is_an_evaluation_error():
+    registry = {"f": lambda x: x}
+    e = compile_expr("f(x)", registry)
+    del registry["f"]
+    try:
+        e.evaluate_with({"x": 1})
+    except EvalError as exc:
+        assert "unknown function 'f'" in str(exc)
+    else:  # pragma: no cover - the assertion below reports it
+        raise AssertionError("no error")

@@ -210,7 +210,11 @@ class Expr:
         them now (the registry's before the built-in ones of the same name)."""
         factory = eval(marshal.loads(self._compiled()), _HELPERS)  # noqa: S307 - our own generated code
         registry = self._registry or {}
-        self._fn = factory(*[registry[n] if n in registry else BUILTIN_FUNCTIONS[n] for n in self.functions])
+        try:
+            fns = [registry[n] if n in registry else BUILTIN_FUNCTIONS[n] for n in self.functions]
+        except KeyError as exc:
+            raise EvalError(f"{self.source}: unknown function {exc}") from None
+        self._fn = factory(*fns)
         return self._fn
 
     def evaluate_with(self, values: Mapping[str, Any]) -> Any:
