@@ -15,6 +15,7 @@ object, so a process neither parses nor compiles the rules' expressions again).
 from __future__ import annotations
 
 import ast
+import functools
 import marshal
 import math
 import operator
@@ -510,17 +511,8 @@ class _Compiler:
             return compare_one
 
         def compare(r):
-            a = left(r)
-            for (kind, fn), right in zip(ops, rights, strict=False):
-                b = right(r)
-                if kind in ordered and (a is None or b is None):
-                    return False  # an unset value never satisfies an ordering
-                if kind in (ast.In, ast.NotIn) and b is None:
-                    return kind is ast.NotIn
-                if not fn(a, b):
-                    return False
-                a = b
-            return True
+            return _chain(left(r), tuple((kind, fn, functools.partial(right, r))
+                                         for (kind, fn), right in zip(ops, rights, strict=True)))
         return compare
 
     def _call(self, node: ast.Call, d: int) -> Callable[[Resolver], Any]:

@@ -18,6 +18,7 @@ from servewise.engine.runtime.memory import Memory
 
 Resolver = Callable[[str], Any]
 _NO_ATTRS: dict[str, Any] = {}
+_UNSET = object()
 
 
 class NotReady(Exception):
@@ -94,6 +95,7 @@ def live_resolver(mem: Memory, spec: RuleSpec | None, iid: str | None, log: dict
     def resolve(name: str) -> Any:
         if local is not None and name in local:
             return local[name]
+        value = _UNSET
         if prefix is not None and name.startswith(prefix):
             attr = name[cut:]
             if pending and attr in pending:
@@ -106,12 +108,10 @@ def live_resolver(mem: Memory, spec: RuleSpec | None, iid: str | None, log: dict
                     if attr not in table:
                         raise NotReady(name)
                     value = table[attr]
-                if log is not None and name not in log:
-                    log[name] = value
-                return value
-        if name not in values:
-            raise NotReady(name)
-        value = values[name]
+        if value is _UNSET:  # a global value
+            if name not in values:
+                raise NotReady(name)
+            value = values[name]
         if log is not None and name not in log:
             log[name] = value
         return value
