@@ -13,7 +13,7 @@ from typing import Any
 
 from servewise.engine.common.paths import PACKAGE_ROOT
 from servewise.engine.common.schema_check import Check, compiled, jsonschema_validator, valid
-from servewise.engine.common.yamlio import Lines, YamlError, line_of, load_file, safe_load
+from servewise.engine.common.yamlio import Lines, YamlError, line_of, load_file
 
 INPUTS_FILE = PACKAGE_ROOT / "facts" / "inputs.yaml"
 
@@ -85,7 +85,9 @@ class InputDef:
 
 @lru_cache(maxsize=1)
 def input_defs() -> tuple[InputDef, ...]:
-    raw = safe_load(INPUTS_FILE.read_text(encoding="utf-8"))
+    from servewise.engine.common.rulecache import cached_yaml
+
+    raw = cached_yaml(INPUTS_FILE)  # every plan reads it: through the cache (engine/common/rulecache.py)
     return tuple(
         InputDef(
             key=d["key"], type=d["type"], default=d.get("default"),

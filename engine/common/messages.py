@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from servewise.engine.common.paths import PACKAGE_ROOT
-from servewise.engine.common.yamlio import safe_load
+from servewise.engine.common.rulecache import cached_yaml
 
 MESSAGES_DIR = PACKAGE_ROOT / "facts" / "messages"
 LANGS = ("en", "zh")
@@ -23,7 +23,7 @@ def catalog() -> dict[str, dict[str, str]]:
     """Every message, by code, from all ``facts/messages/*.yaml`` (a code defined twice is an error)."""
     out: dict[str, dict[str, str]] = {}
     for path in sorted(MESSAGES_DIR.glob("*.yaml")):
-        data = safe_load(path.read_text(encoding="utf-8")) or {}
+        data = cached_yaml(path) or {}  # every plan reads them: through the cache
         for code, texts in data.items():
             code = str(code)
             if code in out:
