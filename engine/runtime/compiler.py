@@ -197,7 +197,7 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
     if kind:
         # what it reads of an item revision: the attributes in its key (a revision that changed
         # none of them gives the same key, so the same answer: DirectMatcher skips it)
-        test.revision_reads = test_context.revision_reads = frozenset(item_attrs)
+        test_context.revision_reads = frozenset(item_attrs)
     test.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in params])
 
