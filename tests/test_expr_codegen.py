@@ -1,6 +1,9 @@
 """Expressions evaluate through generated Python code (engine/lang/expr.py, ``_generate``): it must
 give what the checker's closures give, value or error, for any expression and values, also after
-a round trip through the rule cache's pickle (marshalled code)."""
+a round trip through the rule cache's pickle (marshalled code). Both call the same guard helpers
+(``_bin``, ``_pow``, ``_cmp_*``, ``_chain``), so these tests prove the generated code's shape:
+operands, evaluation order, short-circuits, folded constants and precedence; tests/test_expr.py
+proves what the guards do."""
 
 from __future__ import annotations
 
@@ -149,3 +152,36 @@ def test_a_function_missing_at_the_first_evaluation_is_an_evaluation_error():
         assert "unknown function 'f'" in str(exc)
     else:  # pragma: no cover - the assertion below reports it
         raise AssertionError("no error")
+
+
+GUARDS = [
+    # (expression, facts, value or the text of the EvalError)
+    ("a + d", {"a": 1, "d": None}, "a value is not set"),
+    ("a + d", {"a": None, "d": 1}, "a value is not set"),
+    ("a + d", {"a": "x", "d": "y"}, "xy"),
+    ("a + d", {"a": "x", "d": 1}, "arithmetic on text or lists"),
+    ("a * d", {"a": "x", "d": 3}, "arithmetic on text or lists"),
+    ("a - d", {"a": [1], "d": [2]}, "arithmetic on text or lists"),
+    ("a + d", {"a": [1], "d": [2]}, [1, 2]),
+    ("a ** d", {"a": 2, "d": 65}, "exponent 65 larger than 64"),
+    ("a ** d", {"a": 2e6, "d": 4}, "power result out of range"),
+    ("a < d", {"a": None, "d": 1}, False),
+    ("a >= d", {"a": 1, "d": None}, False),
+    ("a in d", {"a": 1, "d": None}, False),
+    ("a not in d", {"a": 1, "d": None}, True),
+    ("0 < a < d", {"a": 1, "d": None}, False),
+    ("a in d != 3", {"a": 1, "d": None}, False),
+    ("a not in d != 3", {"a": 1, "d": None}, True),
+    ("a == d", {"a": None, "d": None}, True),
+]
+
+
+def test_guards_do_what_the_rule_language_promises():
+    """The guard helpers both evaluators share: None never satisfies an ordering and stops
+    arithmetic, text and lists only concatenate, powers are bounded, `in None` is False."""
+    for src, facts, expected in GUARDS:
+        outcome = _outcome(lambda: compile_expr(src).evaluate_with(facts))  # noqa: B023
+        if isinstance(expected, str) and outcome[0] == "error":
+            assert expected in outcome[1], (src, facts, outcome)
+        else:
+            assert outcome == ("value", type(expected).__name__, expected), (src, facts, outcome)

@@ -441,26 +441,9 @@ class _Compiler:
                 if abs(node.right.value) > MAX_EXPONENT:
                     raise ExprError(f"exponent larger than {MAX_EXPONENT}: {self.src[:80]}")
 
-            def power(r):
-                base, exp = left(r), right(r)
-                if abs(exp) > MAX_EXPONENT:
-                    raise EvalError(f"exponent {exp} larger than {MAX_EXPONENT}")
-                if abs(base) > 1e6 and abs(exp) > 3:
-                    raise EvalError("power result out of range")
-                return _num_guard(base ** exp)
-            return power
-
-        def binop(r):
-            a, b = left(r), right(r)
-            if a is None or b is None:
-                raise EvalError(f"{self.src}: a value is not set (None)")
-            if isinstance(a, (str, list)) or isinstance(b, (str, list)):
-                if not (isinstance(node.op, ast.Add) and type(a) is type(b)):
-                    raise EvalError(f"{self.src}: arithmetic on text or lists")
-                if len(a) + len(b) > 10 * MAX_STRING:
-                    raise EvalError(f"{self.src}: result too long")
-            return _num_guard(op(a, b))
-        return binop
+            return lambda r: _pow(left(r), right(r))
+        add, src = isinstance(node.op, ast.Add), self.src
+        return lambda r: _bin(op, add, src, left(r), right(r))
 
     def _unary(self, node: ast.UnaryOp, d: int) -> Callable[[Resolver], Any]:
         operand = self.compile(node.operand, d)
@@ -486,25 +469,13 @@ class _Compiler:
                 raise ExprError(f"'is' compares only with None: {self.src}")
         left = self.compile(node.left, d)
         rights = [self.compile(c, d) for c in node.comparators]
-        ordered = {ast.Lt, ast.LtE, ast.Gt, ast.GtE}
         if len(ops) == 1:  # the usual comparison: one operator, decided once here
             (kind, fn), right = ops[0], rights[0]
-            if kind in ordered:
-                def compare_ordered(r):
-                    a, b = left(r), right(r)
-                    if a is None or b is None:
-                        return False  # an unset value never satisfies an ordering
-                    return bool(fn(a, b))
-                return compare_ordered
+            if kind in _ORDERED:
+                return lambda r: _cmp_ordered(fn, left(r), right(r))
             if kind in (ast.In, ast.NotIn):
                 negated = kind is ast.NotIn
-
-                def compare_in(r):
-                    a, b = left(r), right(r)
-                    if b is None:
-                        return negated
-                    return bool(fn(a, b))
-                return compare_in
+                return lambda r: _cmp_in(fn, negated, left(r), right(r))
 
             def compare_one(r):
                 return bool(fn(left(r), right(r)))
