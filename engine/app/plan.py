@@ -11,7 +11,8 @@ from typing import Any
 from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, load_workload
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
-from servewise.engine.app.pools import combine, sub_workload
+from servewise.engine.app.pools import combine, portable, sub_workload
+from servewise.engine.common.forkmap import fork_map
 from servewise.engine.common.gctune import fewer_collections
 from servewise.engine.common.messages import both, message
 from servewise.engine.common.version import VERSION
@@ -20,7 +21,7 @@ from servewise.engine.domain.functions import RunContext
 from servewise.engine.lang.factdict import MODEL_FACT_FIELDS
 from servewise.engine.lang.rulebase import RuleBase, load_rules
 from servewise.engine.runtime.memory import Memory, Origin
-from servewise.engine.runtime.runner import Runner
+from servewise.engine.runtime.runner import WORK, Runner
 
 
 def servewise_version() -> str:
@@ -175,12 +176,13 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
         # the pools of this plan remember domain-function results together (pure functions of
         # their arguments and the catalog), unless a pool brings its own model definition
         shared: dict[tuple, Any] | None = {} if all(isinstance(e.get("model"), str) for e in entries) else None
-        results = []
-        for entry in entries:
+
+        def pool(entry: dict[str, Any]) -> PlanResult:
             sub, extra = sub_workload(workload, entry)
-            results.append(plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
-                                               or entry.get("peak_qps") is None] + extra,
-                                         rulebase, file, provided, shared))
+            return plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
+                                       or entry.get("peak_qps") is None] + extra, rulebase, file, provided, shared)
+        # the pools share this machine's cores (the first is planned here: its whole memory is kept)
+        results = fork_map(pool, entries, portable=portable, counters=(WORK,))
 
         def replan(entry: dict[str, Any], gpu: str) -> PlanResult:  # the pool on another host GPU
             sub, extra = sub_workload(workload, entry)

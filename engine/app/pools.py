@@ -16,9 +16,12 @@ from servewise.engine.app.inputs import input_defs
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
 from servewise.engine.app.pools_pack import PackedOption, packed_option, separate_rack
+from servewise.engine.common.forkmap import fork_map
 from servewise.engine.common.messages import LANGS, both, message
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.functions import RunContext, catalog, reset_context, use_context
+from servewise.engine.runtime.compiler import WORK
+from servewise.engine.runtime.memory import Memory
 
 SUMMED = {("gpu", "count"), ("gpu", "replicas"), ("servers", "count"), ("storage", "capacity_tb")}
 STEP_OFFSET = 100_000
@@ -36,6 +39,22 @@ def sub_workload(workload: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[
     if entry.get("peak_qps") is not None:
         sub["traffic"]["peak_qps"] = entry["peak_qps"]
     return sub, extra
+
+
+def pack_steps(mem: Memory) -> list[dict[str, Any]]:
+    """The steps of a pool's run that concluded a ``pack.*`` fact and the steps behind them (all a
+    combined plan shows of a pool's trace besides its plan), written out."""
+    roots = [st["step"] for st in mem.steps if any(c["fact"].startswith("pack.") for c in st["conclusions"])]
+    return _closure(mem, roots)
+
+
+def portable(result: PlanResult) -> PlanResult:
+    """What combining needs of a pool planned in another process (engine/common/forkmap.py): its
+    plan, its values and where they came from, its firings and its pack steps (a whole working
+    memory holds engine objects that do not pickle and is ~10x larger)."""
+    mem = result.memory
+    slim = Memory(values=mem.values, value_step=mem.value_step, fired=mem.fired, steps=pack_steps(mem))
+    return PlanResult(result.plan, slim)
 
 
 def _label(entry: dict[str, Any]) -> str:
@@ -141,17 +160,28 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
         try:
             mig = _mig_host([results[i] for i in order], hosts)
             hosts += [mig] if mig else []
-            for gpu in hosts:
-                used: list[PlanResult] = []
-                for e, r, lb in zip(entries, results, labels, strict=True):  # stop at the first misfit
-                    used.append(r if r.memory.values.get("chosen.gpu") == gpu else replan(e, gpu))
-                    if not used[-1].feasible:
-                        reasons.append(f"{lb} cannot run on {gpu}")
-                        options.append({"option": f"packed on {gpu}", "feasible": False,
-                                        "reason": f"{lb}: no feasible configuration on {gpu}"})
-                        break
-                if not all(u.feasible for u in used):
+
+            def on_host(gpu: str) -> list[tuple[int, PlanResult]]:
+                """The pools re-planned on ``gpu`` (those that chose another GPU), up to the first
+                that cannot run on it."""
+                out: list[tuple[int, PlanResult]] = []
+                for i, (e, r) in enumerate(zip(entries, results, strict=True)):
+                    if r.memory.values.get("chosen.gpu") != gpu:
+                        out.append((i, replan(e, gpu)))
+                        if not out[-1][1].feasible:
+                            break
+                return out
+
+            replanned = fork_map(on_host, hosts, portable=lambda pairs: [(i, portable(u)) for i, u in pairs],
+                                 counters=(WORK,))
+            for gpu, pairs in zip(hosts, replanned, strict=True):
+                if pairs and not pairs[-1][1].feasible:  # stop at the first misfit
+                    lb = labels[pairs[-1][0]]
+                    reasons.append(f"{lb} cannot run on {gpu}")
+                    options.append({"option": f"packed on {gpu}", "feasible": False,
+                                    "reason": f"{lb}: no feasible configuration on {gpu}"})
                     continue
+                used = [dict(pairs).get(i, r) for i, r in enumerate(results)]
                 values = {lb: u.memory.values for lb, u in zip(labels, used, strict=True)}
                 limit = max(float(v.get("facility.rack_limit_kw") or 0) for v in values.values()) or 6.0
                 opt = packed_option(gpu, labels, values, workload, limit)
@@ -304,8 +334,7 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
                 for i, r in enumerate(results) if "pack.unit" in r.memory.value_step]
     kept = {s["step"] for s in trace}
     for i, r in enumerate(results):  # the pack.* steps and what they read join the trace
-        roots = [st["step"] for st in r.memory.steps if any(c["fact"].startswith("pack.") for c in st["conclusions"])]
-        for st in _closure(r.memory, roots):
+        for st in pack_steps(r.memory):
             shifted = st["step"] + (i + 1) * STEP_OFFSET
             if shifted not in kept:
                 kept.add(shifted)

@@ -1,0 +1,146 @@
+"""Map a function over a few items on the machine's cores (the pools of a several-model plan).
+
+The calling process forks workers once everything is loaded (rules compiled, catalog read), so a
+worker starts in a few milliseconds with the caller's state. The caller and its workers take items
+from one queue (a pipe holding the item numbers), the caller always the first item; a worker
+sends its results back pickled, through a file of its own, after its last item. The results are
+the same, in the same order, as ``[fn(x) for x in items]``:
+
+- a worker that fails on an item (any exception) stops, and the caller computes that item and
+  the ones the worker did not return itself, so errors surface in the caller as they would
+  without workers;
+- an interrupt of the caller (Ctrl-C) kills the workers and removes their files;
+- ``counters`` (e.g. the engine's work counters) get the workers' increments added.
+
+Workers are used where ``fork`` exists (Linux, macOS) and more than one core is available to
+this process; ``SERVEWISE_WORKERS=1`` turns them off (``=N`` caps the processes at N).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import struct
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_INDEX = struct.Struct("<I")  # one item number in the queue pipe (4 bytes: reads of it are whole)
+
+
+def processes_available() -> int:
+    """How many processes a map may use: the cores this process may run on, capped by
+    ``SERVEWISE_WORKERS``; 1 where ``fork`` does not exist."""
+    if not hasattr(os, "fork"):
+        return 1
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS
+        cores = os.cpu_count() or 1
+    cap = os.environ.get("SERVEWISE_WORKERS", "").strip()
+    if cap.isdigit() and int(cap) >= 1:
+        cores = min(cores, int(cap))
+    return max(1, cores)
+
+
+def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
+             portable: Callable[[R], Any] = lambda r: r,
+             counters: Sequence[Counter] = ()) -> list[R]:
+    """``[fn(x) for x in items]``, the items shared between this process and forked workers.
+
+    ``portable(result)`` is what a worker sends back for a result (it must pickle); the caller
+    keeps its own results as they are.
+    """
+    n_workers = min(processes_available(), len(items)) - 1
+    if n_workers < 1:
+        return [fn(x) for x in items]
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"".join(_INDEX.pack(i) for i in range(1, len(items))))
+    os.close(write_end)
+    results: dict[int, R] = {}
+    workers: list[tuple[int, str]] = []
+    try:
+        for _ in range(n_workers):
+            fd, path = tempfile.mkstemp(prefix="servewise-worker-", suffix=".pickle")
+            os.close(fd)
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - runs in the worker (its coverage is not collected)
+                _work(fn, items, read_end, path, portable, counters)
+            workers.append((pid, path))
+        results[0] = fn(items[0])
+        for i in _take(read_end):
+            results[i] = fn(items[i])
+        for pid, path in workers:
+            _, status = os.waitpid(pid, 0)
+            returned, increments = _collect(path) if os.waitstatus_to_exitcode(status) == 0 else ({}, [])
+            results.update(returned)
+            for counter, inc in zip(counters, increments, strict=False):
+                counter.update(inc)
+        workers.clear()
+    finally:
+        os.close(read_end)
+        for pid, _ in workers:  # the caller failed or was interrupted: stop the workers
+            with contextlib.suppress(ProcessLookupError, ChildProcessError):
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        for _, path in workers or []:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+    for i in range(len(items)):  # what a worker did not return (it failed): computed here
+        if i not in results:
+            results[i] = fn(items[i])
+    return [results[i] for i in range(len(items))]
+
+
+def _take(read_end: int) -> Any:
+    """The item numbers this process takes from the queue, until it is empty."""
+    while True:
+        raw = os.read(read_end, _INDEX.size)
+        if len(raw) < _INDEX.size:
+            return
+        yield _INDEX.unpack(raw)[0]
+
+
+def _collect(path: str) -> tuple[dict[int, Any], list[Counter]]:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+    if not data:
+        return {}, []
+    try:
+        returned, increments = pickle.loads(data)
+    except Exception:  # a truncated file: the caller computes those items itself
+        return {}, []
+    return returned, increments
+
+
+def _work(fn: Callable[[Any], Any], items: Sequence[Any], read_end: int, path: str,
+          portable: Callable[[Any], Any], counters: Sequence[Counter]) -> None:  # pragma: no cover
+    """A worker's life: take items until the queue is empty or one fails, write the results,
+    exit without running the caller's clean-up (``os._exit``)."""
+    code = 1
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends a worker at once
+        before = [Counter(c) for c in counters]
+        returned: dict[int, Any] = {}
+        for i in _take(read_end):
+            try:
+                returned[i] = portable(fn(items[i]))
+            except Exception:
+                break  # this item and the rest left in the queue are the caller's
+        increments = [Counter({k: v - b.get(k, 0) for k, v in c.items() if v != b.get(k, 0)})
+                      for c, b in zip(counters, before, strict=True)]
+        with open(path, "wb") as fh:
+            pickle.dump((returned, increments), fh, protocol=pickle.HIGHEST_PROTOCOL)
+        code = 0
+    finally:
+        os._exit(code)
