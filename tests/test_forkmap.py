@@ -108,7 +108,8 @@ def test_the_caller_failing_stops_the_workers_and_removes_their_files(two_proces
     assert _leftover_files() == before
 
 
-def test_a_several_model_plan_is_the_same_with_and_without_workers(example_plans, monkeypatch):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_several_model_plan_is_the_same_with_and_without_workers(example_plans, monkeypatch, processes):
     """The pools planned in workers and combined give the plan (and count the engine work) that
     planning them one after the other in this process does."""
     from servewise.cli.render import to_json
@@ -116,9 +117,12 @@ def test_a_several_model_plan_is_the_same_with_and_without_workers(example_plans
     from servewise.engine.lang.rulebase import load_rules
     from servewise.engine.runtime.compiler import WORK
 
+    if processes > 1 and not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(forkmap, "processes_available", lambda: processes)
     name = "multi-model-tenants"
-    monkeypatch.setenv("SERVEWISE_WORKERS", "1")
     before = Counter(WORK)
     result = plan_file(example_plans[name].path, load_rules())
     assert to_json(result.plan) == example_plans[name].json_text
     assert {k: v for k, v in sorted((Counter(WORK) - before).items())} == example_plans[name].work
+    assert result.memory.steps and len(result.memory.steps) > 100  # the first pool's whole memory

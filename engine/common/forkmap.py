@@ -24,6 +24,7 @@ import pickle
 import signal
 import struct
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -36,9 +37,9 @@ _INDEX = struct.Struct("<I")  # one item number in the queue pipe (4 bytes: read
 
 def processes_available() -> int:
     """How many processes a map may use: the cores this process may run on, capped by
-    ``SERVEWISE_WORKERS``; 1 where ``fork`` does not exist."""
-    if not hasattr(os, "fork"):
-        return 1
+    ``SERVEWISE_WORKERS``; 1 where ``fork`` does not exist or other threads run."""
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return 1  # no fork, or one that could copy a lock another thread holds
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # macOS
@@ -57,7 +58,17 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
     ``portable(result)`` is what a worker sends back for a result (it must pickle); the caller
     keeps its own results as they are.
     """
-    n_workers = min(processes_available(), len(items)) - 1
+    # (the queue pipe holds every item number at once: at most 64 KiB, the smallest pipe buffer)
+    n_workers = min(processes_available(), len(items)) - 1 if len(items) * _INDEX.size <= 65536 else 0
+    paths: list[str] = []
+    try:
+        for _ in range(max(n_workers, 0)):
+            fd, path = tempfile.mkstemp(prefix="servewise-worker-", suffix=".pickle")
+            os.close(fd)
+            paths.append(path)
+    except OSError:  # no temporary folder to send results through: no workers
+        n_workers = 0
+        _remove(paths)
     if n_workers < 1:
         return [fn(x) for x in items]
     read_end, write_end = os.pipe()
@@ -66,9 +77,7 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
     results: dict[int, R] = {}
     workers: list[tuple[int, str]] = []
     try:
-        for _ in range(n_workers):
-            fd, path = tempfile.mkstemp(prefix="servewise-worker-", suffix=".pickle")
-            os.close(fd)
+        for path in paths:
             pid = os.fork()
             if pid == 0:  # pragma: no cover - runs in the worker (its coverage is not collected)
                 _work(fn, items, read_end, path, portable, counters)
@@ -79,6 +88,7 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
         for pid, path in workers:
             _, status = os.waitpid(pid, 0)
             returned, increments = _collect(path) if os.waitstatus_to_exitcode(status) == 0 else ({}, [])
+            _remove([path])
             results.update(returned)
             for counter, inc in zip(counters, increments, strict=False):
                 counter.update(inc)
@@ -89,13 +99,17 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
             with contextlib.suppress(ProcessLookupError, ChildProcessError):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
-        for _, path in workers or []:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+        _remove(paths)
     for i in range(len(items)):  # what a worker did not return (it failed): computed here
         if i not in results:
             results[i] = fn(items[i])
     return [results[i] for i in range(len(items))]
+
+
+def _remove(paths: list[str]) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _take(read_end: int) -> Any:
@@ -111,9 +125,8 @@ def _collect(path: str) -> tuple[dict[int, Any], list[Counter]]:
     try:
         with open(path, "rb") as fh:
             data = fh.read()
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
+    except OSError:
+        return {}, []
     if not data:
         return {}, []
     try:
