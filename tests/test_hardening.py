@@ -511,3 +511,32 @@ def test_pool_label_kept_in_every_language_and_renderer():
     assert warning_text(warn, "zh") == "[Qwen2.5-7B (cs)] 过热"
     assert warning_text(warn, "en") == warn["message"]
     assert warning_text({"rule": "r", "message": "plain"}, "zh") == "plain"
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or not hasattr(os, "killpg"), reason="no fork or process groups")
+@pytest.mark.parametrize("to", ["group", "command"])
+def test_ctrl_c_during_a_several_model_plan_leaves_no_worker_and_no_file(tmp_path, to):
+    """Ctrl-C (SIGINT to the foreground process group, or to the command alone) while the pools
+    plan in forked workers: exit 130 with 'interrupted', no worker process and no worker file
+    left, no output file."""
+    import signal
+
+    out = tmp_path / "plan.json"
+    env = dict(os.environ, TMPDIR=str(tmp_path), SERVEWISE_WORKERS="2")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "servewise"), "plan",
+                             str(EXAMPLES / "saas-five-tenants.yaml"), "--format", "json", "-o", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    time.sleep(0.8)  # imports and rules take ~0.1 s; the pools ~2 s
+    (os.killpg if to == "group" else os.kill)(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err.decode()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)  # a worker of the group still alive
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("a worker outlived the interrupted plan")
+    assert not out.exists() and not list(tmp_path.glob("servewise-worker-*"))
