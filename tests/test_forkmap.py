@@ -126,3 +126,13 @@ def test_a_several_model_plan_is_the_same_with_and_without_workers(example_plans
     assert to_json(result.plan) == example_plans[name].json_text
     assert {k: v for k, v in sorted((Counter(WORK) - before).items())} == example_plans[name].work
     assert result.memory.steps and len(result.memory.steps) > 100  # the first pool's whole memory
+
+
+def test_a_fork_refused_leaves_the_items_to_the_caller(two_processes, monkeypatch):
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    before = _leftover_files()
+    assert fork_map(lambda x: (x, os.getpid()), list(range(5))) == [(x, os.getpid()) for x in range(5)]
+    assert _leftover_files() == before

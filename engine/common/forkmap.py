@@ -13,7 +13,9 @@ the same, in the same order, as ``[fn(x) for x in items]``:
 - ``counters`` (e.g. the engine's work counters) get the workers' increments added.
 
 Workers are used where ``fork`` exists (Linux, macOS) and more than one core is available to
-this process; ``SERVEWISE_WORKERS=1`` turns them off (``=N`` caps the processes at N).
+this process, and no other thread runs (a fork copies only the calling thread: a lock another
+thread holds would stay locked in the worker); ``SERVEWISE_WORKERS=1`` turns them off (``=N``,
+N ≥ 1, caps the processes at N). A worker that cannot be forked leaves its share to the caller.
 """
 
 from __future__ import annotations
@@ -78,7 +80,10 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
     workers: list[tuple[int, str]] = []
     try:
         for path in paths:
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:  # no more processes allowed: the caller takes what is left
+                break
             if pid == 0:  # pragma: no cover - runs in the worker (its coverage is not collected)
                 _work(fn, items, read_end, path, portable, counters)
             workers.append((pid, path))
