@@ -484,17 +484,27 @@ def profile_slowest(result: dict[str, object], docs: Path) -> str:
     from servewise.engine.lang.rulebase import load_rules
 
     slowest = max(result["plans"], key=lambda k: result["plans"][k]["cpu"]["median"])
+    # one process, so that the profile holds all the work (a forked worker's would be missing)
+    workers = os.environ.get("SERVEWISE_WORKERS")
+    os.environ["SERVEWISE_WORKERS"] = "1"
     prof = cProfile.Profile()
-    prof.enable()
-    plan_file(ROOT / "examples" / f"{slowest}.yaml", load_rules())
-    prof.disable()
+    try:
+        prof.enable()
+        plan_file(ROOT / "examples" / f"{slowest}.yaml", load_rules())
+        prof.disable()
+    finally:
+        if workers is None:
+            del os.environ["SERVEWISE_WORKERS"]
+        else:
+            os.environ["SERVEWISE_WORKERS"] = workers
     buf = io.StringIO()
     st = pstats.Stats(prof, stream=buf)
     st.sort_stats("cumulative").print_stats(45)
     st.sort_stats("tottime").print_stats(25)
     text = buf.getvalue().replace(str(ROOT) + "/", "").replace(sys.prefix + "/", "<venv>/")
     path = docs / f"profile-{slowest}.txt"
-    path.write_text(f"cProfile of load_rules() + plan_file(examples/{slowest}.yaml), in-process, "
+    path.write_text(f"cProfile of load_rules() + plan_file(examples/{slowest}.yaml), in-process, in one "
+                    "process (SERVEWISE_WORKERS=1: every pool and re-plan here), "
                     f"{datetime.date.today()} (written by tests/bench/bench_plan.py --doc)\n\n{text}", encoding="utf-8")
     return path.name
 
