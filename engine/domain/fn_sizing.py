@@ -34,10 +34,9 @@ def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: in
     key = ("estimate_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl), c,
            str(arrival))
     if key not in ctx.cache:
-        ctx.cache[key] = _perf().estimate(
+        ctx.cache[key] = _perf().estimate_record(  # steps made only where a plan shows them
             ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp), precision=str(precision),
-            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival),
-        ).to_dict(deferred_steps=True)  # the steps are written out only where a plan shows them
+            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival))
     return ctx.cache[key]
 
 

@@ -138,10 +138,9 @@ def _estimate(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
     ctx = current()
     key = ("estimate", model, gpu, int(tp), str(precision), int(isl), int(osl), max(1, int(concurrency)))
     if key not in ctx.cache:
-        ctx.cache[key] = _perf().estimate(
+        ctx.cache[key] = _perf().estimate_record(  # steps made only where a plan shows them
             ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), precision=str(precision),
-            isl=int(isl), osl=int(osl), concurrency=max(1, int(concurrency)),
-        ).to_dict(deferred_steps=True)  # the steps are written out only where a plan shows them
+            isl=int(isl), osl=int(osl), concurrency=max(1, int(concurrency)))
     return ctx.cache[key]
 
 

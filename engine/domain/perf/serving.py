@@ -26,8 +26,11 @@ The form is closed (no fixed-point iteration): estimate is a few microseconds of
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from servewise.engine.common.deferred import Deferred
 from servewise.engine.domain.perf.architecture import attention_flops_per_token
 from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, Profile, gpu_class, profile
 from servewise.engine.domain.perf.memory import Layout, memory
@@ -448,13 +451,33 @@ def _band(prof: Profile, ttft: float, tpot: float, tput: float) -> dict[str, tup
                                     tput * b["output_tokens_per_s"][1])}
 
 
-def estimate(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int = 1,
-             ep: int = 1, precision: str, isl: int, osl: int, concurrency: int,
-             backend: str = "vllm", kv_precision: str | None = None,
-             gpu_memory_utilization: float = 0.9, attention_dp: int = 1,
-             check_memory: bool = True, calibration: dict[str, Any] | None = None,
-             arrival: str = "closed", request_rate: float | None = None) -> Estimate:
-    """TTFT, TPOT and total output tokens/s of one replica with ``concurrency`` requests in flight.
+def estimate(model: dict[str, Any], gpu: dict[str, Any], **kwargs: Any) -> Estimate:
+    """TTFT, TPOT and total output tokens/s of one replica with ``concurrency`` requests in flight
+    (the arguments of :func:`estimate_parts`), with every formula step of its explanation."""
+    est, more = estimate_parts(model, gpu, **kwargs)
+    extra = more()
+    return replace(est, steps=est.steps + tuple(extra)) if extra else est
+
+
+def estimate_record(model: dict[str, Any], gpu: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """:func:`estimate` as plain values (``Estimate.to_dict``) whose formula steps are a
+    :class:`~servewise.engine.common.deferred.Deferred`: made and written out only if a plan shows
+    them (most of the hundreds of estimates a plan makes never are)."""
+    est, more = estimate_parts(model, gpu, **kwargs)
+    out = est.to_dict()
+    out["steps"] = Deferred(lambda: [st.to_dict() for st in (*est.steps, *more())])
+    return out
+
+
+def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int = 1,
+                   ep: int = 1, precision: str, isl: int, osl: int, concurrency: int,
+                   backend: str = "vllm", kv_precision: str | None = None,
+                   gpu_memory_utilization: float = 0.9, attention_dp: int = 1,
+                   check_memory: bool = True, calibration: dict[str, Any] | None = None,
+                   arrival: str = "closed", request_rate: float | None = None
+                   ) -> tuple[Estimate, Callable[[], list[Step]]]:
+    """The estimate with the memory steps of its explanation, and a function making the rest of
+    its steps (a pure function of the solved state: the same steps whenever it is called).
 
     ``arrival`` ``closed`` (default): a benchmark client keeps ``concurrency`` requests in
     flight, started together. ``poisson``: open-loop arrivals at the rate that keeps
@@ -492,28 +515,30 @@ def estimate(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int
               "kv_precision": kvp, "isl": isl, "osl": osl, "concurrency": concurrency,
               "backend": prof.backend, "gpu_memory_utilization": gpu_memory_utilization,
               "arrival": arrival, "request_rate": request_rate}
-    steps = list(mem.steps)
+    steps = tuple(mem.steps)
     null_band = {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None}
     if check_memory and not mem.fits:
-        return Estimate(None, None, None, False, mem.reason, mem, null_band, cal,
-                        tuple(steps), inputs)
+        return Estimate(None, None, None, False, mem.reason, mem, null_band, cal, steps, inputs), list
     if sm is None or s is None:
-        return Estimate(None, None, None, mem.fits, why, mem, null_band, cal,
-                        tuple(steps), inputs)
+        return Estimate(None, None, None, mem.fits, why, mem, null_band, cal, steps, inputs), list
     tput = s["lam"] * 1e3 * osl * lay.dp
-    steps += _steps(sm, s, isl, osl)
-    steps.append(Step("throughput", "tokens_per_s = lambda_per_s x osl x dp",
-                      {"lambda_per_s": s["lam"] * 1e3, "osl": osl, "dp": lay.dp}, tput,
-                      "tokens/s"))
-    if request_rate:
-        steps.append(Step("in_flight", "C_total = C x dp", {"C": s["c_rank"], "dp": lay.dp},
-                          in_flight, "requests", "requests in flight at the offered rate"))
+
+    def more() -> list[Step]:
+        out = _steps(sm, s, isl, osl)
+        out.append(Step("throughput", "tokens_per_s = lambda_per_s x osl x dp",
+                        {"lambda_per_s": s["lam"] * 1e3, "osl": osl, "dp": lay.dp}, tput,
+                        "tokens/s"))
+        if request_rate:
+            out.append(Step("in_flight", "C_total = C x dp", {"C": s["c_rank"], "dp": lay.dp},
+                            in_flight, "requests", "requests in flight at the offered rate"))
+        return out
+
     band = _band(prof, s["ttft"], s["tpot"], tput)
     p99 = s["ttft_p99"]
     if p99 is not None:
         band["ttft_p99_ms"] = (p99 * prof.band["ttft_ms"][0], p99 * prof.band["ttft_ms"][1])
     return Estimate(s["ttft"], s["tpot"], tput, mem.fits, mem.reason, mem, band, cal,
-                    tuple(steps), inputs, ttft_p99_ms=p99)
+                    steps, inputs, ttft_p99_ms=p99), more
 
 
 def sla_ttft(s: dict[str, Any], up_ttft: float) -> float:
