@@ -45,11 +45,16 @@ on it, as one after the other would), are shared between the `servewise` process
 workers; a worker sends a pool back `portable` (its plan, values, firings and `pack.*` steps)
 and adds its engine-work counts to the caller's. Plans byte-identical (tests/plans/digests.json
 not re-recorded) and the engine work per example unchanged (tests/test_forkmap.py plans
-multi-model-tenants with one and two processes against the shared fixture). Paired with 9dbf986:
-saas-five-tenants 3.60 → 2.39 s wall (CPU 3.53 → 3.96 s: two processes each fork, touch
-copy-on-write pages and fill their own domain-function memo — a re-plan in a worker misses the
-memo of the pool planned in the other process, 0.07 instead of 0.045 s), multi-model-tenants
-1.85 → 1.41 s; single-model plans unchanged (chat-70b-online 0.49 / 0.50 s, within the drift).
+multi-model-tenants with one and two processes against the shared fixture). Also: an
+estimate's formula steps past the memory ones are made only when a plan shows them
+(`serving.estimate_record`; ~2 % of a plan in a paired in-process A/B, within the drift of the
+cold runs below; `estimate` output and plans byte-identical). Paired with 9dbf986 (the tables
+above, the last run of the session; a first run earlier in the session, on a slower phase of
+the machine, gave 3.60 → 2.39 and 1.85 → 1.41 s): saas-five-tenants 3.06 → 2.02 s wall (CPU
+3.04 → 3.37 s: two processes each fork, touch copy-on-write pages and fill their own
+domain-function memo — a re-plan in a worker misses the memo of the pool planned in the other
+process, 0.07 instead of 0.045 s), multi-model-tenants 1.71 → 1.26 s; single-model plans within
+±3 % (chat-70b-online 0.45 → 0.44 s).
 **Not met: every example ≤ 1 s.** saas-five-tenants is 5 full pool plans of 0.4–0.5 s each
 (small models: ~236 candidates × 8 rules each) plus 15 re-plans: ~2.8 s of CPU, so ≥ 1.4 s on two
 cores before start-up; the 1 s target needs the per-candidate cost (~1.9 ms: ~25 % performance
