@@ -139,6 +139,10 @@ def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
     values where it was measured (``by_gpu``), else the median of its link kind (NVLink or
     PCIe) at that GPU count, the nearest measured count when it was not.
 
+    A PCIe card whose NVLink is a bridge between ``nvlink_bridge_gpus`` cards (catalog: the
+    A100/H100 PCIe, H100 NVL, A30 and RTX A6000 pair up, the H200 NVL bridges 2 or 4)
+    all-reduces over PCIe when more GPUs take part: the ring crosses the cards' PCIe links.
+
     PCIe beyond two GPUs: the engines all-reduce with an NCCL ring (``PCIE_RING_SOURCE``),
     whose bus bandwidth per GPU does not fall with the GPU count (every GPU sends and receives
     ``2 (n-1)/n`` of the message over its own x16 link): the efficiency of the measured
@@ -149,6 +153,9 @@ def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
     """
     cal = load_calibration() if cal is None else cal
     kind = str(gpu.get("intra_node") or "pcie").lower()
+    bridge = gpu.get("nvlink_bridge_gpus")
+    if kind == "nvlink" and isinstance(bridge, int) and n_gpus > bridge:
+        kind = "pcie"  # NVLink bridges join only `bridge` cards: a wider ring crosses PCIe
     links = {**FALLBACK_LINKS, **(cal.get("links") or {})}
     lp = links.get(kind, links["pcie"])
     own = ((links.get("by_gpu") or {}).get(str(gpu.get("id"))) or {}).get("by_gpus")
