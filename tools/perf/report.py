@@ -85,7 +85,10 @@ see dp × isl tokens.
 `2(tp−1)/tp × B × hidden × 2 B` over the link (`link_gbs`/2 per direction, PCIe by generation)
 at an efficiency and latency fitted from measured vLLM custom all-reduce kernels per link kind
 and GPU count (table above; NVLink ≈ 0.7–0.9 and 5 µs, PCIe 0.75 at 2 GPUs falling to 0.27 at
-8), the GPU's own values where it was measured; MoE dispatch/combine across the stage when
+8), the GPU's own values where it was measured; a PCIe card whose NVLink is only a bridge
+(catalog `nvlink_bridge_gpus`: pairs for the A100/H100 PCIe, H100 NVL, A30 and RTX A6000, up to
+4 for the H200 NVL) all-reduces over PCIe when the TP group is wider than the bridged cards
+(session 25: A100 80GB PCIe offline throughput error 33.5 → 15.4 %); MoE dispatch/combine across the stage when
 experts span more GPUs than TP.
 
 **Serving (closed-loop benchmark).** With C requests in flight per attention rank, each request
