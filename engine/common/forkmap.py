@@ -28,7 +28,7 @@ import struct
 import tempfile
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -117,7 +117,7 @@ def _remove(paths: list[str]) -> None:
             os.unlink(path)
 
 
-def _take(read_end: int) -> Any:
+def _take(read_end: int) -> Iterator[int]:
     """The item numbers this process takes from the queue, until it is empty."""
     while True:
         raw = os.read(read_end, _INDEX.size)
