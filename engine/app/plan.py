@@ -177,20 +177,18 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
         # their arguments and the catalog), unless a pool brings its own model definition
         shared: dict[tuple, Any] | None = {} if all(isinstance(e.get("model"), str) for e in entries) else None
 
-        def pool(entry: dict[str, Any]) -> PlanResult:
+        def pool(entry: dict[str, Any], gpu: str | None = None) -> PlanResult:
+            """One model's pool; on ``gpu`` alone when given (a re-plan on another host GPU)."""
             sub, extra = sub_workload(workload, entry)
-            return plan_workload(sub, [d for d in defaults_used if d != "traffic.peak_qps"
-                                       or entry.get("peak_qps") is None] + extra, rulebase, file, provided, shared)
+            dropped = {"traffic.peak_qps"} if entry.get("peak_qps") is not None else set()
+            if gpu is not None:
+                sub["constraints"]["gpu_models"] = [gpu]
+                dropped.add("constraints.gpu_models")
+            return plan_workload(sub, [d for d in defaults_used if d not in dropped] + extra,
+                                 rulebase, file, provided, shared)
         # the pools share this machine's cores (the first is planned here: its whole memory is kept)
         results = fork_map(pool, entries, portable=portable, counters=(WORK,))
-
-        def replan(entry: dict[str, Any], gpu: str) -> PlanResult:  # the pool on another host GPU
-            sub, extra = sub_workload(workload, entry)
-            sub["constraints"]["gpu_models"] = [gpu]
-            return plan_workload(sub, [d for d in defaults_used if d != "constraints.gpu_models" and (
-                d != "traffic.peak_qps" or entry.get("peak_qps") is None)] + extra, rulebase, file, provided,
-                shared)
-        return PlanResult(combine(workload, defaults_used, entries, results, replan), results[0].memory)
+        return PlanResult(combine(workload, defaults_used, entries, results, pool), results[0].memory)
     mem = run_rules(workload, defaults_used, rulebase, file, provided, cache=cache)
     return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
 

@@ -181,7 +181,8 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
                     options.append({"option": f"packed on {gpu}", "feasible": False,
                                     "reason": f"{lb}: no feasible configuration on {gpu}"})
                     continue
-                used = [dict(pairs).get(i, r) for i, r in enumerate(results)]
+                moved = dict(pairs)
+                used = [moved.get(i, r) for i, r in enumerate(results)]
                 values = {lb: u.memory.values for lb, u in zip(labels, used, strict=True)}
                 limit = max(float(v.get("facility.rack_limit_kw") or 0) for v in values.values()) or 6.0
                 opt = packed_option(gpu, labels, values, workload, limit)
