@@ -15,10 +15,12 @@ from servewise.engine.common.forkmap import fork_map, processes_available
 
 
 @pytest.fixture
-def two_processes(monkeypatch):
-    """Two processes whatever the machine (the items still give the same results on one core)."""
+def two_processes(monkeypatch, tmp_path):
+    """Two processes whatever the machine (the items still give the same results on one core),
+    their result files in this test's own temporary folder (other tests fork at the same time)."""
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(forkmap, "processes_available", lambda: 2)
 
 
