@@ -3,11 +3,25 @@
 Column semantics of measured.csv (aiconfigurator silicon sample), as checked against each row's
 source id:
 
-* ``concurrency`` is per attention-DP rank: the run had ``concurrency x attention_dp`` requests
-  in flight (ids say ``c256`` where the row says 32 with attention_dp 8).
+* Requests in flight: a row's source id states them (``..._c256_...``). In measured.csv
+  ``concurrency`` is per attention-DP rank: ids say ``c256`` where the row says 32 with
+  attention_dp 8. In measured-extra.csv it is the total: every one of its 97 rows with
+  attention_dp > 1 has the id's ``c`` = ``concurrency`` = ``silicon_concurrency`` =
+  ``batch_size(per-rank) x attn_dp`` in its notes. So the id's count is read when the id states
+  one, else ``concurrency x attention_dp``.
+* Some measured-extra runs spread their requests over several identical workers: the notes give
+  ``batch_size(per-rank)`` B with ``concurrency`` > B x attention_dp (e.g. Qwen3-32B NVFP4 on
+  GB200, c448 with B 14 at tp 2: its 15,000-token KV of 448 sequences could not fit two GPUs).
+  One worker, the unit the model predicts, then had B x attention_dp requests in flight.
 * The GPU count of a run is ``max(tp x attention_dp, moe_tp x moe_ep)``; where attention is
   narrower than the MoE group (vLLM rows with tp 1, moe_tp 2), the extra GPUs serve attention
   data-parallel.
+* vLLM runs with data-parallel attention and expert-parallel MoE are written ``tp`` N,
+  ``attention_dp`` N, ``moe_tp`` 1, ``moe_ep`` N x N (the source's ``gpu_count`` =
+  tp x attn_dp counts each GPU N times); their ids say ``tpN_epN``, and N GPUs is what the
+  numbers allow: MiniMax-M2.5 FP8 at c512 on "tp4 ep4" B200 measures TPOT 32 ms, which 16
+  GPUs would serve in a third of that (weights and KV read per step: 57 + 50 GB per GPU on 4,
+  a quarter on 16). Such a row is read as N GPUs, attention data-parallel over N, EP N.
 * On NVL72 racks (GB200/GB300, ``nvlink_domain`` 72) wide runs are real; an MLA model there
   with ``tp`` > 8 and no attention DP is read as attention data-parallel over the ``tp`` GPUs
   (its latent KV, replicated per TP rank, could not hold the thousands of sequences in flight).
@@ -126,6 +140,22 @@ def _load(row: Row, r: dict[str, str]) -> None:
     row.statistic = stat
 
 
+_ID_CONCURRENCY = re.compile(r"\bid=\S*_c(\d+)_")
+_BATCH_PER_RANK = re.compile(r"batch_size\(per-rank\)=(\d+)")
+
+
+def _in_flight(r: dict[str, str], adp: int) -> float:
+    """Requests in flight on one serving instance (see the module docstring): the source id's
+    ``c<N>`` when it states one, else ``concurrency x attention_dp``; a run over several
+    workers (notes' ``batch_size(per-rank)`` x attention_dp below that) counts one worker's."""
+    stated = _ID_CONCURRENCY.search(r.get("source") or "")
+    total = float(stated.group(1)) if stated else (_f(r.get("concurrency")) or 0) * adp
+    per_rank = _BATCH_PER_RANK.search(r.get("notes") or "")
+    if per_rank and 0 < int(per_rank.group(1)) * adp < total:
+        return float(int(per_rank.group(1)) * adp)
+    return total
+
+
 def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
                      model: dict[str, Any] | None = None) -> tuple[Layout, float]:
     """Layout and requests in flight of a measured row; a run wider than the GPU's NVLink
@@ -135,7 +165,11 @@ def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
     tp, adp = _i(r.get("tp"), 1), _i(r.get("attention_dp"), 1)
     mtp, mep = _i(r.get("moe_tp"), 1), _i(r.get("moe_ep"), 1)
     pp = _i(r.get("pp"), 1)
-    conc = (_f(r.get("concurrency")) or 0) * adp
+    conc = _in_flight(r, adp)
+    if adp > 1 and tp == adp and mtp * mep == tp * adp:
+        # data-parallel attention with expert-parallel MoE written N, N, 1, N x N: the ids say
+        # tpN_epN, and the run used N GPUs (see the module docstring)
+        return Layout(1, pp, tp, tp), conc
     if tp * adp > domain and mtp * mep == tp * adp:
         n = mep
         real_tp, real_dp = (n, 1) if adp == 1 else (1, n)
