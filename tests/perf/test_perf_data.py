@@ -66,3 +66,13 @@ def test_shipped_extra_rows_read_the_stated_concurrency():
         assert row.concurrency == min(int(stated.group(1)), one_worker), r["source"]
         checked += 1
     assert checked > 1200
+
+
+def test_speculative_decoding_runs_are_skipped_with_the_reason():
+    (mtp,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
+                             "backend_version": "1.2.0rc6.post3", "tp": "8", "concurrency": "4"}])
+    (plain,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
+                               "backend_version": "1.2.0rc6.post2", "tp": "8",
+                               "concurrency": "4"}])
+    assert mtp.skipped and "speculative decoding" in mtp.skipped
+    assert not plain.skipped

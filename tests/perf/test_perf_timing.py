@@ -85,6 +85,18 @@ def test_faster_gpu_serves_dense_models_faster(pair):
     assert v["tpot_ms"] == [] and v["ttft_ms"] == []
 
 
+def test_ordering_check_catches_a_slow_calibration():
+    """The allowance for measured all-reduce latency does not hide a bandwidth artefact."""
+    import copy
+
+    from servewise.engine.domain.perf.calibration import load_calibration
+
+    cal = copy.deepcopy(load_calibration())
+    cal["classes"]["blackwell-hbm"]["backends"]["trtllm"]["eta_bw"] = 0.3
+    v = violations(("B200", "H200 SXM"), backends=("trtllm",), calibration=cal)
+    assert ("trtllm", "Llama-3.1-70B", 1, 1) in v["tpot_ms"]
+
+
 def test_engine_costs_shared_across_gpu_classes():
     """Per-step software costs are one value per backend, not per GPU class."""
     from servewise.engine.domain.perf.calibration import load_calibration

@@ -182,6 +182,26 @@ def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
     return Layout(tp, pp, mep, max(1, n // tp)), conc
 
 
+# Runs with speculative decoding, which the model does not predict, known from their source's
+# configuration: (backend, backend_version, model) -> why. InferenceX (SemiAnalysisAI/InferenceX,
+# .github/configs/nvidia-master.yaml from Feb to Apr 2026, e.g. commit 51e31df) ran DeepSeek-R1's
+# TensorRT-LLM B200 configurations without MTP (dsr1-fp4/fp8-b200-trt) in image 1.2.0rc6.post2
+# and with MTP (dsr1-fp4/fp8-b200-trt-mtp: "MTP=3 (or MTP=1 when DP_ATTN=true)") in 1.2.0rc6.post3;
+# the same configuration measures TPOT 10.1 ms in post2 and 4.4 ms in post3 (c4, tp 8, 1k/8k).
+# H200 ran both in one image (1.1.0rc2.post2), so its rows cannot be told apart and are kept.
+SPECULATIVE_RUNS = {
+    ("trtllm", "1.2.0rc6.post3", "deepseek-r1"):
+        "speculative decoding: InferenceX ran DeepSeek-R1's TensorRT-LLM MTP configurations "
+        "(MTP 3, or 1 with attention DP) in image 1.2.0rc6.post3, the plain ones in post2; the "
+        "model has no speculative-decoding term",
+}
+
+
+def _speculative(r: dict[str, str]) -> str | None:
+    key = tuple((r.get(k) or "").strip().lower() for k in ("backend", "backend_version", "model"))
+    return SPECULATIVE_RUNS.get(key)  # type: ignore[arg-type]
+
+
 def read_measured(rows: list[dict[str, str]]) -> list[Row]:
     out = []
     for i, r in enumerate(rows):
@@ -191,6 +211,7 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
                   ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_ms")))
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
+        row.skipped = row.skipped or _speculative(r)
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
