@@ -76,3 +76,41 @@ def test_speculative_decoding_runs_are_skipped_with_the_reason():
                                "concurrency": "4"}])
     assert mtp.skipped and "speculative decoding" in mtp.skipped
     assert not plain.skipped
+
+
+def test_inferencex_rows_read_their_mean_lengths():
+    """InferenceX draws lengths uniformly from [floor(0.8 L), L]: the mean of 1024 is 922."""
+    dated = _read(source="id=2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x8192_c4_tp8_ep1_68",
+                  isl="1024", osl="8192", concurrency="4")
+    dump = _read(notes="mode=agg; provenance: db-dump/2026-04-27; config_id=733", isl="8192",
+                 osl="1024", concurrency="4")
+    other = _read(source="id=qwen_qwen3_32b_h100_sxm_vllm_agg_1024x1024_c8_tp2_epnone_1",
+                  isl="1024", osl="1024", concurrency="8")
+    assert (dated.isl, dated.osl) == (922, 7372)
+    assert (dump.isl, dump.osl) == (7372, 922)
+    assert (other.isl, other.osl) == (1024, 1024)
+
+
+def test_fit_penalises_a_newer_gpu_slower_than_an_older_one():
+    """tools.perf.fit's ordering residuals: zero when B200's rates are at least H200's, the log
+    shortfall of each rate (bandwidth, 16-bit, 8-bit GEMM) when they are not."""
+    import math
+
+    import pytest
+
+    pytest.importorskip("numpy")
+    from servewise.engine.domain.catalog import load_catalog
+    from tools.perf.fit import _order_shortfall
+
+    cat = load_catalog()
+    b200, h200 = cat.gpu("B200"), cat.gpu("H200 SXM")
+    ok = {"blackwell-hbm": {"eta_bw": 0.8, "eta_flops": 0.5, "eta_lowp": 0.8},
+          "hopper-hbm": {"eta_bw": 0.9, "eta_flops": 0.5, "eta_lowp": 0.8}}
+    assert _order_shortfall(ok, "blackwell-hbm", b200, "hopper-hbm", h200) == [0.0, 0.0, 0.0]
+    slow = {**ok, "blackwell-hbm": {"eta_bw": 0.5, "eta_flops": 0.2, "eta_lowp": 0.5}}
+    bw, t16, t8 = _order_shortfall(slow, "blackwell-hbm", b200, "hopper-hbm", h200)
+    assert math.isclose(bw, math.log(4800 * 0.9 / (8000 * 0.5)))
+    assert math.isclose(t16, math.log(989.4 * 0.5 / (2250 * 0.2)))
+    assert math.isclose(t8, math.log(1978.9 * 0.5 * 0.8 / (4500 * 0.2 * 0.5)))
+    faster_bw = {**slow, "blackwell-hbm": {**slow["blackwell-hbm"], "eta_bw": 0.6}}
+    assert _order_shortfall(faster_bw, "blackwell-hbm", b200, "hopper-hbm", h200)[0] == 0.0

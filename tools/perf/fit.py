@@ -66,6 +66,14 @@ START = {**{k: centre for k, (centre, _) in PRIOR.items()},
          "t_step_ms": 1.0, "t_layer_us": 10.0, "t_seq_us": 10.0, "interference": 1.0,
          "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
          "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+# Physical ordering the fit must keep (engine/domain/perf/ordering.py checks the result): a
+# newer class's reference GPU, running the same backend's kernels, reads memory and multiplies
+# at 16 and 8 bit at least as fast as an older class's, since it has more of both. Where a
+# class's rows cannot pin its dense-model efficiencies (Blackwell's are mostly MoE and MLA
+# models), the fit could otherwise make B200 slower than H200 on dense models. Each rate the
+# newer GPU falls below the older one's adds ORDER_WEIGHT x log(shortfall) to the residuals.
+ORDERED_CLASSES = (("blackwell-hbm", "B200", "hopper-hbm", "H200 SXM"),)
+ORDER_WEIGHT = 10.0
 MAX_NFEV = int(os.environ.get("FIT_MAX_NFEV", "40"))
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
@@ -187,15 +195,41 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
         v = dict(zip(names, (float(a) for a in np.exp(x)), strict=True))
         return {c: {k: v[k] if k in SHARED else v[f"{c}:{k}"] for k in PARAMS} for c in classes}
 
+    order = _order_pairs(classes)
+
     def f(x: Any) -> Any:
         params = split(x)
         cal = calibration_dict({(c, backend): _band_entry(params[c]) for c in classes})
         res = [r for c in classes for r in residuals(groups[c], cal)]
+        res += [ORDER_WEIGHT * v for pair in order for v in _order_shortfall(params, *pair)]
         return np.concatenate([np.asarray(res), prior_w * (x - prior_x)])
 
     sol = least_squares(f, x0, bounds=(lo, hi), loss="cauchy", f_scale=0.1, max_nfev=max_nfev,
                         x_scale=1.0, diff_step=1e-3)
     return {c: {k: float(f"{v:.4g}") for k, v in p.items()} for c, p in split(sol.x).items()}
+
+
+def _order_pairs(classes: list[str]) -> list[tuple[str, dict[str, Any], str, dict[str, Any]]]:
+    """The ORDERED_CLASSES pairs both fitted here, with their reference GPUs' catalog entries."""
+    from servewise.engine.domain.catalog import load_catalog
+
+    cat = load_catalog()
+    return [(fast, cat.gpu(fast_gpu), slow, cat.gpu(slow_gpu))
+            for fast, fast_gpu, slow, slow_gpu in ORDERED_CLASSES
+            if fast in classes and slow in classes]
+
+
+def _order_shortfall(params: dict[str, dict[str, float]], fast: str, fast_gpu: dict[str, Any],
+                     slow: str, slow_gpu: dict[str, Any]) -> list[float]:
+    """log(slow rate / fast rate), floored at 0, for bandwidth, 16-bit and 8-bit GEMM rates."""
+    def rates(p: dict[str, float], g: dict[str, Any]) -> tuple[float, float, float]:
+        t16, t8 = g["dense_tflops"]["bf16"], g["dense_tflops"]["fp8"]
+        return (g["bandwidth_gbs"] * p["eta_bw"], t16 * p["eta_flops"],
+                t8 * p["eta_flops"] * p["eta_lowp"])
+
+    return [max(0.0, math.log(s / f)) for f, s in zip(rates(params[fast], fast_gpu),
+                                                        rates(params[slow], slow_gpu),
+                                                        strict=True)]
 
 
 def _ratio_band(rows: list[Row], cal: dict[str, Any]) -> tuple[dict[str, list[float]],

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,6 +203,26 @@ def _speculative(r: dict[str, str]) -> str | None:
     return SPECULATIVE_RUNS.get(key)  # type: ignore[arg-type]
 
 
+# InferenceX (InferenceMAX) draws every request's input and output length uniformly from the
+# integers [floor(0.8 L), L] of the nominal L: RANDOM_RANGE_RATIO 0.8 in
+# .github/workflows/benchmark-tmpl.yml and sample_uniform() in utils/bench_serving/
+# benchmark_serving.py (SemiAnalysisAI/InferenceX, commit 51e31df, Apr 2026), with --ignore-eos.
+INFERENCEX_RANGE_RATIO = 0.8
+_INFERENCEX_ID = re.compile(r"\bid=20\d\d_\d\d_\d\d_")
+
+
+def _inferencex(r: dict[str, str]) -> bool:
+    """A row of an InferenceX run: a date-stamped id of its result dumps (2026_04_06_...) or a
+    'provenance: db-dump' of its database (measured-extra's notes)."""
+    return bool(_INFERENCEX_ID.search(r.get("source") or "")
+                or "provenance: db-dump" in (r.get("notes") or ""))
+
+
+def _mean_length(nominal: int) -> int:
+    """Mean of the lengths drawn uniformly from [floor(0.8 L), L], to the nearest token."""
+    return round((math.floor(nominal * INFERENCEX_RANGE_RATIO) + nominal) / 2)
+
+
 def read_measured(rows: list[dict[str, str]]) -> list[Row]:
     out = []
     for i, r in enumerate(rows):
@@ -212,6 +233,8 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
         row.skipped = row.skipped or _speculative(r)
+        if _inferencex(r):
+            row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
