@@ -38,6 +38,12 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 26 (main, base b6417b0; issue #13 only). No change on the plan path: the session changed
+how `validate` reads measured rows, the fit, and so the constants in facts/calibration.yaml.
+Paired run against b6417b0: chat-70b-online 0.44 → 0.44 s, saas-five-tenants 2.00 → 2.00 s,
+multi-model-tenants 1.27 → 1.25 s, every single-model example ≤ 0.59 s, `rules test` 1.28 →
+1.25 s, +3,000 rules 0.60 → 0.60 s: within the machine's noise, as expected.
+
 Session 25 (main, base 9dbf986). **Several-model plans use the machine's cores**
 (engine/common/forkmap.py): the pools of a `models:` workload, and then the re-plans of the
 pools on each candidate host GPU (one task per host, stopping at the first pool that cannot run
