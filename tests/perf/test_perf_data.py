@@ -96,9 +96,6 @@ def test_fit_penalises_a_newer_gpu_slower_than_an_older_one():
     shortfall of each rate (bandwidth, 16-bit, 8-bit GEMM) when they are not."""
     import math
 
-    import pytest
-
-    pytest.importorskip("numpy")
     from servewise.engine.domain.catalog import load_catalog
     from tools.perf.fit import _order_shortfall
 
