@@ -211,8 +211,20 @@ on the rows of its profile; SLA checks use the upper side.
 
 ## Reading of the data
 
-* measured.csv `concurrency` is per attention-DP rank: rows with `attention_dp` > 1 say 32 where the
-  source id says `c256` with attention_dp 8. Total in flight = concurrency × attention_dp.
+* Requests in flight are the source id's `c<N>` where the id states one. measured.csv
+  `concurrency` is per attention-DP rank (rows with `attention_dp` > 1 say 32 where the id says
+  `c256` with attention_dp 8); measured-extra.csv's is the total (id, `silicon_concurrency` and
+  `batch_size(per-rank)` × attn_dp agree on all 97 of its attention-DP rows). Without an id:
+  concurrency × attention_dp. A run spread over several workers (notes' `batch_size(per-rank)` ×
+  attn_dp below the count: Qwen3-32B NVFP4 c448 at tp 2 with batch 14) counts one worker's.
+* vLLM runs with attention DP and expert-parallel MoE written tp N, attention_dp N, moe_ep N × N
+  (ids `tp4_ep4`, `tp2_ep2`) used N GPUs: read as N GPUs, attention DP N, EP N.
+* Speculative decoding: InferenceX ran DeepSeek-R1's TensorRT-LLM MTP configurations in image
+  1.2.0rc6.post3 and the plain ones in 1.2.0rc6.post2 (its nvidia-master.yaml, Feb–Apr 2026);
+  the 88 post3 rows are skipped with that reason (the model has no speculative-decoding term).
+* InferenceX rows (date-stamped ids, `provenance: db-dump`) are read at their mean lengths: its
+  client draws each length uniformly from [floor(0.8 L), L] (RANDOM_RANGE_RATIO 0.8), so 1,024 →
+  922 and 8,192 → 7,372 tokens.
 * GPUs of a run = max(tp × attention_dp, moe_tp × moe_ep); where attention is narrower than the
   MoE group (vLLM Qwen3-235B rows with tp 1, moe_tp 2) the extra GPUs run attention data-parallel.
 * 120 DeepSeek-R1 rows with tp × attention_dp of 16 or 64 are single-node runs whose id says
@@ -229,9 +241,9 @@ on the rows of its profile; SLA checks use the upper side.
 
 ## Known limits (issue #13 refit on all shared data)
 
-* **Targets.** Fitted on all shared data the model reaches TPOT 11.1 %, TTFT 21.2 % and offline
-  throughput 10.6 % median APE (targets 8 / 15 / 12 %): the offline target is met, TPOT and
-  TTFT are not. The new rows are other campaigns (aiconfigurator's 2026 sample: MiniMax-M2.5,
+* **Targets.** Fitted on all shared data the model reaches TPOT 10.2 %, TTFT 21.2 % and offline
+  throughput 9.1 % median APE (targets 8 / 15 / 12 %; session 26, after the readings above were
+  corrected): the offline target is met, TPOT and TTFT are not. The new rows are other campaigns (aiconfigurator's 2026 sample: MiniMax-M2.5,
   Kimi-K2.5, GLM-5, Qwen3.5-397B on B200/B300/H200 with vLLM 0.19 and SGLang) fitted with the
   same per-backend engine constants as the 2025 rows; per (GPU, backend, model) the largest
   TPOT errors are TRT-LLM DeepSeek-R1 on B200 (20 %), GLM-5 (25 %) and H200 vLLM Qwen3-235B
@@ -244,9 +256,9 @@ on the rows of its profile; SLA checks use the upper side.
   fit is under-determined for these terms (they trade against each other); they are kept
   bounded rather than freed to unphysical values.
 * **GB200 rows.** SGLang DeepSeek-R1 runs over 72 GPUs labelled tp 72 without attention DP
-  are read as attention data-parallel (see Reading of the data); TPOT error 23 %, TTFT 54 %.
-  Two TRT-LLM Qwen3-32B fp4 rows (15,000-token prompts, 448 in flight, 0.75 s TTFT on two
-  GPUs) need more prefill FLOPS than the GPUs have: prefix caching, not modelled.
+  are read as attention data-parallel (see Reading of the data); GB200 TPOT error 15 %, TTFT
+  31 % (session 26). The two TRT-LLM Qwen3-32B fp4 rows with 448 in flight were 32 workers of
+  14 requests each (read so since session 26), not one two-GPU server.
 * **Open loop.** No shipped row ran at a fixed request rate, so the open-loop TTFT is checked
   against a queue simulation only, not against measurements.
 * **Leave-one-out is time-boxed** (four models, one GPU, ten iterations from round start
