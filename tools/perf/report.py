@@ -243,11 +243,11 @@ on the rows of its profile; SLA checks use the upper side.
 
 * **Targets.** Fitted on all shared data the model reaches TPOT 10.2 %, TTFT 21.2 % and offline
   throughput 9.1 % median APE (targets 8 / 15 / 12 %; session 26, after the readings above were
-  corrected): the offline target is met, TPOT and TTFT are not. The new rows are other
-  campaigns (aiconfigurator's 2026 sample: MiniMax-M2.5, Kimi-K2.5, GLM-5, Qwen3.5-397B on B200/B300/H200 with vLLM 0.19 and SGLang) fitted with the
-  same per-backend engine constants as the 2025 rows; per (GPU, backend, model) the largest
-  TPOT errors are TRT-LLM DeepSeek-R1 on B200 (20 %), GLM-5 (25 %) and H200 vLLM Qwen3-235B
-  (32 %).
+  corrected): the offline target is met, TPOT and TTFT are not. The 2026 rows are other
+  campaigns (aiconfigurator's sample: MiniMax-M2.5, Kimi-K2.5, GLM-5, Qwen3.5-397B on
+  B200/B300/H200 with vLLM and SGLang) fitted with the same per-backend engine constants as the
+  2025 rows; by model the largest TPOT errors are GLM-5 (25 %), Qwen3-235B (15 %: vLLM with
+  attention DP on H200 40-55 % too fast) and DeepSeek-R1 (14 %).
 * **Constants at a bound.** Not met either: t_layer sits at its 60 µs cap (TRT-LLM, vLLM),
   t_chunk at its floor (TRT-LLM), t_step at its floor (vLLM, SGLang), k_step at its floor
   (SGLang), t_in_token at its floor (vLLM); η_bw at its 0.92 cap for Hopper and for Blackwell
