@@ -65,7 +65,7 @@ def test_shipped_extra_rows_read_the_stated_concurrency():
         one_worker = int(per_rank.group(1)) * int(r["attention_dp"] or 1)
         assert row.concurrency == min(int(stated.group(1)), one_worker), r["source"]
         checked += 1
-    assert checked > 1200
+    assert checked > 1100
 
 
 def test_speculative_decoding_runs_are_skipped_with_the_reason():
@@ -76,6 +76,17 @@ def test_speculative_decoding_runs_are_skipped_with_the_reason():
                                "concurrency": "4"}])
     assert mtp.skipped and "speculative decoding" in mtp.skipped
     assert not plain.skipped
+    qwen = {**BASE, "model": "Qwen3.5-397B-A17B", "gpu": "B200", "backend": "sglang",
+            "concurrency": "4", "moe_ep": "1"}
+    (mtp_layout,) = read_measured([{**qwen, "tp": "4"}])
+    (mtp_image,) = read_measured([{**qwen, "gpu": "B300", "tp": "4",
+                                   "notes": "mode=agg; image=lmsysorg/sglang:v0.5.9-cu130; x=1"}])
+    (plain_image,) = read_measured([{**qwen, "gpu": "B300", "tp": "4",
+                                     "notes": "image=lmsysorg/sglang:v0.5.9-cu130-amd64; x=1"}])
+    (plain_layout,) = read_measured([{**qwen, "tp": "8"}])
+    assert "qwen3.5-fp8-b200-sglang-mtp" in (mtp_layout.skipped or "")
+    assert "qwen3.5-fp8-b200-sglang-mtp" in (mtp_image.skipped or "")
+    assert not plain_image.skipped and not plain_layout.skipped
 
 
 def test_inferencex_rows_read_their_mean_lengths():

@@ -184,23 +184,43 @@ def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
 
 
 # Runs with speculative decoding, which the model does not predict, known from their source's
-# configuration: (backend, backend_version, model) -> why. InferenceX (SemiAnalysisAI/InferenceX,
-# .github/configs/nvidia-master.yaml from Feb to Apr 2026, e.g. commit 51e31df) ran DeepSeek-R1's
-# TensorRT-LLM B200 configurations without MTP (dsr1-fp4/fp8-b200-trt) in image 1.2.0rc6.post2
-# and with MTP (dsr1-fp4/fp8-b200-trt-mtp: "MTP=3 (or MTP=1 when DP_ATTN=true)") in 1.2.0rc6.post3;
-# the same configuration measures TPOT 10.1 ms in post2 and 4.4 ms in post3 (c4, tp 8, 1k/8k).
-# H200 ran both in one image (1.1.0rc2.post2), so its rows cannot be told apart and are kept.
-SPECULATIVE_RUNS = {
-    ("trtllm", "1.2.0rc6.post3", "deepseek-r1"):
-        "speculative decoding: InferenceX ran DeepSeek-R1's TensorRT-LLM MTP configurations "
-        "(MTP 3, or 1 with attention DP) in image 1.2.0rc6.post3, the plain ones in post2; the "
-        "model has no speculative-decoding term",
-}
+# configuration: the columns (lower-case; ``image`` is the notes' ``image=``) a run matches, and
+# why. From InferenceX's .github/configs/nvidia-master.yaml (SemiAnalysisAI/InferenceX), Feb to
+# Apr 2026 (e.g. commit 51e31df):
+# * DeepSeek-R1 on B200 with TensorRT-LLM: the plain configurations (dsr1-fp4/fp8-b200-trt) ran
+#   in image 1.2.0rc6.post2, the MTP ones (dsr1-fp4/fp8-b200-trt-mtp: "MTP=3 (or MTP=1 when
+#   DP_ATTN=true)") in 1.2.0rc6.post3; the same configuration measures TPOT 10.1 ms in post2 and
+#   4.4 ms in post3 (c4, tp 8, 1k/8k). H200 ran both in one image, so its rows are kept.
+# * Qwen3.5-397B FP8 on B200 with SGLang: qwen3.5-fp8-b200-sglang-mtp searched tp 4 / ep 1 in
+#   image lmsysorg/sglang:v0.5.9-cu130, the plain configuration tp 8 / ep 1 and tp 4 / ep 4 in
+#   the -amd64 images (until May 2026); rows without an image repeat those runs' numbers. B300
+#   rows in the same image and layout (April 2026) are the same recipe.
+_MTP_DSR1 = ("speculative decoding: InferenceX ran DeepSeek-R1's TensorRT-LLM MTP configurations "
+             "(MTP 3, or 1 with attention DP) in image 1.2.0rc6.post3, the plain ones in post2; "
+             "the model has no speculative-decoding term")
+_MTP_QWEN35 = ("speculative decoding: InferenceX's qwen3.5-fp8-b200-sglang-mtp configuration "
+               "(tp 4, ep 1, image lmsysorg/sglang:v0.5.9-cu130; the plain one searched tp 8 and "
+               "tp 4 / ep 4); the model has no speculative-decoding term")
+SPECULATIVE_RUNS: tuple[tuple[dict[str, str], str], ...] = (
+    ({"backend": "trtllm", "backend_version": "1.2.0rc6.post3", "model": "deepseek-r1"},
+     _MTP_DSR1),
+    ({"backend": "sglang", "model": "qwen3.5-397b-a17b", "image": "lmsysorg/sglang:v0.5.9-cu130"},
+     _MTP_QWEN35),
+    ({"backend": "sglang", "model": "qwen3.5-397b-a17b", "gpu": "b200", "precision": "fp8",
+      "tp": "4", "moe_ep": "1", "attention_dp": "1"}, _MTP_QWEN35),
+)
+_IMAGE = re.compile(r"\bimage=([^;\s]+)")
 
 
 def _speculative(r: dict[str, str]) -> str | None:
-    key = tuple((r.get(k) or "").strip().lower() for k in ("backend", "backend_version", "model"))
-    return SPECULATIVE_RUNS.get(key)  # type: ignore[arg-type]
+    """Why the row is a speculative-decoding run (SPECULATIVE_RUNS), or None."""
+    image = _IMAGE.search(r.get("notes") or "")
+    cols = {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
+    cols["image"] = image.group(1).lower() if image else ""
+    for match, why in SPECULATIVE_RUNS:
+        if all(cols.get(k) == v for k, v in match.items()):
+            return why
+    return None
 
 
 # InferenceX (InferenceMAX) draws every request's input and output length uniformly from the
