@@ -44,11 +44,14 @@ def test_a_run_over_several_workers_counts_one_workers_requests():
 
 
 def test_vllm_dp_attention_with_ep_written_n_n_1_nn_is_n_gpus():
-    row = _read(model="MiniMax-M2.5", gpu="B200", tp="4", attention_dp="4", moe_tp="1",
-                moe_ep="16", concurrency="512",
-                source="id=2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c512_tp4_ep4_1")
-    assert row.layout == Layout(1, 1, 4, 4) and row.layout.n_gpus == 4
+    cols = {"model": "MiniMax-M2.5", "gpu": "B200", "tp": "2", "attention_dp": "2", "moe_tp": "1",
+            "moe_ep": "4", "concurrency": "512"}
+    row = _read(**cols, source="id=2026_04_06_minimax_m2_5_b200_sxm_vllm_fp8_agg_1024x1024_c512_tp2_ep2_1",
+                notes="mode=agg; gpu_count derived = sum(workers*tp*pp*attn_dp); x=1")
+    assert row.layout == Layout(1, 1, 2, 2) and row.layout.n_gpus == 2
     assert row.concurrency == 512
+    own = _read(**cols)  # a file without that derivation: tp 2 x attention DP 2 = 4 GPUs
+    assert own.layout.n_gpus == 4 and own.concurrency == 1024
 
 
 def test_shipped_extra_rows_read_the_stated_concurrency():

@@ -21,7 +21,8 @@ source id:
   tp x attn_dp counts each GPU N times); their ids say ``tpN_epN``, and N GPUs is what the
   numbers allow: MiniMax-M2.5 FP8 at c512 on "tp4 ep4" B200 measures TPOT 32 ms, which 16
   GPUs would serve in a third of that (weights and KV read per step: 57 + 50 GB per GPU on 4,
-  a quarter on 16). Such a row is read as N GPUs, attention data-parallel over N, EP N.
+  a quarter on 16). A row whose notes carry that derivation is read as N GPUs, attention
+  data-parallel over N, EP N; elsewhere (a user's own file) the columns mean what they say.
 * On NVL72 racks (GB200/GB300, ``nvlink_domain`` 72) wide runs are real; an MLA model there
   with ``tp`` > 8 and no attention DP is read as attention data-parallel over the ``tp`` GPUs
   (its latent KV, replicated per TP rank, could not hold the thousands of sequences in flight).
@@ -141,6 +142,7 @@ def _load(row: Row, r: dict[str, str]) -> None:
     row.statistic = stat
 
 
+_COUNTED_TWICE = "gpu_count derived = sum(workers*tp*pp*attn_dp)"
 _ID_CONCURRENCY = re.compile(r"\bid=\S*_c(\d+)_")
 _BATCH_PER_RANK = re.compile(r"batch_size\(per-rank\)=(\d+)")
 
@@ -167,9 +169,10 @@ def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
     mtp, mep = _i(r.get("moe_tp"), 1), _i(r.get("moe_ep"), 1)
     pp = _i(r.get("pp"), 1)
     conc = _in_flight(r, adp)
-    if adp > 1 and tp == adp and mtp * mep == tp * adp:
-        # data-parallel attention with expert-parallel MoE written N, N, 1, N x N: the ids say
-        # tpN_epN, and the run used N GPUs (see the module docstring)
+    if adp > 1 and tp == adp and mtp * mep == tp * adp and _COUNTED_TWICE in (r.get("notes") or ""):
+        # data-parallel attention with expert-parallel MoE written N, N, 1, N x N by a source
+        # whose GPU count multiplies tp by attn_dp: the ids say tpN_epN, and the run used N GPUs
+        # (see the module docstring). A file of its own may mean tp x attention_dp GPUs.
         return Layout(1, pp, tp, tp), conc
     if tp * adp > domain and mtp * mep == tp * adp:
         n = mep
