@@ -72,20 +72,25 @@ def test_shipped_extra_rows_read_the_stated_concurrency():
 
 
 def test_speculative_decoding_runs_are_skipped_with_the_reason():
+    ix = {"source": "id=2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x8192_c4_tp8_ep1_68"}
     (mtp,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
+                             "backend_version": "1.2.0rc6.post3", "tp": "8", "concurrency": "4",
+                             **ix}])
+    (own,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
                              "backend_version": "1.2.0rc6.post3", "tp": "8", "concurrency": "4"}])
+    assert not own.skipped  # the evidence is InferenceX's configuration, not the version
     (plain,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
                                "backend_version": "1.2.0rc6.post2", "tp": "8",
                                "concurrency": "4"}])
     assert mtp.skipped and "speculative decoding" in mtp.skipped
     assert not plain.skipped
     qwen = {**BASE, "model": "Qwen3.5-397B-A17B", "gpu": "B200", "backend": "sglang",
-            "concurrency": "4", "moe_ep": "1"}
+            "concurrency": "4", "moe_ep": "1", **ix}
     (mtp_layout,) = read_measured([{**qwen, "tp": "4"}])
     (mtp_image,) = read_measured([{**qwen, "gpu": "B300", "tp": "4",
-                                   "notes": "mode=agg; image=lmsysorg/sglang:v0.5.9-cu130; x=1"}])
+                                   "notes": "provenance: db-dump/x; image=lmsysorg/sglang:v0.5.9-cu130; x=1"}])
     (plain_image,) = read_measured([{**qwen, "gpu": "B300", "tp": "4",
-                                     "notes": "image=lmsysorg/sglang:v0.5.9-cu130-amd64; x=1"}])
+                                     "notes": "provenance: db-dump/x; image=lmsysorg/sglang:v0.5.9-cu130-amd64"}])
     (plain_layout,) = read_measured([{**qwen, "tp": "8"}])
     assert "qwen3.5-fp8-b200-sglang-mtp" in (mtp_layout.skipped or "")
     assert "qwen3.5-fp8-b200-sglang-mtp" in (mtp_image.skipped or "")
@@ -125,3 +130,9 @@ def test_fit_penalises_a_newer_gpu_slower_than_an_older_one():
     assert math.isclose(t8, math.log(1978.9 * 0.5 * 0.8 / (4500 * 0.2 * 0.5)))
     faster_bw = {**slow, "blackwell-hbm": {**slow["blackwell-hbm"], "eta_bw": 0.6}}
     assert _order_shortfall(faster_bw, "blackwell-hbm", b200, "hopper-hbm", h200)[0] == 0.0
+
+
+def test_gap_analysis_rows_are_inferencex_runs():
+    row = _read(notes="mode=agg; provenance: source_file=kimi-k2.5-gap-analysis.csv; x=1",
+                isl="1024", osl="8192", concurrency="4")
+    assert (row.isl, row.osl) == (922, 7372)

@@ -216,7 +216,10 @@ _IMAGE = re.compile(r"\bimage=([^;\s]+)")
 
 
 def _speculative(r: dict[str, str]) -> str | None:
-    """Why the row is a speculative-decoding run (SPECULATIVE_RUNS), or None."""
+    """Why the row is a speculative-decoding run (SPECULATIVE_RUNS), or None. Only rows of
+    InferenceX runs: the evidence is that project's configuration, not the versions as such."""
+    if not _inferencex(r):
+        return None
     image = _IMAGE.search(r.get("notes") or "")
     cols = {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
     cols["image"] = image.group(1).lower() if image else ""
@@ -232,13 +235,16 @@ def _speculative(r: dict[str, str]) -> str | None:
 # benchmark_serving.py (SemiAnalysisAI/InferenceX, commit 51e31df, Apr 2026), with --ignore-eos.
 INFERENCEX_RANGE_RATIO = 0.8
 _INFERENCEX_ID = re.compile(r"\bid=20\d\d_\d\d_\d\d_")
+_GAP_ANALYSIS = re.compile(r"source_file=[^;]*-gap-analysis\.csv")
 
 
 def _inferencex(r: dict[str, str]) -> bool:
-    """A row of an InferenceX run: a date-stamped id of its result dumps (2026_04_06_...) or a
-    'provenance: db-dump' of its database (measured-extra's notes)."""
-    return bool(_INFERENCEX_ID.search(r.get("source") or "")
-                or "provenance: db-dump" in (r.get("notes") or ""))
+    """A row of an InferenceX run: a date-stamped id of its result dumps (2026_04_06_...), a
+    'provenance: db-dump' of its database, or a row of the '-gap-analysis.csv' files (all 123 of
+    their rows repeat a date-stamped or db-dump row's numbers)."""
+    notes = r.get("notes") or ""
+    return bool(_INFERENCEX_ID.search(r.get("source") or "") or "provenance: db-dump" in notes
+                or _GAP_ANALYSIS.search(notes))
 
 
 def _mean_length(nominal: int) -> int:
