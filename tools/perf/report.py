@@ -224,7 +224,8 @@ on the rows of its profile; SLA checks use the upper side.
   configuration at tp 4 / ep 1 in image v0.5.9-cu130 (the plain one at tp 8 and tp 4 / ep 4)
   (its nvidia-master.yaml, Feb–Apr 2026); these 88 + 75 rows are skipped with that reason (the
   model has no speculative-decoding term).
-* InferenceX rows (date-stamped ids, `provenance: db-dump`) are read at their mean lengths: its
+* InferenceX rows (date-stamped ids, `provenance: db-dump`, the `-gap-analysis.csv` files whose
+  rows repeat those) are read at their mean lengths: its
   client draws each length uniformly from [floor(0.8 L), L] (RANDOM_RANGE_RATIO 0.8), so 1,024 →
   922 and 8,192 → 7,372 tokens.
 * GPUs of a run = max(tp × attention_dp, moe_tp × moe_ep); where attention is narrower than the
@@ -243,8 +244,8 @@ on the rows of its profile; SLA checks use the upper side.
 
 ## Known limits (issue #13 refit on all shared data)
 
-* **Targets.** Fitted on all shared data the model reaches TPOT 10.1 %, TTFT 20.5 % and offline
-  throughput 9.1 % median APE (targets 8 / 15 / 12 %; session 26, after the readings above were
+* **Targets.** Fitted on all shared data the model reaches TPOT 10.1 %, TTFT 20.7 % and offline
+  throughput 9.0 % median APE (targets 8 / 15 / 12 %; session 26, after the readings above were
   corrected): the offline target is met, TPOT and TTFT are not. The 2026 rows are other
   campaigns (aiconfigurator's sample: MiniMax-M2.5, Kimi-K2.5, GLM-5, Qwen3.5-397B on
   B200/B300/H200 with vLLM and SGLang) fitted with the same per-backend engine constants as the
@@ -258,8 +259,8 @@ on the rows of its profile; SLA checks use the upper side.
   fit is under-determined for these terms (they trade against each other); they are kept
   bounded rather than freed to unphysical values.
 * **GB200 rows.** SGLang DeepSeek-R1 runs over 72 GPUs labelled tp 72 without attention DP
-  are read as attention data-parallel (see Reading of the data); GB200 TPOT error 16 %, TTFT
-  33 % (session 26). The two TRT-LLM Qwen3-32B fp4 rows with 448 in flight were 32 workers of
+  are read as attention data-parallel (see Reading of the data); GB200 TPOT error 19 %, TTFT
+  34 % (session 26). The two TRT-LLM Qwen3-32B fp4 rows with 448 in flight were 32 workers of
   14 requests each (read so since session 26), not one two-GPU server.
 * **Open loop.** No shipped row ran at a fixed request rate, so the open-loop TTFT is checked
   against a queue simulation only, not against measurements.
