@@ -216,10 +216,8 @@ _IMAGE = re.compile(r"\bimage=([^;\s]+)")
 
 
 def _speculative(r: dict[str, str]) -> str | None:
-    """Why the row is a speculative-decoding run (SPECULATIVE_RUNS), or None. Only rows of
-    InferenceX runs: the evidence is that project's configuration, not the versions as such."""
-    if not _inferencex(r):
-        return None
+    """Why an InferenceX row is a speculative-decoding run (SPECULATIVE_RUNS), or None. Asked of
+    InferenceX rows only: the evidence is that project's configuration, not the versions."""
     image = _IMAGE.search(r.get("notes") or "")
     cols = {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
     cols["image"] = image.group(1).lower() if image else ""
@@ -261,8 +259,8 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
                   ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_ms")))
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
-        row.skipped = row.skipped or _speculative(r)
         if _inferencex(r):
+            row.skipped = row.skipped or _speculative(r)
             row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
