@@ -136,3 +136,10 @@ def test_gap_analysis_rows_are_inferencex_runs():
     row = _read(notes="mode=agg; provenance: source_file=kimi-k2.5-gap-analysis.csv; x=1",
                 isl="1024", osl="8192", concurrency="4")
     assert (row.isl, row.osl) == (922, 7372)
+
+
+def test_a_non_numeric_count_is_named_in_the_skip():
+    (row,) = read_measured([{**BASE, "concurrency": "ten"}])
+    assert row.skipped == "not a number: concurrency 'ten'"
+    (row,) = read_measured([{**BASE, "concurrency": ""}])
+    assert row.skipped == "isl, osl or concurrency/request_rate missing"

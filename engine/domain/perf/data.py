@@ -268,7 +268,10 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
             row.skipped = row.skipped or f"parallel layout: {exc}"
         if not row.skipped and (not row.isl or not row.osl
                                 or not (row.concurrency or row.request_rate)):
-            row.skipped = "isl, osl or concurrency/request_rate missing"
+            bad = [f"{k} '{r[k]}'" for k in ("isl", "osl", "concurrency", "request_rate")
+                   if (r.get(k) or "").strip() and _f(r.get(k)) is None]
+            row.skipped = (f"not a number: {', '.join(bad)}" if bad
+                           else "isl, osl or concurrency/request_rate missing")
         if not row.skipped and not row.precision:
             row.skipped = "precision missing"
         out.append(row)
