@@ -143,3 +143,38 @@ def test_a_non_numeric_count_is_named_in_the_skip():
     assert row.skipped == "not a number: concurrency 'ten'"
     (row,) = read_measured([{**BASE, "concurrency": ""}])
     assert row.skipped == "isl, osl or concurrency/request_rate missing"
+
+
+def _sglang(**cols: str):
+    return _read(**{"model": "DeepSeek-R1", "gpu": "B200", "backend": "sglang",
+                    "precision": "fp4", "tp": "8", "moe_ep": "8",
+                    "source": "id=2026_03_25_deepseek_r1_b200_sxm_sglang_fp4_agg_x", **cols})
+
+
+def test_inferencex_sglang_recipes_set_the_scheduler_receive_interval():
+    """dsr1_fp*_b200.sh: 30 decode steps between receives from CONC 16, else 10; FP8 TP 4: 10."""
+    assert [_sglang(concurrency=c).recv_interval for c in ("8", "16", "64")] == [10, 30, 30]
+    assert _sglang(concurrency="64", precision="fp8", tp="4", moe_ep="1").recv_interval == 10
+    assert _sglang(concurrency="64", gpu="H200 SXM", precision="fp8").recv_interval == 1
+    assert _sglang(concurrency="64", backend="vllm").recv_interval == 1
+    assert _sglang(concurrency="64", source="a user's own run").recv_interval == 1  # not InferenceX
+
+
+def test_the_receive_interval_follows_the_recipe_of_the_run_date():
+    """qwen3.5_fp8_b200.sh set it from 2026-03-17 to 2026-04-14; an undated row that repeats a
+    dated run's numbers takes that run's date."""
+    q = {**BASE, "model": "Qwen3.5-397B-A17B", "gpu": "B200", "backend": "sglang", "precision": "fp8",
+         "tp": "8", "moe_ep": "1", "concurrency": "32", "source": "x",
+         "ttft_ms": "661.9", "tpot_ms": "18.855"}
+    before, during, twin = read_measured([
+        {**q, "notes": "provenance: db-dump; measured=2026-03-03T00:00:00Z"},
+        {**q, "ttft_ms": "700", "notes": "provenance: db-dump; measured=2026-03-24T00:52:21Z"},
+        {**q, "ttft_ms": "700.2", "tpot_ms": "18.86", "notes": "provenance: db-dump"}])
+    assert (before.recv_interval, during.recv_interval, twin.recv_interval) == (1, 30, 30)
+
+
+def test_a_stated_receive_interval_is_used_and_a_bad_one_named():
+    assert _read(backend="sglang", concurrency="8", scheduler_recv_interval="20").recv_interval == 20
+    assert _sglang(concurrency="8", scheduler_recv_interval="1").recv_interval == 1
+    (bad,) = read_measured([{**BASE, "concurrency": "8", "scheduler_recv_interval": "often"}])
+    assert bad.skipped and "scheduler_recv_interval 'often'" in bad.skipped

@@ -340,3 +340,22 @@ def test_md1_p99_wait_matches_simulation(rho):
     assert rho * math.expm1(x) == pytest.approx(x, rel=1e-9)
     model = s * max(math.log(c / 0.01), 0.0) / x
     assert model == pytest.approx(sim, rel=0.12, abs=0.05)
+
+
+def test_receive_interval_adds_its_wait_and_batch_to_closed_loop_ttft(cat):
+    """SGLang --scheduler-recv-interval N: (N-1)/2 decode steps more, plus the prefills of the
+    requests taken in the same receive; nothing at N = 1 or for a lone request."""
+    from servewise.engine.domain.perf.serving import _step_model, solve
+
+    sm = _step_model(cat.model("Qwen3-32B"), cat.gpu("H100 SXM"), Layout(2, 1, 1, 1), "fp8",
+                     "sglang", None, None)
+    base = solve(sm, isl=1024, osl=512, concurrency=16)
+    one = solve(sm, isl=1024, osl=512, concurrency=16, recv_interval=1)
+    ten = solve(sm, isl=1024, osl=512, concurrency=16, recv_interval=10)
+    assert one["ttft"] == base["ttft"] and one["tpot"] == ten["tpot"]
+    t_dec, t_pf = ten["dec"]["total"], ten["prefill"]["total"]
+    assert ten["recv_wait"] == pytest.approx(4.5 * t_dec)
+    assert 0 < ten["recv_batch"] <= 15 * t_pf
+    assert ten["ttft"] == pytest.approx(base["ttft"] + ten["recv_wait"] + ten["recv_batch"])
+    alone = solve(sm, isl=1024, osl=512, concurrency=1, recv_interval=10)
+    assert alone["ttft"] == solve(sm, isl=1024, osl=512, concurrency=1)["ttft"]

@@ -367,7 +367,8 @@ HEADER = """\
 #   interference  share kappa of other requests' prefill time that lands on decode steps
 #   t_chunk_ms    extra cost per prefill chunk (its own engine step)
 #   t_request_ms  fixed per-request latency before the first token (HTTP, tokenise)
-#   k_step        decode steps a new request waits before its prefill starts
+#   k_step        decode steps a new request waits before its prefill starts (runs whose recipe
+#                 sets SGLang's --scheduler-recv-interval N wait (N-1)/2 steps more: data.py)
 #   burst         share phi of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
 #   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
 #   dp_wait       decode steps a new request waits before its prefill when attention runs

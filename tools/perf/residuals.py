@@ -61,14 +61,14 @@ def _record(r: Row, cal: dict[str, Any] | None, file: str) -> dict[str, Any] | N
     except ValueError:
         return None
     s = solve(sm, isl=r.isl, osl=r.osl, concurrency=float(r.concurrency or 1),
-              limit=MAX_BATCH.get(sm.prof.backend, 1024))
+              limit=MAX_BATCH.get(sm.prof.backend, 1024), recv_interval=r.recv_interval)
     pf = s["prefill"]
     terms = {"front": s["front"], "pf_compute": pf["t_compute"], "pf_comm": pf["t_comm"],
              "pf_chunks": pf["t_overhead"], "step_wait": s["step_wait"], "burst": s["burst"],
-             "admission": s["admission"], "dp_wait": s["dp_wait"]}
+             "admission": s["admission"], "dp_wait": s["dp_wait"] + s["recv_wait"] + s["recv_batch"]}
     rec = {"file": file, "gpu": r.gpu_name, "cls": gpu_class(r.gpu), "backend": r.backend,
            "model": r.model_name, "precision": r.precision, "isl": r.isl, "osl": r.osl,
-           "c": float(r.concurrency or 1), "tp": r.layout.tp, "ep": r.layout.ep,
+           "c": float(r.concurrency or 1), "recv": r.recv_interval, "tp": r.layout.tp, "ep": r.layout.ep,
            "dp": r.layout.dp, "moe": sm.p.is_moe, "ttft_pred": s["ttft"],
            "ttft_meas": r.ttft_ms, "tpot_pred": s["tpot"], "tpot_meas": r.tpot_ms,
            "t_dec": s["dec"]["total"], "t_pf": pf["total"], **terms,

@@ -89,6 +89,7 @@ class Row:
     prefill_only: bool = False         # in-process engine benchmark: TTFT = the prefill alone
     request_rate: float | None = None  # offered requests/s: open loop (Poisson arrivals)
     statistic: str = "mean"            # of the latency columns: mean | median | p99
+    recv_interval: int = 1             # SGLang --scheduler-recv-interval of the run's recipe
     skipped: str | None = None
 
 
@@ -134,12 +135,22 @@ STATISTICS = ("mean", "median", "p99")
 
 
 def _load(row: Row, r: dict[str, str]) -> None:
-    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2)."""
+    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2), and
+    ``scheduler_recv_interval``: the run's SGLang ``--scheduler-recv-interval`` (new requests
+    taken every N decode steps; empty = 1, or the InferenceX recipe of RECV_INTERVAL_RULES)."""
     row.request_rate = _f(r.get("request_rate"))
     stat = (r.get("statistic") or "").strip().lower() or "mean"
     if stat not in STATISTICS:
         row.skipped = row.skipped or f"statistic '{stat}': expected one of {', '.join(STATISTICS)}"
     row.statistic = stat
+    text = (r.get("scheduler_recv_interval") or "").strip()
+    if text:
+        n = _f(text)
+        if n is None or n != int(n):
+            row.skipped = row.skipped or (f"scheduler_recv_interval '{text}': expected a whole "
+                                          "number of decode steps (1 or more)")
+        else:
+            row.recv_interval = int(n)
 
 
 _COUNTED_TWICE = "gpu_count derived = sum(workers*tp*pp*attn_dp)"
@@ -245,6 +256,72 @@ def _inferencex(r: dict[str, str]) -> bool:
                 or _GAP_ANALYSIS.search(notes))
 
 
+# SGLang's --scheduler-recv-interval N (default 1): the scheduler takes new requests from the
+# tokenizer only every N decode steps (SchedulerRecvSkipper: a decode step weighs 1, a prefill
+# 1,000, so it also takes them right after a prefill). InferenceX's SGLang launch scripts set it
+# per recipe (SemiAnalysisAI/InferenceX, benchmarks/...):
+# * DeepSeek-R1 on B200/B300 (dsr1_fp4_b200, dsr1_fp8_b200, dsr1_fp*_b300; Sep 2025 - Jun 2026):
+#   30 when CONC >= 16, else 10; FP8 at TP 4: 10 ("if [[ $TP -eq 8 ]] ... else ... =10").
+# * Qwen3.5-397B on B200/B300: qwen3.5_fp8_b200.sh 30 / 10 at CONC >= 16 from 2026-03-17
+#   (29d69fa54) until 2026-04-14 (bf116b2f5: 10); qwen3.5_fp4_b200.sh from 2026-04-08
+#   (48d35c480) and qwen3.5_bf16_b300.sh / qwen3.5_fp4_b300 from 2026-04-17 (77c8b9657): 30 / 10
+#   at CONC >= 16. qwen3.5_bf16_b200.sh had it for one day (8729d9d3f, 2026-02-18; removed
+#   2026-02-19, 8d81e0bf4): its runs of 2026-02-20 took the default.
+# * GLM-5 (B200 FP8 Mar 2026, B300 FP8 Apr 2026, H200), DeepSeek-R1 / Qwen3.5 on H200: not set.
+#   GLM-5 FP4 B200 (run 2026-03-29) predates glm5_fp4_b200.sh's setting (405c601e9, 2026-04-07).
+# A row whose run date is not in its notes takes the date of the dated row whose numbers it
+# repeats (the image-less rows repeat dated runs); without one, the default 1.
+# (match, first run date, last run date or "", rule): rule "10/30" = 30 from CONC 16, else 10.
+RECV_INTERVAL_RULES: tuple[tuple[dict[str, tuple[str, ...]], str, str, str], ...] = (
+    ({"model": ("deepseek-r1",), "gpu": ("b200", "b300"), "precision": ("fp8",), "tp": ("4",),
+      "attention_dp": ("1",)}, "", "", "10"),
+    ({"model": ("deepseek-r1",), "gpu": ("b200", "b300"), "attention_dp": ("1",)}, "", "",
+     "10/30"),
+    ({"model": ("qwen3.5-397b-a17b",), "gpu": ("b200",), "precision": ("fp8",),
+      "attention_dp": ("1",)}, "2026-03-17", "2026-04-14", "10/30"),
+    ({"model": ("qwen3.5-397b-a17b",), "gpu": ("b200",), "precision": ("fp4",),
+      "attention_dp": ("1",)}, "2026-04-08", "", "10/30"),
+    ({"model": ("qwen3.5-397b-a17b",), "gpu": ("b300",), "precision": ("bf16", "fp4"),
+      "attention_dp": ("1",)}, "2026-04-17", "", "10/30"),
+)
+_RUN_DATE = re.compile(r"\bmeasured=(\d{4}-\d\d-\d\d)")
+
+
+def _twin_key(r: dict[str, str]) -> tuple[str, ...]:
+    """The columns that identify a run's numbers (a repeated row has the same values, the
+    latencies sometimes with fewer decimals: TTFT compared to 1 ms, TPOT to 0.1 ms)."""
+    ttft, tpot = _f(r.get("ttft_ms")), _f(r.get("tpot_ms"))
+    return (*((r.get(k) or "").strip().lower() for k in
+              ("model", "gpu", "backend", "precision", "isl", "osl", "concurrency")),
+            f"{ttft:.0f}" if ttft else "", f"{tpot:.1f}" if tpot else "")
+
+
+def run_dates(rows: list[dict[str, str]]) -> dict[tuple[str, ...], str]:
+    """Run date of each numbers key of the rows that state one (notes ``measured=``)."""
+    out: dict[tuple[str, ...], str] = {}
+    for r in rows:
+        m = _RUN_DATE.search(r.get("notes") or "")
+        if m:
+            out.setdefault(_twin_key(r), m.group(1))
+    return out
+
+
+def recv_interval(r: dict[str, str], date: str) -> int:
+    """SGLang's scheduler receive interval of an InferenceX row's recipe (RECV_INTERVAL_RULES)."""
+    if (r.get("backend") or "").strip().lower() != "sglang":
+        return 1
+    cols = {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
+    for match, first, last, rule in RECV_INTERVAL_RULES:
+        if not all(cols.get(k) in v for k, v in match.items()):
+            continue
+        if (first or last) and not (date and date >= first and (not last or date < last)):
+            continue
+        if rule == "10":
+            return 10
+        return 30 if (_f(r.get("concurrency")) or 0) >= 16 else 10
+    return 1
+
+
 def _mean_length(nominal: int) -> int:
     """Mean of the lengths drawn uniformly from [floor(0.8 L), L], to the nearest token."""
     return round((math.floor(nominal * INFERENCEX_RANGE_RATIO) + nominal) / 2)
@@ -252,6 +329,7 @@ def _mean_length(nominal: int) -> int:
 
 def read_measured(rows: list[dict[str, str]]) -> list[Row]:
     out = []
+    dates = run_dates(rows)
     for i, r in enumerate(rows):
         row = Row(index=i, backend=(r.get("backend") or "").strip().lower(),
                   precision=(r.get("precision") or "").strip().lower(),
@@ -262,6 +340,8 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         if _inferencex(r):
             row.skipped = row.skipped or _speculative(r)
             row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
+            if not (r.get("scheduler_recv_interval") or "").strip():
+                row.recv_interval = recv_interval(r, dates.get(_twin_key(r), ""))
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:

@@ -55,8 +55,16 @@ def _base(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
             "batch": max(c_rank, 1.0), "n_dec": max(osl - 1, 0)}
 
 
-def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
-    """Closed loop: TTFT, TPOT and arrival rate for ``c_rank`` requests in flight per rank."""
+def _solve(sm: StepModel, c_rank: float, isl: int, osl: int,
+           recv_interval: int = 1) -> dict[str, Any]:
+    """Closed loop: TTFT, TPOT and arrival rate for ``c_rank`` requests in flight per rank.
+
+    ``recv_interval`` N > 1: the scheduler takes new requests only every N decode steps
+    (SGLang ``--scheduler-recv-interval``, set by benchmark recipes; default 1). A request
+    arriving at a random point of the cycle waits ``(N-1)/2`` decode steps more than with N = 1,
+    and the requests taken together are prefilled in one batch: its TTFT also holds the
+    prefills of the others that arrived in the window, ``λ (N-1) t_decode`` of them.
+    """
     prof = sm.prof
     s = _base(sm, c_rank, isl, osl)
     t_pf, t_dec, tpot, n_dec = s["prefill"]["total"], s["dec"]["total"], s["tpot"], s["n_dec"]
@@ -68,10 +76,17 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
     dp_wait = prof.dp_wait * t_dec if sm.lay.dp > 1 else 0.0
     front = prof.t_request_ms + isl * prof.t_in_token_us / 1e3
     ttft = front + t_pf + step_wait + burst + admission + dp_wait
+    recv_wait = recv_batch = 0.0
+    if recv_interval > 1 and c_rank > 1:
+        window = (recv_interval - 1) * t_dec
+        recv_wait = window / 2.0
+        life0 = ttft + recv_wait + n_dec * tpot
+        recv_batch = min(others, c_rank * window / life0) * t_pf
+        ttft += recv_wait + recv_batch
     life = ttft + n_dec * tpot
     s.update(arrival="closed", lam=c_rank / life, step_wait=step_wait, burst=burst,
-             admission=admission, dp_wait=dp_wait, front=front, ttft=ttft, ttft_p99=None,
-             life=life, c_rank=c_rank)
+             admission=admission, dp_wait=dp_wait, front=front, recv_wait=recv_wait,
+             recv_batch=recv_batch, ttft=ttft, ttft_p99=None, life=life, c_rank=c_rank)
     return s
 
 
@@ -398,14 +413,16 @@ def _check_arrival(arrival: str, request_rate: float | None) -> str:
 
 
 def solve(sm: StepModel, *, isl: int, osl: int, concurrency: float, arrival: str = "closed",
-          request_rate: float | None = None, limit: float = 1024) -> dict[str, Any]:
+          request_rate: float | None = None, limit: float = 1024,
+          recv_interval: int = 1) -> dict[str, Any]:
     """The serving state of one replica: closed loop at ``concurrency`` in flight, or open loop
     (Poisson) at ``request_rate`` requests/s (``concurrency`` then comes from Little's law) or,
-    without a rate, at the rate that keeps ``concurrency`` in flight on average."""
+    without a rate, at the rate that keeps ``concurrency`` in flight on average.
+    ``recv_interval``: the scheduler's receive interval of a closed-loop run (``_solve``)."""
     arrival = _check_arrival(arrival, request_rate)
     dp = sm.lay.dp
     if arrival == "closed":
-        return _solve(sm, concurrency / dp, isl, osl)
+        return _solve(sm, concurrency / dp, isl, osl, recv_interval)
     if request_rate is not None:
         return _open_rate(sm, request_rate / 1e3 / dp, isl, osl, limit)
     return _open_at(sm, concurrency / dp, isl, osl)
@@ -415,16 +432,18 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
             isl: int, osl: int, concurrency: float, backend: str = "vllm",
             kv_precision: str | None = None,
             calibration: dict[str, Any] | None = None, arrival: str = "closed",
-            request_rate: float | None = None,
-            statistic: str = "mean") -> tuple[float | None, float, float]:
+            request_rate: float | None = None, statistic: str = "mean",
+            recv_interval: int = 1) -> tuple[float | None, float, float]:
     """(TTFT ms, TPOT ms, output tokens/s) without memory check or explanation (fast path).
 
     ``statistic`` ``p99`` gives the P99 TTFT of the open-loop queue (None in closed loop, which
-    models the mean); ``mean`` and ``median`` give the mean.
+    models the mean); ``mean`` and ``median`` give the mean. ``recv_interval``: the scheduler's
+    receive interval of a measured closed-loop run (data.RECV_INTERVAL_RULES).
     """
     sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration)
     s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
-              request_rate=request_rate, limit=MAX_BATCH.get(sm.prof.backend, 1024))
+              request_rate=request_rate, limit=MAX_BATCH.get(sm.prof.backend, 1024),
+              recv_interval=recv_interval)
     ttft = s["ttft_p99"] if statistic == "p99" else s["ttft"]
     return ttft, s["tpot"], s["lam"] * 1e3 * osl * lay.dp
 
