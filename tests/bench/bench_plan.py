@@ -38,6 +38,12 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 27 (main, base d5a6d55; issue #13 only). No change on the plan path beyond a default
+argument: the session added the SGLang receive interval to `validate`'s rows and the closed-loop
+solve, and refitted the SGLang constants. Paired run against d5a6d55: chat-70b-online 0.40 →
+0.40 s, saas-five-tenants 1.79 → 1.79 s, multi-model-tenants 1.16 → 1.16 s, every single-model
+example ≤ 0.53 s, `rules test` 1.17 → 1.20 s, +3,000 rules 0.57 → 0.57 s: within noise.
+
 Session 26 (main, base b6417b0; issue #13 only). No change on the plan path: the session changed
 how `validate` reads measured rows, the fit, and so the constants in facts/calibration.yaml.
 Paired run against b6417b0: chat-70b-online 0.44 → 0.44 s, saas-five-tenants 2.00 → 2.00 s,
