@@ -155,6 +155,9 @@ def test_inferencex_sglang_recipes_set_the_scheduler_receive_interval():
     """dsr1_fp*_b200.sh: 30 decode steps between receives from CONC 16, else 10; FP8 TP 4: 10."""
     assert [_sglang(concurrency=c).recv_interval for c in ("8", "16", "64")] == [10, 30, 30]
     assert _sglang(concurrency="64", precision="fp8", tp="4", moe_ep="1").recv_interval == 10
+    # a tp x ep column (16 for tp 4 / ep 4) is matched as the TP it is read as
+    tp4 = _sglang(concurrency="64", precision="fp8", tp="16", moe_tp="4", moe_ep="4")
+    assert tp4.layout.tp == 4 and tp4.recv_interval == 10
     assert _sglang(concurrency="64", gpu="H200 SXM", precision="fp8").recv_interval == 1
     assert _sglang(concurrency="64", backend="vllm").recv_interval == 1
     assert _sglang(concurrency="64", source="a user's own run").recv_interval == 1  # not InferenceX

@@ -306,11 +306,14 @@ def run_dates(rows: list[dict[str, str]]) -> dict[tuple[str, ...], str]:
     return out
 
 
-def recv_interval(r: dict[str, str], date: str) -> int:
-    """SGLang's scheduler receive interval of an InferenceX row's recipe (RECV_INTERVAL_RULES)."""
+def recv_interval(r: dict[str, str], date: str, tp: int | None = None) -> int:
+    """SGLang's scheduler receive interval of an InferenceX row's recipe (RECV_INTERVAL_RULES);
+    ``tp``: the attention TP the row was read as (a tp x ep column holds the product)."""
     if (r.get("backend") or "").strip().lower() != "sglang":
         return 1
     cols = {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
+    if tp is not None:
+        cols["tp"] = str(tp)
     for match, first, last, rule in RECV_INTERVAL_RULES:
         if not all(cols.get(k) in v for k, v in match.items()):
             continue
@@ -340,12 +343,12 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         if _inferencex(r):
             row.skipped = row.skipped or _speculative(r)
             row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
-            if not (r.get("scheduler_recv_interval") or "").strip():
-                row.recv_interval = recv_interval(r, dates.get(_twin_key(r), ""))
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
+        if _inferencex(r) and not (r.get("scheduler_recv_interval") or "").strip():
+            row.recv_interval = recv_interval(r, dates.get(_twin_key(r), ""), row.layout.tp)
         if not row.skipped and (not row.isl or not row.osl
                                 or not (row.concurrency or row.request_rate)):
             bad = [f"{k} '{r[k]}'" for k in ("isl", "osl", "concurrency", "request_rate")
