@@ -2,14 +2,14 @@
 
     python -m tools.perf.residuals [--metric ttft_ms] [--by gpu backend ...] [--calibration F]
 
-For every closed-loop latency row of the shipped data: the signed log error
-``log(predicted / measured)`` (reported as the median ratio − 1) and, for TTFT, the share of
-each term of the closed-loop form (front = t_request + isl × t_in_token, prefill compute,
-prefill communication, chunk overhead, step wait, burst, admission, dp wait) in the
-prediction. Groups: GPU, backend, GPU class × backend, precision, model, concurrency and ISL
-bins, the prefill share of the predicted TTFT and the prefill server's predicted utilisation
-``rho = C / dp x t_prefill / lifetime`` (how busy the engine is with prefills in the closed
-loop). Analysis only: it changes nothing.
+For every closed-loop latency row of the shipped data: the signed log error ``log(predicted /
+measured)`` (reported as the median ratio − 1) and, for TTFT, the share of each term of the
+closed-loop form (front = t_request + isl × t_in_token, prefill compute, prefill communication,
+chunk overhead, step wait, burst, admission, dp wait, the scheduler receive interval's wait and
+batch) in the prediction. Groups: GPU, backend, GPU class × backend, precision, model,
+concurrency and ISL bins, the prefill share of the predicted TTFT and the prefill server's
+predicted utilisation ``rho = C / dp x t_prefill / lifetime`` (how busy the engine is with
+prefills in the closed loop). Analysis only: it changes nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from servewise.engine.domain.perf.serving import MAX_BATCH, _step_model, solve
 from servewise.engine.domain.perf.validate import quantile
 
 TERMS = ("front", "pf_compute", "pf_comm", "pf_chunks", "step_wait", "burst", "admission",
-         "dp_wait")
+         "dp_wait", "recv")
 
 
 def _bin(x: float, edges: tuple[float, ...]) -> str:
@@ -65,10 +65,12 @@ def _record(r: Row, cal: dict[str, Any] | None, file: str) -> dict[str, Any] | N
     pf = s["prefill"]
     terms = {"front": s["front"], "pf_compute": pf["t_compute"], "pf_comm": pf["t_comm"],
              "pf_chunks": pf["t_overhead"], "step_wait": s["step_wait"], "burst": s["burst"],
-             "admission": s["admission"], "dp_wait": s["dp_wait"] + s["recv_wait"] + s["recv_batch"]}
+             "admission": s["admission"], "dp_wait": s["dp_wait"],
+             "recv": s["recv_wait"] + s["recv_batch"]}
     rec = {"file": file, "gpu": r.gpu_name, "cls": gpu_class(r.gpu), "backend": r.backend,
            "model": r.model_name, "precision": r.precision, "isl": r.isl, "osl": r.osl,
-           "c": float(r.concurrency or 1), "recv": r.recv_interval, "tp": r.layout.tp, "ep": r.layout.ep,
+           "c": float(r.concurrency or 1), "recv_interval": r.recv_interval, "tp": r.layout.tp,
+           "ep": r.layout.ep,
            "dp": r.layout.dp, "moe": sm.p.is_moe, "ttft_pred": s["ttft"],
            "ttft_meas": r.ttft_ms, "tpot_pred": s["tpot"], "tpot_meas": r.tpot_ms,
            "t_dec": s["dec"]["total"], "t_pf": pf["total"], **terms,

@@ -226,11 +226,16 @@ SPECULATIVE_RUNS: tuple[tuple[dict[str, str], str], ...] = (
 _IMAGE = re.compile(r"\bimage=([^;\s]+)")
 
 
+def _cols(r: dict[str, str]) -> dict[str, str]:
+    """A row's columns stripped and lower-cased, for matching against the recipe tables."""
+    return {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
+
+
 def _speculative(r: dict[str, str]) -> str | None:
     """Why an InferenceX row is a speculative-decoding run (SPECULATIVE_RUNS), or None. Asked of
     InferenceX rows only: the evidence is that project's configuration, not the versions."""
     image = _IMAGE.search(r.get("notes") or "")
-    cols = {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
+    cols = _cols(r)
     cols["image"] = image.group(1).lower() if image else ""
     for match, why in SPECULATIVE_RUNS:
         if all(cols.get(k) == v for k, v in match.items()):
@@ -311,7 +316,7 @@ def recv_interval(r: dict[str, str], date: str, tp: int | None = None) -> int:
     ``tp``: the attention TP the row was read as (a tp x ep column holds the product)."""
     if (r.get("backend") or "").strip().lower() != "sglang":
         return 1
-    cols = {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
+    cols = _cols(r)
     if tp is not None:
         cols["tp"] = str(tp)
     for match, first, last, rule in RECV_INTERVAL_RULES:
@@ -340,14 +345,15 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
                   ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_ms")))
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
-        if _inferencex(r):
+        inferencex = _inferencex(r)
+        if inferencex:
             row.skipped = row.skipped or _speculative(r)
             row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
-        if _inferencex(r) and not (r.get("scheduler_recv_interval") or "").strip():
+        if inferencex and not (r.get("scheduler_recv_interval") or "").strip():
             row.recv_interval = recv_interval(r, dates.get(_twin_key(r), ""), row.layout.tp)
         if not row.skipped and (not row.isl or not row.osl
                                 or not (row.concurrency or row.request_rate)):
