@@ -182,6 +182,8 @@ def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dic
         for e in errs_by_row.get(key, []):
             lines.append(f"{row['row']:>4} {row['file']:<15} {e['metric'][:12]:<12} "
                          f"{e['pred']:>10.1f} {e['meas']:>12.1f} {100 * e['err']:+7.1f}%")
+        if row.get("note"):
+            lines.append(f"{row['row']:>4} {row['file']:<15} {row['note']}")
     s = r["summary"]
     lines.append("")
     lines.append("absolute percentage error        n   median      p90")
@@ -217,7 +219,7 @@ def validate_cmd(data: tuple[str, ...], fmt: str) -> None:
     if fmt == "json":
         rows = [{"row": x["row"], **{m: (round(x[m], 4) if x[m] is not None else None)
                                       for m in METRICS}, "skipped": x["skipped"],
-                 "file": x["file"]} for x in r["rows"]]
+                 "note": x.get("note"), "file": x["file"]} for x in r["rows"]]
         click.echo(json.dumps({"rows": rows, "summary": r["summary"], "files": r["files"]},
                               indent=1))
         return

@@ -131,3 +131,18 @@ def test_estimate_open_loop_cli(run):
     assert t.exit_code == 0 and "TTFT p99" in t.output and "open loop" in t.output
     bad = run(estimate_cmd, [*ARGS, "--request-rate", "0"])
     assert bad.exit_code == 2
+
+
+def test_validate_names_a_measurement_it_leaves_out(run, tmp_path):
+    """A row whose TTFT is not compared says why, in text and JSON; its TPOT is compared."""
+    f = tmp_path / "m.csv"
+    f.write_text("model,gpu,backend,backend_version,precision,isl,osl,concurrency,tp,pp,"
+                 "attention_dp,moe_tp,moe_ep,ttft_ms,tpot_ms,source\n"
+                 "DeepSeek-R1,B200,sglang,,fp4,8192,1024,8,8,1,1,8,1,9188.19,14.823,"
+                 "id=2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c8_tp8_ep1_6\n")
+    r = run(validate_cmd, ["--data", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "TTFT not compared" in r.output and "tpot_ms" in r.output
+    d = json.loads(run(validate_cmd, ["--data", str(f), "--format", "json"]).output)
+    (row,) = d["rows"]
+    assert row["ttft_ms"] is None and row["tpot_ms"] > 0 and "no warm-up" in row["note"]

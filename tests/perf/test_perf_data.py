@@ -181,3 +181,50 @@ def test_a_stated_receive_interval_is_used_and_a_bad_one_named():
     assert _sglang(concurrency="8", scheduler_recv_interval="1").recv_interval == 1
     (bad,) = read_measured([{**BASE, "concurrency": "8", "scheduler_recv_interval": "often"}])
     assert bad.skipped and "scheduler_recv_interval 'often'" in bad.skipped
+
+
+def _dsr1(**cols: str):
+    (row,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200",
+                             "source": "id=2026_04_06_deepseek_r1_b200_sxm_x", **cols}])
+    return row
+
+
+def test_inferencex_gb200_runs_are_disaggregated_and_skipped():
+    """runners/launch_gb200-nv.sh ran Dynamo prefill/decode deployments; TP = all their GPUs."""
+    row = _dsr1(gpu="GB200", backend="trtllm", precision="fp4", tp="36", moe_tp="36",
+                concurrency="32")
+    assert row.skipped and row.skipped.startswith("disaggregated serving")
+    own = _dsr1(gpu="GB200", backend="trtllm", precision="fp4", tp="2", concurrency="8",
+                source="id=qwen3_32b_gb200_trtllm_agg_c8", model="Qwen3-32B")
+    assert not own.skipped  # aiconfigurator's own aggregated GB200 runs are kept
+
+
+def test_first_sglang_recipe_ran_ep_over_tp_and_its_ttft_is_left_out():
+    """dsr1_fp4_b200_docker.sh passed --enable-ep-moe (ep_size = tp_size); no client warm-up."""
+    row = _dsr1(backend="sglang", precision="fp4", tp="4", moe_tp="4", moe_ep="1",
+                concurrency="32", isl="8192", osl="1024", backend_version="")
+    assert (row.layout.tp, row.layout.ep, row.layout.attention_dp) == (4, 4, 1)
+    assert row.ttft_ms is None and row.tpot_ms == 10 and "no warm-up" in (row.unused or "")
+    later = _dsr1(backend="sglang", precision="fp4", tp="4", moe_tp="4", moe_ep="1",
+                  concurrency="32", backend_version="0.5.9")
+    assert later.layout.ep == 1 and later.ttft_ms == 100 and later.unused is None
+    own = _dsr1(backend="sglang", precision="fp4", tp="4", moe_tp="4", moe_ep="1",
+                concurrency="32", source="a user's own run")
+    assert own.layout.ep == 1 and own.ttft_ms == 100
+
+
+def test_first_trtllm_recipes_chose_ep_and_attention_dp_by_concurrency():
+    """dsr1_fp4_b200_trt_slurm.sh / dsr1_fp8_h200_trt_slurm.sh (Sep - Nov 2025)."""
+    def lay(**cols: str) -> tuple[int, int, int]:
+        r = _dsr1(backend="trtllm", moe_ep="1", backend_version="", **cols)
+        assert r.ttft_ms == 100 and r.unused is None  # TensorRT-LLM rows keep their TTFT
+        return r.layout.tp, r.layout.ep, r.layout.attention_dp
+    fp4 = {"precision": "fp4", "tp": "4", "moe_tp": "4"}
+    assert lay(**fp4, concurrency="16") == (4, 1, 1)
+    assert lay(**fp4, concurrency="64") == (4, 4, 1)
+    assert lay(**fp4, concurrency="256") == (1, 4, 4)
+    assert lay(**fp4, concurrency="64", isl="8192") == (1, 4, 4)
+    h200 = {"gpu": "H200 SXM", "precision": "fp8", "tp": "8", "moe_tp": "8"}
+    assert lay(**h200, concurrency="4") == (8, 8, 1)
+    assert lay(**h200, concurrency="64", isl="8192") == (1, 8, 8)
+    assert lay(**h200, concurrency="64") == (8, 8, 1)

@@ -159,6 +159,10 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms",
           "t_request_ms", "k_step", "burst", "t_in_token_us")
 PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
+# Per-class constants that only some rows exercise: without such a row in a class the data say
+# nothing of the constant, and the fit holds it at its round START value instead of letting the
+# optimiser drift it to a bound (dp_wait: rows with data-parallel attention).
+EXERCISED_BY = {"dp_wait": lambda r: r.layout.attention_dp > 1}
 
 
 def _warm(cls: str, backend: str, key: str) -> float:
@@ -181,7 +185,10 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
     from scipy.optimize import least_squares
 
     classes = sorted(groups)
-    names = list(SHARED) + [f"{c}:{k}" for c in classes for k in PER_CLASS]
+    held = {f"{c}:{k}": START[k] for c in classes for k, uses in EXERCISED_BY.items()
+            if not any(uses(r) for r in groups[c])}
+    names = list(SHARED) + [f"{c}:{k}" for c in classes for k in PER_CLASS
+                            if f"{c}:{k}" not in held]
     base = [k.split(":")[-1] for k in names]
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])
@@ -192,7 +199,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
     prior_w = np.array([PRIOR.get(k, (1.0, 0.0))[1] for k in base])
 
     def split(x: Any) -> dict[str, dict[str, float]]:
-        v = dict(zip(names, (float(a) for a in np.exp(x)), strict=True))
+        v = {**held, **dict(zip(names, (float(a) for a in np.exp(x)), strict=True))}
         return {c: {k: v[k] if k in SHARED else v[f"{c}:{k}"] for k in PARAMS} for c in classes}
 
     order = _order_pairs(classes)

@@ -46,7 +46,8 @@ def records(cal: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     for f in DEFAULT_FILES:
         _, rows = read_rows(f)
         for r in rows:
-            if r.skipped or r.offline or r.prefill_only or r.request_rate or not r.ttft_ms:
+            if r.skipped or r.offline or r.prefill_only or r.request_rate or not (r.ttft_ms
+                                                                                  or r.tpot_ms):
                 continue
             if r.statistic == "p99":
                 continue
@@ -77,7 +78,7 @@ def _record(r: Row, cal: dict[str, Any] | None, file: str) -> dict[str, Any] | N
            "attn_share_pf": (pf["attn_flops"] / pf["flops"]) if pf["flops"] else 0.0,
            "params_b": (sm.p.shared + sm.p.experts_per_token * sm.p.per_expert) / 1e9,
            "rho": s["c_rank"] * pf["total"] / s["life"]}
-    rec["e_ttft"] = math.log(s["ttft"] / r.ttft_ms)
+    rec["e_ttft"] = math.log(s["ttft"] / r.ttft_ms) if r.ttft_ms else None
     rec["e_tpot"] = math.log(s["tpot"] / r.tpot_ms) if r.tpot_ms and r.osl > 1 else None
     return rec
 

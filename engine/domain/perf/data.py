@@ -91,6 +91,7 @@ class Row:
     statistic: str = "mean"            # of the latency columns: mean | median | p99
     recv_interval: int = 1             # SGLang --scheduler-recv-interval of the run's recipe
     skipped: str | None = None
+    unused: str | None = None          # a measurement of the row left out, and why
 
 
 def _f(v: str | None) -> float | None:
@@ -225,10 +226,91 @@ SPECULATIVE_RUNS: tuple[tuple[dict[str, str], str], ...] = (
 )
 _IMAGE = re.compile(r"\bimage=([^;\s]+)")
 
+# InferenceX runs whose columns do not say how they ran, from that project's history
+# (SemiAnalysisAI/InferenceX):
+# * GB200: runners/launch_gb200-nv.sh ran every GB200 configuration as a multi-node Dynamo
+#   deployment with separate context (prefill) and generation (decode) workers: TensorRT-LLM
+#   through dynamo's performance_sweeps/submit_disagg.sh ("ctx_num gen_num gen_tp_size ...",
+#   some with MTP), SGLang through its disaggregated sglang-configs (launcher of 2025-11-05,
+#   897ccdcaa; no aggregated path in it up to Feb 2026), and the results' TP column is the
+#   deployment's total GPU count ("Fix TP column to use total_gpus", cb9876f9e, 2025-09-18).
+#   The aggregated serving model does not describe such a deployment (measured-disagg.csv holds
+#   the disaggregated runs, which the model does not predict yet).
+_DISAGG_GB200 = ("disaggregated serving: InferenceX ran its GB200 configurations as multi-node "
+                 "Dynamo deployments with separate prefill and decode workers "
+                 "(runners/launch_gb200-nv.sh, submit_disagg.sh), the TP column counting all of "
+                 "their GPUs; the model predicts aggregated serving")
+DISAGGREGATED_RUNS: tuple[tuple[dict[str, str], str], ...] = (({"gpu": "gb200"}, _DISAGG_GB200),)
+
+# Runs of InferenceX's first recipes (Sep - early Nov 2025), whose scripts, not the
+# configuration, chose expert parallelism and attention DP: the configuration named only `tp`,
+# so the rows say moe_ep 1, no attention DP and no backend version. Identified by those labels
+# on DeepSeek-R1 configurations whose later recipes state ep (the scripts at 2025-10-19,
+# 6e64167cd; unchanged from 2025-09-18 until the search space named ep / dp-attn on 2025-11-03,
+# 17d5e204f, or 2025-11-10, 7daaa8bb3, for SGLang):
+# * dsr1_fp4_b200_docker.sh (SGLang) passed --enable-ep-moe, which SGLang's ServerArgs turns
+#   into ep_size = tp_size: expert-parallel over the TP GPUs at every concurrency.
+# * dsr1_fp4_b200_trt_slurm.sh: EP_SIZE 1, or TP above a concurrency, and attention DP from
+#   another, per (TP, ISL, OSL) (table below: EP when C > the first number, DP when C >= the
+#   second).
+# * dsr1_fp8_h200_trt_slurm.sh: EP_SIZE = TP always; attention DP when C > 64 (ISL 1,024) or
+#   C > 32 (ISL 8,192).
+# Those runs' client had no warm-up (benchmark_serving's 2 x CONC warm-up requests came on
+# 2026-01-21, d053ae24e), so their first requests met a cold server. It shows in the SGLang
+# rows (image v0.5.3rc1, whose script patched a race in FlashInfer's cubin loader, which fetches
+# TRT-LLM-gen kernels when first used): ISL 8,192 at TP 8 measures TTFT 5.6, 9.2, 7.3, 2.1, 2.4,
+# 2.9 s at C 4 to 128, falling with load, 14-25 x the later recipe's at C 4-16; their TTFT is not
+# compared (their TPOT is). The TensorRT-LLM rows' TTFT grows with load as it should; kept.
+_COLD_START = ("TTFT not compared: InferenceX's client had no warm-up before 2026-01-21 "
+               "(d053ae24e) and this recipe (dsr1-fp4-b200-sglang, tp without ep, until "
+               "2025-11-07) met a cold server; TTFT falls with load across its sweep")
+_K = 1_000_000  # "never"
+# (match, {(tp, isl, osl): (EP when C >, attention DP when C >=)}, TTFT left out because)
+SCRIPT_CHOSEN_LAYOUTS: tuple[tuple[dict[str, str], dict[tuple[int, int, int], tuple[int, int]],
+                                   str | None], ...] = (
+    ({"model": "deepseek-r1", "gpu": "b200", "backend": "sglang", "precision": "fp4"},
+     {(tp, i, o): (0, _K) for tp in (4, 8) for i, o in ((1024, 1024), (1024, 8192),
+                                                        (8192, 1024))}, _COLD_START),
+    ({"model": "deepseek-r1", "gpu": "b200", "backend": "trtllm", "precision": "fp4"},
+     {(4, 1024, 1024): (32, 256), (4, 1024, 8192): (32, 256), (4, 8192, 1024): (32, 33),
+      (8, 1024, 1024): (8, 256), (8, 1024, 8192): (16, 256), (8, 8192, 1024): (32, 33)}, None),
+    ({"model": "deepseek-r1", "gpu": "h200 sxm", "backend": "trtllm", "precision": "fp8"},
+     {(8, 1024, 1024): (0, 65), (8, 1024, 8192): (0, 65), (8, 8192, 1024): (0, 33)}, None),
+)
+
+
+def _script_layout(r: dict[str, str], lay: Layout, conc: float) -> tuple[Layout, str | None]:
+    """Layout of a run whose script chose EP and attention DP (SCRIPT_CHOSEN_LAYOUTS), and the
+    measurement to leave out; other rows keep ``lay``."""
+    cols = _cols(r)
+    if (cols.get("moe_ep") not in ("", "1") or cols.get("attention_dp") not in ("", "1")
+            or cols.get("backend_version")):
+        return lay, None
+    for match, table, unused in SCRIPT_CHOSEN_LAYOUTS:
+        if not all(cols.get(k) == v for k, v in match.items()):
+            continue
+        rule = table.get((lay.tp, _i(r.get("isl")), _i(r.get("osl"))))
+        if rule is None:
+            return lay, None
+        ep = lay.tp if conc > rule[0] else 1
+        if conc >= rule[1]:
+            return Layout(1, lay.pp, ep, lay.tp), unused
+        return Layout(lay.tp, lay.pp, ep, 1), unused
+    return lay, None
+
 
 def _cols(r: dict[str, str]) -> dict[str, str]:
     """A row's columns stripped and lower-cased, for matching against the recipe tables."""
     return {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
+
+
+def _matching(table: tuple[tuple[dict[str, str], str], ...], r: dict[str, str]) -> str | None:
+    """The reason of the first entry of ``table`` whose columns the row has, or None."""
+    cols = _cols(r)
+    for match, why in table:
+        if all(cols.get(k) == v for k, v in match.items()):
+            return why
+    return None
 
 
 def _speculative(r: dict[str, str]) -> str | None:
@@ -347,12 +429,16 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         _load(row, r)
         inferencex = _inferencex(r)
         if inferencex:
-            row.skipped = row.skipped or _speculative(r)
+            row.skipped = row.skipped or _speculative(r) or _matching(DISAGGREGATED_RUNS, r)
             row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
+        if inferencex and not row.skipped:
+            row.layout, row.unused = _script_layout(r, row.layout, row.concurrency or 0.0)
+            if row.unused:
+                row.ttft_ms = None
         if inferencex and not (r.get("scheduler_recv_interval") or "").strip():
             row.recv_interval = recv_interval(r, dates.get(_twin_key(r), ""), row.layout.tp)
         if not row.skipped and (not row.isl or not row.osl

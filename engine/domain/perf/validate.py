@@ -30,7 +30,8 @@ def offline_concurrency(row: Row) -> float:
 def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str, Any]:
     """Predictions for one row (numbers only where the row measured them)."""
     out: dict[str, Any] = {"row": row.index, "ttft_ms": None, "tpot_ms": None,
-                           "output_tokens_per_s": None, "skipped": row.skipped}
+                           "output_tokens_per_s": None, "skipped": row.skipped,
+                           "note": row.unused}
     if row.skipped:
         return out
     assert row.model is not None and row.gpu is not None
