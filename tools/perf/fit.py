@@ -380,7 +380,8 @@ HEADER = """\
 #   admission     share psi of the completion interval (osl-1) x TPOT / (C-1) waited
 #   dp_wait       decode steps a new request waits before its prefill when attention runs
 #                 data-parallel (ranks prefill in lockstep; TRT-LLM attention-DP balancing
-#                 holds context requests up to timeout_iters)
+#                 holds context requests up to timeout_iters); a class with no such rows
+#                 keeps the start value 1 (not fitted)
 #   eta_lowp      efficiency of native 8/4-bit GEMMs relative to 16-bit ones (>= 0.5: FP8 is
 #                 never slower than BF16)
 #   t_moe_layer_us extra cost per MoE layer per step (routing, grouped-GEMM launches)
