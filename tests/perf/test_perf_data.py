@@ -228,3 +228,17 @@ def test_first_trtllm_recipes_chose_ep_and_attention_dp_by_concurrency():
     assert lay(**h200, concurrency="4") == (8, 8, 1)
     assert lay(**h200, concurrency="64", isl="8192") == (1, 8, 8)
     assert lay(**h200, concurrency="64") == (8, 8, 1)
+
+
+def test_shipped_gb200_inferencex_rows_are_the_disaggregated_ones():
+    """The 55 GB200 rows of InferenceX (Nov 2025, 'TP' up to 72) are skipped as disaggregated;
+    aiconfigurator's own aggregated GB200 runs are read."""
+    with gzip.open(DATA_DIR / "measured-extra.csv.gz", "rt", encoding="utf-8") as fh:
+        raw = list(csv.DictReader(fh))
+    rows = read_measured(raw)
+    gb200 = [(r, row) for r, row in zip(raw, rows, strict=True) if r["gpu"] == "GB200"]
+    disagg = [r for r, row in gb200 if (row.skipped or "").startswith("disaggregated")]
+    assert len(disagg) == 55
+    assert all(re.search(r"measured=2025-11", r["notes"]) for r in disagg)
+    others = [row for r, row in gb200 if not re.search(r"measured=2025-11", r["notes"])]
+    assert others and not any((row.skipped or "").startswith("disaggregated") for row in others)
