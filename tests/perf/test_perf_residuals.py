@@ -24,3 +24,15 @@ def test_kernel_latency_interpolates_in_log_log():
     d = {1024: 1.0, 4096: 4.0}
     assert math.isclose(interp(d, 2048), 2.0)
     assert interp(d, 512) == 1.0 and math.isclose(interp(d, 8192), 8.0)
+
+
+def test_ceiling_lists_the_shipped_error_then_each_grouping():
+    """The first line is the shipped model's median error; a free factor per group of the
+    finest grouping (one per configuration and lengths) leaves less of it."""
+    from tools.perf.residuals import CEILING_KEYS, ceiling
+
+    lines = ceiling(records())[1:]
+    assert len(lines) == 1 + len(CEILING_KEYS)
+    tpot = [float(line.split()[-2].rstrip("%")) for line in lines]
+    ttft = [float(line.split()[-1].rstrip("%")) for line in lines]
+    assert tpot[-1] < tpot[0] and ttft[-1] < ttft[0]

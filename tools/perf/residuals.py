@@ -10,6 +10,11 @@ batch) in the prediction. Groups: GPU, backend, GPU class × backend, precision,
 concurrency and ISL bins, the prefill share of the predicted TTFT and the prefill server's
 predicted utilisation ``rho = C / dp x t_prefill / lifetime`` (how busy the engine is with
 prefills in the closed loop). Analysis only: it changes nothing.
+
+``--ceiling``: the median APE the shipped model would reach if every group of rows (by model,
+backend, GPU, then also precision, layout, input/output lengths) had a free correction factor of
+its own (the group's median ratio): how much of the error is a constant per group, which more
+per-group constants could remove, and how much is the model's response within a group.
 """
 
 from __future__ import annotations
@@ -101,6 +106,35 @@ def table(recs: list[dict[str, Any]], key: Any, metric: str = "ttft") -> list[st
     return lines
 
 
+CEILING_KEYS = (
+    ("model, backend, GPU", ("model", "backend", "gpu")),
+    ("+ precision", ("model", "backend", "gpu", "precision")),
+    ("+ layout", ("model", "backend", "gpu", "precision", "tp", "ep", "dp")),
+    ("+ lengths", ("model", "backend", "gpu", "precision", "tp", "ep", "dp", "isl", "osl")),
+)
+
+
+def ceiling(recs: list[dict[str, Any]]) -> list[str]:
+    """Median APE with a free factor per group (see the module docstring), per metric."""
+    lines = [f"{'free factor per':24s} {'groups':>7s} {'TPOT':>7s} {'TTFT':>7s}"]
+    base = {m: [abs(math.exp(x[f"e_{m}"]) - 1) for x in recs if x[f"e_{m}"] is not None]
+            for m in ("tpot", "ttft")}
+    lines.append(f"{'(none: shipped model)':24s} {1:7d} "
+                 + " ".join(f"{quantile(base[m], 0.5):7.1%}" for m in ("tpot", "ttft")))
+    for name, cols in CEILING_KEYS:
+        cells, n = [], 0
+        for m in ("tpot", "ttft"):
+            groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+            for x in recs:
+                if x[f"e_{m}"] is not None:
+                    groups[tuple(x[c] for c in cols)].append(x[f"e_{m}"])
+            ape = [abs(math.exp(v - quantile(e, 0.5)) - 1) for e in groups.values() for v in e]
+            cells.append(f"{quantile(ape, 0.5):7.1%}")
+            n = max(n, len(groups))
+        lines.append(f"{name:24s} {n:7d} " + " ".join(cells))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metric", default="ttft", choices=("ttft", "tpot"))
@@ -108,9 +142,14 @@ def main(argv: list[str] | None = None) -> None:
                                                 "model", "conc", "isl", "pf_share",
                                                 "backend_rho"])
     ap.add_argument("--calibration", default=None)
+    ap.add_argument("--ceiling", action="store_true",
+                    help="median APE with a free correction factor per group of rows")
     a = ap.parse_args(argv)
     cal = yaml.safe_load(Path(a.calibration).read_text()) if a.calibration else None
     recs = records(cal)
+    if a.ceiling:
+        print("\n".join(ceiling(recs)))
+        return
     keys = {"cls_backend": lambda x: f"{x['cls']} {x['backend']}",
             "conc": lambda x: _bin(x["c"], (1, 8, 32, 128)),
             "isl": lambda x: _bin(x["isl"], (512, 1024, 2048, 4096, 8192)),
