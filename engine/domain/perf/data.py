@@ -259,11 +259,13 @@ DISAGGREGATED_RUNS: tuple[tuple[dict[str, str], str], ...] = (({"gpu": "gb200"},
 # 2026-01-21, d053ae24e), so their first requests met a cold server. It shows in the SGLang
 # rows (image v0.5.3rc1, whose script patched a race in FlashInfer's cubin loader, which fetches
 # TRT-LLM-gen kernels when first used): ISL 8,192 at TP 8 measures TTFT 5.6, 9.2, 7.3, 2.1, 2.4,
-# 2.9 s at C 4 to 128, falling with load, 14-25 x the later recipe's at C 4-16; their TTFT is not
-# compared (their TPOT is). The TensorRT-LLM rows' TTFT grows with load as it should; kept.
+# 2.9 s at C 4 to 128 (highest at C 8, lowest at C 32), 14-25 x the later recipe's at C 4-16;
+# their TTFT is not compared (their TPOT is). The TensorRT-LLM rows' TTFT grows with load as it
+# should; kept.
 _COLD_START = ("TTFT not compared: InferenceX's client had no warm-up before 2026-01-21 "
                "(d053ae24e) and this recipe (dsr1-fp4-b200-sglang, tp without ep, until "
-               "2025-11-07) met a cold server; TTFT falls with load across its sweep")
+               "2025-11-07) met a cold server; its TTFT does not grow with load (ISL 8,192, "
+               "TP 8: 9.2 s at C 8, 2.1 s at C 32)")
 _K = 1_000_000  # "never"
 # (match, {(tp, isl, osl): (EP when C >, attention DP when C >=)}, TTFT left out because)
 SCRIPT_CHOSEN_LAYOUTS: tuple[tuple[dict[str, str], dict[tuple[int, int, int], tuple[int, int]],
