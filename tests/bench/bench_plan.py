@@ -38,6 +38,13 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 28 (main, base 9138354; issue #13 only). No change on the plan path: the session changed
+how `validate` reads InferenceX's rows (disaggregated GB200 runs skipped, script-chosen layouts,
+a cold server's TTFT left out) and refitted the SGLang and TensorRT-LLM constants. Paired run
+against 9138354: chat-70b-online 0.39 → 0.39 s, saas-five-tenants 1.77 → 1.76 s,
+multi-model-tenants 1.14 → 1.15 s, every single-model example ≤ 0.54 s, `rules test` 1.15 →
+1.15 s, +3,000 rules 0.71 → 0.68 s: within noise.
+
 Session 27 (main, base d5a6d55; issue #13 only). No change on the plan path beyond a default
 argument: the session added the SGLang receive interval to `validate`'s rows and the closed-loop
 solve, and refitted the SGLang constants. Paired run against d5a6d55: chat-70b-online 0.40 →
