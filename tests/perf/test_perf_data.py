@@ -242,3 +242,9 @@ def test_shipped_gb200_inferencex_rows_are_the_disaggregated_ones():
     assert all(re.search(r"measured=2025-11", r["notes"]) for r in disagg)
     others = [row for r, row in gb200 if not re.search(r"measured=2025-11", r["notes"])]
     assert others and not any((row.skipped or "").startswith("disaggregated") for row in others)
+
+
+def test_a_layout_column_that_is_not_a_number_is_named_in_the_skip():
+    (row,) = read_measured([{**BASE, "concurrency": "8", "tp": "x"}])
+    assert row.skipped == "not a number: tp 'x'"
+    assert not _read(concurrency="8", moe_ep="0", moe_tp="").skipped  # empty or 0: the default

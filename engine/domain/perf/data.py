@@ -102,6 +102,19 @@ def _f(v: str | None) -> float | None:
     return x if x > 0 else None
 
 
+LAYOUT_COLUMNS = ("tp", "pp", "attention_dp", "moe_tp", "moe_ep")
+
+
+def _number(v: str | None) -> bool:
+    """Empty or a number (a layout column may be empty or 0: the default applies)."""
+    text = str(v or "").strip()
+    try:
+        float(text or "0")
+    except ValueError:
+        return False
+    return True
+
+
 def _i(v: str | None, default: int = 0) -> int:
     x = _f(v)
     return int(x) if x else default
@@ -449,6 +462,9 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
                    if (r.get(k) or "").strip() and _f(r.get(k)) is None]
             row.skipped = (f"not a number: {', '.join(bad)}" if bad
                            else "isl, osl or concurrency/request_rate missing")
+        bad_layout = [f"{k} '{r[k]}'" for k in LAYOUT_COLUMNS if not _number(r.get(k))]
+        if not row.skipped and bad_layout:
+            row.skipped = f"not a number: {', '.join(bad_layout)}"
         if not row.skipped and not row.precision:
             row.skipped = "precision missing"
         out.append(row)
