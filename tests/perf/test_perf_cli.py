@@ -99,14 +99,19 @@ def test_validate_json_rows(run, tmp_path):
     assert "overall" in d["summary"]
 
 
-def test_validate_text(run, tmp_path):
-    f = tmp_path / "b.csv"
-    f.write_text("model,gpu,n_gpus,framework,precision,tp,input_len,output_len,"
-                 "concurrency_or_batch,ttft_ms,tpot_or_itl_ms,output_tokens_per_s_total\n"
-                 "Llama-3.1-8B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n"
-                 "Nope-1B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n")
-    r = run(validate_cmd, ["--data", str(f)])
+def _validate(run, tmp_path, csv_text: str, *args: str):
+    f = tmp_path / "rows.csv"
+    f.write_text(csv_text)
+    r = run(validate_cmd, ["--data", str(f), *args])
     assert r.exit_code == 0, r.output
+    return r
+
+
+def test_validate_text(run, tmp_path):
+    r = _validate(run, tmp_path, "model,gpu,n_gpus,framework,precision,tp,input_len,output_len,"
+                  "concurrency_or_batch,ttft_ms,tpot_or_itl_ms,output_tokens_per_s_total\n"
+                  "Llama-3.1-8B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n"
+                  "Nope-1B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n")
     assert "median" in r.output and "p90" in r.output and "skipped" in r.output
 
 
@@ -135,14 +140,12 @@ def test_estimate_open_loop_cli(run):
 
 def test_validate_names_a_measurement_it_leaves_out(run, tmp_path):
     """A row whose TTFT is not compared says why, in text and JSON; its TPOT is compared."""
-    f = tmp_path / "m.csv"
-    f.write_text("model,gpu,backend,backend_version,precision,isl,osl,concurrency,tp,pp,"
-                 "attention_dp,moe_tp,moe_ep,ttft_ms,tpot_ms,source\n"
-                 "DeepSeek-R1,B200,sglang,,fp4,8192,1024,8,8,1,1,8,1,9188.19,14.823,"
-                 "id=2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c8_tp8_ep1_6\n")
-    r = run(validate_cmd, ["--data", str(f)])
-    assert r.exit_code == 0, r.output
+    text = ("model,gpu,backend,backend_version,precision,isl,osl,concurrency,tp,pp,"
+            "attention_dp,moe_tp,moe_ep,ttft_ms,tpot_ms,source\n"
+            "DeepSeek-R1,B200,sglang,,fp4,8192,1024,8,8,1,1,8,1,9188.19,14.823,"
+            "id=2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c8_tp8_ep1_6\n")
+    r = _validate(run, tmp_path, text)
     assert "TTFT not compared" in r.output and "tpot_ms" in r.output
-    d = json.loads(run(validate_cmd, ["--data", str(f), "--format", "json"]).output)
+    d = json.loads(_validate(run, tmp_path, text, "--format", "json").output)
     (row,) = d["rows"]
     assert row["ttft_ms"] is None and row["tpot_ms"] > 0 and "no warm-up" in row["note"]
