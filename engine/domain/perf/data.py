@@ -294,17 +294,17 @@ SCRIPT_CHOSEN_LAYOUTS: tuple[tuple[dict[str, str], dict[tuple[int, int, int], tu
 )
 
 
-def _script_layout(r: dict[str, str], lay: Layout, conc: float) -> tuple[Layout, str | None]:
+def _script_layout(cols: dict[str, str], lay: Layout,
+                   conc: float) -> tuple[Layout, str | None]:
     """Layout of a run whose script chose EP and attention DP (SCRIPT_CHOSEN_LAYOUTS), and the
     measurement to leave out; other rows keep ``lay``."""
-    cols = _cols(r)
     if (cols.get("moe_ep") not in ("", "1") or cols.get("attention_dp") not in ("", "1")
             or cols.get("backend_version")):
         return lay, None
     for match, table, unused in SCRIPT_CHOSEN_LAYOUTS:
-        if not all(cols.get(k) == v for k, v in match.items()):
+        if not _has(cols, match):
             continue
-        rule = table.get((lay.tp, _i(r.get("isl")), _i(r.get("osl"))))
+        rule = table.get((lay.tp, _i(cols.get("isl")), _i(cols.get("osl"))))
         if rule is None:
             return lay, None
         ep = lay.tp if conc > rule[0] else 1
@@ -319,25 +319,21 @@ def _cols(r: dict[str, str]) -> dict[str, str]:
     return {k: (v or "").strip().lower() for k, v in r.items() if isinstance(k, str)}
 
 
-def _matching(table: tuple[tuple[dict[str, str], str], ...], r: dict[str, str]) -> str | None:
+def _has(cols: dict[str, str], match: dict[str, str]) -> bool:
+    """Whether a row's normalised columns (``_cols``) hold every value of ``match``."""
+    return all(cols.get(k) == v for k, v in match.items())
+
+
+def _matching(table: tuple[tuple[dict[str, str], str], ...], cols: dict[str, str]) -> str | None:
     """The reason of the first entry of ``table`` whose columns the row has, or None."""
-    cols = _cols(r)
-    for match, why in table:
-        if all(cols.get(k) == v for k, v in match.items()):
-            return why
-    return None
+    return next((why for match, why in table if _has(cols, match)), None)
 
 
-def _speculative(r: dict[str, str]) -> str | None:
+def _speculative(cols: dict[str, str]) -> str | None:
     """Why an InferenceX row is a speculative-decoding run (SPECULATIVE_RUNS), or None. Asked of
     InferenceX rows only: the evidence is that project's configuration, not the versions."""
-    image = _IMAGE.search(r.get("notes") or "")
-    cols = _cols(r)
-    cols["image"] = image.group(1).lower() if image else ""
-    for match, why in SPECULATIVE_RUNS:
-        if all(cols.get(k) == v for k, v in match.items()):
-            return why
-    return None
+    image = _IMAGE.search(cols.get("notes", ""))
+    return _matching(SPECULATIVE_RUNS, {**cols, "image": image.group(1) if image else ""})
 
 
 # InferenceX (InferenceMAX) draws every request's input and output length uniformly from the
@@ -443,15 +439,17 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
         inferencex = _inferencex(r)
+        cols = _cols(r) if inferencex else {}
         if inferencex:
-            row.skipped = row.skipped or _speculative(r) or _matching(DISAGGREGATED_RUNS, r)
+            row.skipped = (row.skipped or _speculative(cols)
+                           or _matching(DISAGGREGATED_RUNS, cols))
             row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:
             row.skipped = row.skipped or f"parallel layout: {exc}"
         if inferencex and not row.skipped:
-            row.layout, row.unused = _script_layout(r, row.layout, row.concurrency or 0.0)
+            row.layout, row.unused = _script_layout(cols, row.layout, row.concurrency or 0.0)
             if row.unused:
                 row.ttft_ms = None
         if inferencex and not (r.get("scheduler_recv_interval") or "").strip():
