@@ -359,3 +359,19 @@ def test_receive_interval_adds_its_wait_and_batch_to_closed_loop_ttft(cat):
     assert ten["ttft"] == pytest.approx(base["ttft"] + ten["recv_wait"] + ten["recv_batch"])
     alone = solve(sm, isl=1024, osl=512, concurrency=1, recv_interval=10)
     assert alone["ttft"] == solve(sm, isl=1024, osl=512, concurrency=1)["ttft"]
+
+
+def test_eta_lowp_is_the_gemm_kernels_ratio_where_measured_and_the_prior_elsewhere(cat):
+    """Held, not fitted: the class's measured FP8 / BF16 GEMM efficiency ratio (tools/perf/
+    gemm.yaml) for every backend; a class without rows does not borrow another architecture's
+    kernel ratio (Ascend INT8 is not Hopper FP8) but takes the prior centre."""
+    from tools.perf.fit import PRIOR, kernel_lowp
+
+    held = kernel_lowp()
+    assert held["hopper-hbm"] == pytest.approx(0.793, abs=0.002)
+    for be in ("vllm", "sglang", "trtllm"):
+        assert profile(cat.gpu("H100 SXM"), be).eta_lowp == held["hopper-hbm"]
+        assert profile(cat.gpu("B200"), be).eta_lowp == held["blackwell-hbm"]
+    for gpu in ("Huawei Ascend 910B", "T4", "AMD MI300X"):
+        p = profile(cat.gpu(gpu), "vllm")
+        assert p.eta_lowp == PRIOR["eta_lowp"][0] and "eta_lowp the prior" in p.source

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import functools
 import hashlib
 import math
 import os
@@ -77,16 +78,22 @@ ORDER_WEIGHT = 10.0
 MAX_NFEV = int(os.environ.get("FIT_MAX_NFEV", "40"))
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
-# Classes without measured rows and the measured class whose efficiencies they borrow.
+# Classes without measured rows: the measured class whose efficiencies they borrow, and why.
+# All borrow Hopper's, the class with rows of every backend (borrowing the A100's for the
+# Ampere-generation and older GPUs was tried: its vLLM profile is itself a transfer, and the
+# two band widenings compound to a 2.8x TTFT band; docs/accuracy-attempts.md, session 29).
 UNMEASURED = {
-    "ampere-hbm": "HBM datacenter GPU; A100 decode 77% of peak bandwidth (benchmarks.csv) is "
-                  "close to Hopper's",
-    "ada-gddr": "GDDR PCIe cards (L40S, L20, L4, RTX); L40S prefill 54% of peak FLOPS",
-    "ampere-gddr": "GDDR PCIe cards (A10, A6000)",
-    "turing-gddr": "T4", "volta-hbm": "V100", "pascal-gddr": "P40",
-    "cdna3-hbm": "AMD MI300X/MI325X (ROCm builds of the same backends)",
-    "ascend-hbm": "Huawei Ascend 910B (vLLM-Ascend / MindIE)",
-    "ascend-lpddr": "Ascend 310P cards", "orin-lpddr": "Jetson Orin",
+    "ampere-hbm": (REFERENCE_CLASS, "HBM datacenter GPU; A100 decode 77% of peak bandwidth "
+                                    "(benchmarks.csv) is close to Hopper's"),
+    "ada-gddr": (REFERENCE_CLASS, "GDDR PCIe cards (L40S, L20, L4, RTX); L40S prefill 54% of "
+                                  "peak FLOPS"),
+    "ampere-gddr": (REFERENCE_CLASS, "GDDR PCIe cards (A10, A6000)"),
+    "turing-gddr": (REFERENCE_CLASS, "T4"), "volta-hbm": (REFERENCE_CLASS, "V100"),
+    "pascal-gddr": (REFERENCE_CLASS, "P40"),
+    "cdna3-hbm": (REFERENCE_CLASS, "AMD MI300X/MI325X (ROCm builds of the same backends)"),
+    "ascend-hbm": (REFERENCE_CLASS, "Huawei Ascend 910B (vLLM-Ascend / MindIE)"),
+    "ascend-lpddr": (REFERENCE_CLASS, "Ascend 310P cards"),
+    "orin-lpddr": (REFERENCE_CLASS, "Jetson Orin"),
 }
 
 
@@ -102,15 +109,34 @@ def _links() -> dict[str, Any]:
     return load_calibration().get("links") or FALLBACK_LINKS
 
 
+def _moe_kernels() -> dict[str, Any]:
+    """The fused-MoE kernel rates (kept across refits; written by the kernels tool)."""
+    from servewise.engine.domain.perf.calibration import load_calibration
+
+    return load_calibration().get("moe_kernels") or {}
+
+
+def _inherited(to: str, why: str, measured: dict[str, Any]) -> dict[str, Any]:
+    """The ``inherit`` entry of a class without rows. Where the class it borrows from holds
+    eta_lowp at its own measured GEMM kernels' ratio (kernel_lowp), that ratio says nothing of
+    another architecture's 8-bit kernels (Ascend INT8, Turing INT8, MI300X FP8): such a class
+    takes the prior centre instead."""
+    to = to if to in measured else REFERENCE_CLASS
+    entry: dict[str, Any] = {"inherit": to, "why": why}
+    if to in kernel_lowp():
+        entry["eta_lowp"] = PRIOR["eta_lowp"][0]
+    return entry
+
+
 def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     classes: dict[str, Any] = defaultdict(lambda: {"backends": {}})
     for (cls, be), entry in sorted(profiles.items()):
         classes[cls]["backends"][be] = entry
-    return {"default_class": REFERENCE_CLASS, "links": _links(),
+    return {"default_class": REFERENCE_CLASS, "links": _links(), "moe_kernels": _moe_kernels(),
             "unmeasured_band_widening": 2.0,
             "classes": {**dict(classes),
-                        **{c: {"inherit": REFERENCE_CLASS, "why": w}
-                           for c, w in UNMEASURED.items() if c not in classes}}}
+                        **{c: _inherited(to, w, classes)
+                           for c, (to, w) in UNMEASURED.items() if c not in classes}}}
 
 
 def _named(data_name: str, entry: dict[str, Any] | None, names: Iterable[str]) -> bool:
@@ -165,6 +191,26 @@ PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
 EXERCISED_BY = {"dp_wait": lambda r: r.layout.attention_dp > 1}
 
 
+@functools.lru_cache(maxsize=1)
+def kernel_lowp() -> dict[str, float]:
+    """eta_lowp per GPU class from the measured GEMM kernels (tools/perf/gemm.yaml): the median
+    over the class's measured GPUs of the FP8 / BF16 ratio of their efficiency on an 8192^3
+    GEMM (Hopper: H100 0.741, H200 0.845; B200 0.730; RTX PRO 6000 0.944). Held, not fitted:
+    fitted, eta_lowp traded with the MoE and FLOPS efficiencies and sat at its bounds."""
+    import statistics
+
+    from servewise.engine.domain.catalog import load_catalog
+    from tools.perf.gemm import load_gemm
+
+    cat = load_catalog()
+    by_class: dict[str, list[float]] = defaultdict(list)
+    for name, dtypes in (load_gemm().get("by_gpu") or {}).items():
+        if "fp8" in dtypes and "bfloat16" in dtypes:
+            ratio = dtypes["fp8"]["eta_ref"] / dtypes["bfloat16"]["eta_ref"]
+            by_class[gpu_class(cat.gpu(name))].append(min(ratio, BOUNDS["eta_lowp"][1]))
+    return {c: round(statistics.median(v), 3) for c, v in sorted(by_class.items())}
+
+
 def _warm(cls: str, backend: str, key: str) -> float:
     """Start value: the shipped calibration's constant (inside the bounds), else START."""
     from servewise.engine.domain.perf.calibration import load_calibration
@@ -187,6 +233,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
     classes = sorted(groups)
     held = {f"{c}:{k}": START[k] for c in classes for k, uses in EXERCISED_BY.items()
             if not any(uses(r) for r in groups[c])}
+    held.update({f"{c}:eta_lowp": v for c, v in kernel_lowp().items() if c in classes})
     names = list(SHARED) + [f"{c}:{k}" for c in classes for k in PER_CLASS
                             if f"{c}:{k}" not in held]
     base = [k.split(":")[-1] for k in names]
@@ -382,8 +429,9 @@ HEADER = """\
 #                 data-parallel (ranks prefill in lockstep; TRT-LLM attention-DP balancing
 #                 holds context requests up to timeout_iters); a class with no such rows
 #                 keeps the start value 1 (not fitted)
-#   eta_lowp      efficiency of native 8/4-bit GEMMs relative to 16-bit ones (>= 0.5: FP8 is
-#                 never slower than BF16)
+#   eta_lowp      efficiency of native 8/4-bit GEMMs relative to 16-bit ones; held (not fitted)
+#                 at the measured GEMM kernels' FP8 / BF16 ratio where the class has them
+#                 (tools/perf/gemm.yaml: Hopper 0.793, Blackwell HBM 0.73, Blackwell GDDR 0.944)
 #   t_moe_layer_us extra cost per MoE layer per step (routing, grouped-GEMM launches)
 #   t_in_token_us cost per prompt token before the engine (tokenise, IPC, HTTP body)
 #   band          [p10, p90] of measured/predicted on the fitted rows (uncertainty band)
@@ -402,6 +450,15 @@ HEADER = """\
 #   GPUs: the engines run an NCCL ring there (vLLM disables its custom all-reduce on more than
 #   two PCIe-only GPUs), so the model uses the two-GPU efficiency with n-1 ring-hop latencies
 #   (calibration.link_params); the 4/8-GPU PCIe custom all-reduce entries are kept as measured.
+# moe_kernels: per GPU with measured vLLM fused-MoE kernels (../shared/data/ops,
+#   `python -m servewise.engine.domain.perf.kernels`; kept across refits): `read`, the expert-read
+#   efficiency of weight-only INT4 (Marlin de-quantises every weight) relative to FP8 at 1-4
+#   tokens, and `multiply`, the grouped expert GEMM rate of FP8 / FP4 / INT4 relative to BF16 at
+#   2,048-8,192 tokens (median over the shapes measured in both dtypes). The serving model reads
+#   INT4 experts at eta_moe x read and multiplies expert GEMMs at the BF16 peak x multiply
+#   (calibration.moe_kernel_rates: read from the GPU or its class's nearest-bandwidth measured
+#   GPU, multiply the class median); a class without kernel data uses the precision's peak x
+#   eta_lowp.
 # Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/domain/perf/memory.py),
 #   prefill chunk sizes (engine/domain/perf/calibration.py CHUNK_TOKENS).
 # Refit: warm start from the shipped constants, at most FIT_MAX_NFEV (default 40) iterations.

@@ -69,7 +69,17 @@ their 16-token latency at one token, where 2 of 8 experts (25 %) are read, and s
 touched share up to saturation; the former fitted floor f0 (1.0 for vLLM on Hopper: it made
 Mixtral decode 3–4× too slow at one request) is removed. The FlashInfer per-tensor FP8 MoE path
 on Hopper is ~4× slower than the Triton block-FP8 one at every token count (same tables); that
-is an efficiency (η_moe), not a read of all experts. Reading and computing are
+is an efficiency (η_moe), not a read of all experts. **Measured fused-MoE kernel rates**
+(`moe_kernels` in the calibration file, `python -m servewise.engine.domain.perf.kernels`, from
+the same tables; session 29): weight-only INT4 experts (Marlin W4A16, which de-quantises every
+weight) are read at `moe_read` of the FP8 kernels' efficiency per byte (H100 0.70, H200 0.64,
+B200 0.44, L40S 0.33, RTX PRO 6000 0.84; the median over the shapes measured in both dtypes at
+1–4 tokens), and the grouped expert GEMMs of prefill run at the BF16 peak × the kernels' rate
+relative to BF16 (block-scaled FP8 1.6 × on Hopper but 0.78 × on B200, NVFP4 1.8 × on B200,
+per-tensor FP8 1.4–1.5 × on L40S / RTX PRO 6000; 2,048–8,192 tokens; the median over a class's
+measured GPUs) instead of the precision's peak × η_lowp. A GPU without kernel data takes the
+read rate of its class's measured GPU nearest in bandwidth; a class without one keeps the
+precision's peak × η_lowp. Reading and computing are
 added (at served batch sizes they overlap little; the max() of a roofline fitted worse).
 `t_seq` is the per-sequence engine cost (sampling, detokenisation, scheduling in Python): it is
 what keeps SGLang Llama-3.1-8B at ~30 ms TPOT with 512 sequences on eight H200 although the
@@ -172,8 +182,13 @@ Sixteen constants per (class, backend):
 * engine costs **shared by all classes of a backend** (the same scheduler, server and kernel
   launches run on Hopper and Blackwell): t_step, t_layer (≤ 60 µs), t_moe_layer, t_seq,
   t_chunk, κ, t_request, t_in_token, k_step, φ;
-* hardware efficiencies per class: η_bw, η_flops, η_moe, η_lowp (≥ 0.5: FP8 never slower than
-  BF16);
+* hardware efficiencies per class: η_bw, η_flops, η_moe; η_lowp is held (session 29) at the
+  class's measured GEMM kernels' FP8 / BF16 efficiency ratio on an 8192³ GEMM
+  (tools/perf/gemm.yaml: Hopper 0.793, the median of H100 0.741 and H200 0.845; Blackwell HBM
+  0.730; Blackwell GDDR 0.944) for every backend, fitted only on Ada (no FP8 GEMM table); fitted,
+  it traded with η_moe and η_flops and sat at its 1.0 bound for Hopper SGLang and Blackwell
+  vLLM. A class without rows of its own does not borrow another architecture's kernel ratio
+  (Ascend INT8, Turing INT8 and MI300X FP8 are not Hopper FP8): it takes the prior 0.85;
 * waits per class that also absorb each class's benchmark campaign: ψ, dp_wait.
 
 How the model got here (medians TPOT / TTFT / offline throughput on the shipped rows):

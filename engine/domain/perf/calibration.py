@@ -10,7 +10,9 @@ ratio in the reference class.
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -174,6 +176,44 @@ def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
     return kind, float(bw), float(lp["eta"]), lat
 
 
+@dataclass(frozen=True)
+class MoeKernelRates:
+    """How a GPU's measured fused-MoE kernels run a precision (``moe_kernels`` section)."""
+
+    read: float                # expert-read efficiency relative to FP8 (INT4: Marlin de-quantises)
+    multiply: float | None     # grouped expert GEMM rate relative to BF16 (None: not measured)
+    source: str
+
+
+def moe_kernel_rates(gpu: dict[str, Any], precision: str,
+                     cal: dict[str, Any] | None = None) -> MoeKernelRates:
+    """The ``moe_kernels`` rates of ``precision`` on ``gpu``.
+
+    ``read`` (memory-bound: it depends on the bandwidth the de-quantisation has to keep up
+    with) is the GPU's own where its kernels were measured, else that of the measured GPU of
+    its class nearest in memory bandwidth (B300 and GB200 take B200's, H100 PCIe and H20
+    H100 SXM's, L4 and L20 L40S's). ``multiply`` (compute-bound: the same tensor cores in a
+    class) is the median over the class's measured GPUs, so H200 never multiplies slower than
+    H100 from kernel-table noise. A class without a measured GPU keeps the serving model's
+    precision rate and eta_lowp (``multiply`` None, ``read`` 1)."""
+    cal = load_calibration() if cal is None else cal
+    table = (cal.get("moe_kernels") or {}).get("by_gpu") or {}
+    cls, bw = gpu_class(gpu), float(gpu.get("bandwidth_gbs") or 1.0)
+    same = sorted((abs(math.log(float(e["bandwidth_gbs"]) / bw)), g)
+                  for g, e in table.items() if e.get("class") == cls)
+    if not same:
+        return MoeKernelRates(1.0, None, f"no fused-MoE kernel data for {cls}")
+    p = str(precision).lower()
+    name = str(gpu.get("id")) if str(gpu.get("id")) in table else same[0][1]
+    read = float((table[name].get("read") or {}).get(p, 1.0))
+    mults = sorted(float(m) for _, g in same
+                   if (m := (table[g].get("multiply") or {}).get(p)) is not None)
+    mult = statistics.median(mults) if mults else None
+    how = "measured on it" if name == str(gpu.get("id")) else f"read: {name}'s, same class"
+    return MoeKernelRates(read, mult, f"vLLM fused-MoE kernels ({how}; multiply: median of "
+                                      f"{', '.join(g for _, g in sorted(same, key=lambda x: x[1]))})")
+
+
 def _widen(band: dict[str, list[float]], factor: float) -> dict[str, list[float]]:
     return {k: [lo ** factor, hi ** factor] for k, (lo, hi) in band.items()}
 
@@ -216,9 +256,12 @@ def _profile(gpu: dict[str, Any], backend: str, cal: dict[str, Any]) -> Profile:
         p = replace(parent, gpu_class=cls, measured=False,
                     eta_bw=parent.eta_bw * scale.get("eta_bw", 1.0),
                     eta_flops=parent.eta_flops * scale.get("eta_flops", 1.0),
+                    eta_lowp=float(entry.get("eta_lowp", parent.eta_lowp)),
                     band=_widen(parent.band, widen),
                     source=f"no measured rows for {cls}: efficiencies of {entry['inherit']}"
-                           f" ({entry.get('why', 'same memory/compute class')}), band widened")
+                           f" ({entry.get('why', 'same memory/compute class')})"
+                           + (", eta_lowp the prior (no 8-bit kernel data of its own)"
+                              if "eta_lowp" in entry else "") + ", band widened")
         return p
     return _class_profile(classes, cls, backend, cal)
 

@@ -1,4 +1,4 @@
-"""Fit the GPU-to-GPU all-reduce constants from measured kernel latencies (a maintainer's tool).
+"""Fit the all-reduce and fused-MoE constants from measured kernel latencies (a maintainer's tool).
 
     python -m servewise.engine.domain.perf.kernels [--ops ../shared/data/ops] [--out facts/calibration.yaml]
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -24,7 +25,7 @@ import yaml
 
 from servewise.engine.common.paths import PACKAGE_ROOT
 from servewise.engine.domain.catalog import load_catalog
-from servewise.engine.domain.perf.calibration import CALIBRATION_FILE, PCIE_GBS
+from servewise.engine.domain.perf.calibration import CALIBRATION_FILE, PCIE_GBS, gpu_class
 
 OPS_DIR = PACKAGE_ROOT.parent / "shared" / "data" / "ops"  # ../shared
 GPUS = {"a100_sxm": "A100 80GB SXM", "h100_sxm": "H100 SXM", "h200_sxm": "H200 SXM",
@@ -70,6 +71,87 @@ def fit_allreduce(ops: Path) -> dict[str, Any]:
     return {"links": links, "by_gpu": by_gpu}
 
 
+# Bytes per stored weight of each kernel dtype (with its scales), as precision.py counts them.
+MOE_DTYPE_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int4_wo": 0.5 + 4.0 / 128,
+                   "nvfp4": 0.5 + 1.0 / 16}
+READ_TOKENS = (1, 2, 4)            # decode: the kernel reads the experts touched
+MULTIPLY_TOKENS = (2048, 4096, 8192)  # prefill chunks of the engines' schedulers
+# The precisions the serving model runs MoE layers in and the dtypes of the measured kernels:
+# FP8 MoE checkpoints (DeepSeek, MiniMax, Qwen3.5 FP8) are 128x128 block-scaled; per-tensor
+# FP8 where a GPU has no block-scaled table (L40S, RTX PRO 6000).
+MOE_KERNEL_DTYPE = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8_block", "fp8"),
+                    "fp4": ("nvfp4",), "int4": ("int4_wo",)}
+MoeTable = dict[tuple[str, tuple[int, ...]], dict[int, float]]
+
+
+def _moe_table(path: Path) -> MoeTable:
+    tab: MoeTable = defaultdict(dict)
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for r in csv.DictReader(fh):
+            if r["distribution"] != "balanced" or r["moe_dtype"] not in MOE_DTYPE_BYTES:
+                continue
+            shape = tuple(int(r[k]) for k in ("hidden_size", "inter_size", "topk", "num_experts",
+                                              "moe_tp_size", "moe_ep_size"))
+            d = tab[(r["moe_dtype"], shape)]
+            t = int(r["num_tokens"])
+            d[t] = min(d.get(t, math.inf), float(r["latency"]))
+    return tab
+
+
+def _pair(tab: MoeTable, a: str, b: str, tokens: tuple[int, ...], read: bool) -> float | None:
+    """Median over common shapes of how much faster dtype ``a`` is than ``b`` (per byte read
+    when ``read``, per FLOP otherwise)."""
+    out = []
+    for (d, shape), ta in tab.items():
+        tb = tab.get((b, shape)) if d == a else None
+        for t in tokens if tb else ():
+            if t in ta and t in tb:
+                per = MOE_DTYPE_BYTES[a] / MOE_DTYPE_BYTES[b] if read else 1.0
+                out.append(tb[t] / ta[t] * per)
+    return statistics.median(out) if out else None
+
+
+def _relative(tab: MoeTable, a: str, b: str, tokens: tuple[int, ...], read: bool) -> float | None:
+    """:func:`_pair`, chained through a third dtype when ``a`` and ``b`` share no shape."""
+    direct = _pair(tab, a, b, tokens, read)
+    if direct is not None:
+        return direct
+    for c in sorted(MOE_DTYPE_BYTES):
+        ac, cb = _pair(tab, a, c, tokens, read), _pair(tab, c, b, tokens, read)
+        if ac is not None and cb is not None:
+            return ac * cb
+    return None
+
+
+def fit_moe(ops: Path) -> dict[str, Any]:
+    """The ``moe_kernels`` section: per measured GPU, ``read`` (INT4 expert reads relative to
+    FP8) and ``multiply`` (grouped expert GEMM rate relative to BF16, per precision)."""
+    cat = load_catalog()
+    by_gpu: dict[str, Any] = {}
+    for prefix, name in GPUS.items():
+        path = ops / f"{prefix}_moe_perf.csv.gz"
+        tab = _moe_table(path) if path.exists() else {}
+        dtypes = {d for d, _ in tab}
+        if "bfloat16" not in dtypes:
+            continue
+        gpu = cat.gpu(name)
+        fp8 = next((d for d in MOE_KERNEL_DTYPE["fp8"] if d in dtypes), None)
+        read = {}
+        if fp8 and "int4_wo" in dtypes:
+            r = _relative(tab, "int4_wo", fp8, READ_TOKENS, read=True)
+            if r is not None:
+                read["int4"] = round(r, 3)
+        multiply = {}
+        for prec in ("fp8", "fp4", "int4"):
+            d = next((x for x in MOE_KERNEL_DTYPE[prec] if x in dtypes), None)
+            r = _relative(tab, d, "bfloat16", MULTIPLY_TOKENS, read=False) if d else None
+            if r is not None:
+                multiply[prec] = round(r, 3)
+        by_gpu[gpu["id"]] = {"class": gpu_class(gpu), "bandwidth_gbs": gpu["bandwidth_gbs"],
+                             "read": read, "multiply": multiply}
+    return {"by_gpu": by_gpu}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", default=str(OPS_DIR))
@@ -85,8 +167,9 @@ def main(argv: list[str] | None = None) -> None:
         links[kind] = v
     links["by_gpu"] = fitted["by_gpu"]
     cal["links"] = links
+    cal["moe_kernels"] = fit_moe(Path(a.ops))
     out.write_text(head + "\n" + yaml.safe_dump(cal, sort_keys=False, width=100), encoding="utf-8")
-    print(f"wrote links to {out}")
+    print(f"wrote links and moe_kernels to {out}")
 
 
 if __name__ == "__main__":

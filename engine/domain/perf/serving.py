@@ -216,6 +216,24 @@ def _finish_open(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float,
     return s
 
 
+COMPUTE_FORMULA = (
+    "t_compute_ms = gemm_gflops / (peak_tflops x eta_flops x eta_lowp) + moe_gflops /"
+    " (moe_peak_tflops x eta_flops x eta_lowp_moe x eta_moe) + attention_gflops /"
+    " (attention_peak_tflops x eta_flops x eta_lowp_attention)")
+
+
+def compute_values(sm: StepModel, gemm: float, moe: float, attn: float) -> dict[str, Any]:
+    """The printed inputs of :data:`COMPUTE_FORMULA` (FLOPs in GFLOP)."""
+    prof = sm.prof
+    moe_peak, lowp_moe = sm.moe_rate
+    return {"gemm_gflops": gemm / 1e9, "moe_gflops": moe / 1e9, "eta_moe": prof.eta_moe,
+            "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
+            "eta_lowp": prof.eta_lowp if sm.low_precision else 1.0,
+            "moe_peak_tflops": moe_peak, "eta_lowp_moe": lowp_moe,
+            "attention_gflops": attn / 1e9, "attention_peak_tflops": sm.attn_tflops,
+            "eta_lowp_attention": prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0}
+
+
 def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     """Explanation steps; every formula recomputes its result from its printed values."""
     d, pf, prof, lay, p = s["dec"], s["prefill"], sm.prof, sm.lay, sm.p
@@ -227,8 +245,6 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     exp_read = sm.expert_bytes * share
     mb = sm.micro_batches(b)
     kv = sm.kv_tok_gpu * b * ctx / mb
-    lowp = prof.eta_lowp if sm.low_precision else 1.0
-    lowp_attn = prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0
     comm_d = sm.comm_parts(b, t_tokens)
     comm_p = sm.comm_parts(isl, isl * lay.dp)
     link = sm.link
@@ -260,23 +276,23 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              "pipeline parallelism min(pp, B) micro-batches share a round, each stage reading "
              "its own layers' KV at the same time (micro_batches = 1 without PP)"),
         Step("decode_memory",
-             "t_mem_ms = (W_dense_gb + W_experts_read_gb / eta_moe + kv_gb) / (bw_gbs x eta_bw)"
-             " x 1e3",
+             "t_mem_ms = (W_dense_gb + W_experts_read_gb / (eta_moe x moe_read) + kv_gb) /"
+             " (bw_gbs x eta_bw) x 1e3",
              {"W_dense_gb": sm.dense_bytes / 1e9, "W_experts_read_gb": exp_read / 1e9,
-              "eta_moe": prof.eta_moe, "kv_gb": kv / 1e9, "bw_gbs": sm.bw_gbs,
-              "eta_bw": prof.eta_bw}, d["t_mem"], "ms"),
+              "eta_moe": prof.eta_moe, "moe_read": sm.moe_read, "kv_gb": kv / 1e9,
+              "bw_gbs": sm.bw_gbs, "eta_bw": prof.eta_bw}, d["t_mem"], "ms",
+             "moe_read: expert-read efficiency of the precision's fused-MoE kernels relative to "
+             "FP8 (weight-only INT4 de-quantises every weight; measured kernels, "
+             + (sm.moe_note or "1 for a dense model") + ")"),
         Step("decode_compute",
-             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
-             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
-             " eta_lowp_attention)",
-             {"gemm_gflops": d["gemm_flops"] / 1e9, "moe_gflops": mf / 1e9,
-              "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
-              "eta_lowp": lowp, "attention_gflops": d["attn_flops"] / 1e9,
-              "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},
+             COMPUTE_FORMULA,
+             compute_values(sm, d["gemm_flops"], mf, d["attn_flops"]),
              d["t_compute"], "ms",
-             "eta_lowp applies to native 8/4-bit GEMMs; attention runs at the FP8 rate over an "
-             "FP8 KV cache on GPUs with native FP8; FLOPs per round of min(pp, B) pipeline "
-             "micro-batches"),
+             "eta_lowp applies to native 8/4-bit GEMMs; the grouped expert GEMMs run at the "
+             "measured fused-MoE kernels' rate relative to BF16 where the GPU class has kernel "
+             "data (moe_peak_tflops = bf16 peak x that rate, eta_lowp_moe = 1), else like the "
+             "dense GEMMs; attention runs at the FP8 rate over an FP8 KV cache on GPUs with "
+             "native FP8; FLOPs per round of min(pp, B) pipeline micro-batches"),
         Step("decode_comm",
              "t_comm_ms = 2 x layers x (2 x (tp - 1) / tp x B x hidden x act_bytes / (link_gbs"
              " x eta_link x 1e6) + latency_us / 1e3) x (tp > 1) + moe_dispatch_ms + pp_hops_ms",
@@ -297,13 +313,8 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
               "t_overhead_ms": d["t_overhead"]}, d["total"], "ms",
              "reading and computing are added: at served batch sizes they overlap little"),
         Step("prefill_compute",
-             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
-             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
-             " eta_lowp_attention)",
-             {"gemm_gflops": pf["gemm_flops"] / 1e9, "moe_gflops": pf["moe_flops"] / 1e9,
-              "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
-              "eta_lowp": lowp, "attention_gflops": pf["attn_flops"] / 1e9,
-              "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn,
+             COMPUTE_FORMULA,
+             {**compute_values(sm, pf["gemm_flops"], pf["moe_flops"], pf["attn_flops"]),
               "isl": isl}, pf["t_compute"], "ms",
              "isl tokens x 2 x weights per GPU (lm_head for the last token only; experts see "
              "dp x isl tokens) + causal attention at mean context isl/2"),
@@ -677,19 +688,12 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
     front = prof.t_request_ms + isl * prof.t_in_token_us / 1e3
     latency = front + t_step
     rps = concurrency / t_step * 1e3
-    lowp = prof.eta_lowp if sm.low_precision else 1.0
-    lowp_attn = prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0
     steps += [
         Step("compute_rate", "peak = peak_tflops", {"how": sm.rate_note, "peak_tflops": sm.tflops},
              sm.tflops, "TFLOPS"),
         Step("encoder_compute",
-             "t_compute_ms = (gemm_gflops + moe_gflops / eta_moe) / (peak_tflops x eta_flops x"
-             " eta_lowp) + attention_gflops / (attention_peak_tflops x eta_flops x"
-             " eta_lowp_attention)",
-             {"gemm_gflops": tokens * dense / 1e9, "moe_gflops": tokens * moe / 1e9,
-              "eta_moe": prof.eta_moe, "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
-              "eta_lowp": lowp, "attention_gflops": attn / 1e9,
-              "attention_peak_tflops": sm.attn_tflops, "eta_lowp_attention": lowp_attn},
+             COMPUTE_FORMULA,
+             compute_values(sm, tokens * dense, tokens * moe, attn),
              t_cmp, "ms", "a batch of concurrency x isl tokens; bidirectional attention over "
                           "the whole input; no lm_head"),
         Step("encoder_step", "t_step_ms = t_compute_ms + t_comm_ms + t_overhead_ms",

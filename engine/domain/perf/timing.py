@@ -21,7 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from servewise.engine.domain.perf.architecture import Params, attention_flops_per_token, kv_shard_factor, params
-from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, Profile, link_params
+from servewise.engine.domain.perf.calibration import (
+    CHUNK_TOKENS,
+    Profile,
+    link_params,
+    moe_kernel_rates,
+)
 from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token
 from servewise.engine.domain.perf.precision import bytes_per_weight, compute_rate
 
@@ -47,6 +52,9 @@ class StepModel:
     low_precision: bool = False  # GEMMs run at a native 8/4-bit rate above the 16-bit one
     tflops16: float = 0.0      # peak dense 16-bit rate
     attn_tflops: float = 0.0   # peak rate attention runs at (FP8 over an FP8 KV cache)
+    moe_read: float = 1.0      # expert-read efficiency of this precision relative to FP8
+    moe_tflops: float = 0.0    # rate of the grouped expert GEMMs (0: tflops x eta_lowp)
+    moe_note: str = ""
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
@@ -64,12 +72,17 @@ class StepModel:
         dense = p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
         experts = p.experts * b / lay.stage_gpus
         kv_gpu = kv_bytes_per_token(model, kv_precision) * kv_shard_factor(model, lay.tp)
+        moe = moe_kernel_rates(gpu, precision, calibration) if p.is_moe else None
+        mult = moe.multiply if moe else None
         return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
                    rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
                    link=link_params(gpu, calibration, lay.tp), hidden=float(model.get("hidden_size") or 0),
                    layers=float(p.layers),
                    low_precision=bool(t16 and tflops > t16),
-                   tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops))
+                   tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops),
+                   moe_read=moe.read if moe else 1.0,
+                   moe_tflops=float(t16 or tflops) * mult if mult else 0.0,
+                   moe_note=moe.source if moe else "")
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
@@ -159,9 +172,21 @@ class StepModel:
         experts = 2 * p.experts_per_token * p.per_expert / self.lay.stage_gpus * stage_tokens_ratio
         return shared, experts
 
+    @property
+    def moe_rate(self) -> tuple[float, float]:
+        """(peak TFLOPS, low-precision efficiency) of the grouped expert GEMMs: the 16-bit peak
+        times the measured kernels' rate relative to BF16 (``moe_kernels``), else the
+        precision's peak at ``eta_lowp`` like the dense GEMMs."""
+        if self.moe_tflops:
+            return self.moe_tflops, 1.0
+        return self.tflops, self.prof.eta_lowp if self.low_precision else 1.0
+
     def compute_ms(self, gemm: float, moe: float, attention: float) -> float:
-        """Compute time; grouped expert GEMMs run at ``eta_moe`` of dense efficiency."""
-        return self.flops_ms(gemm + moe / self.prof.eta_moe, attention)
+        """Compute time; grouped expert GEMMs run at ``eta_moe`` of dense efficiency at their
+        own rate (:attr:`moe_rate`)."""
+        peak, lowp = self.moe_rate
+        t_moe = moe / (peak * 1e12 * self.prof.eta_flops * lowp * self.prof.eta_moe) * 1e3
+        return self.flops_ms(gemm, attention) + t_moe
 
     # -- steps --------------------------------------------------------------------------------
     def decode(self, batch: float, context: float) -> dict[str, float]:
@@ -173,7 +198,7 @@ class StepModel:
         mb = self.micro_batches(batch)
         kv = self.kv_tok_gpu * batch * context / mb
         nbytes = self.dense_bytes + w_exp + kv
-        t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / self.prof.eta_moe)
+        t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / (self.prof.eta_moe * self.moe_read))
         attn = batch * attention_flops_per_token(self.model, context) / self.lay.tp / mb
         dense, moe = self.linear_flops_per_token(self.lay.dp)
         gemm, moe = batch * dense / mb, batch * moe / mb
