@@ -276,19 +276,20 @@ on the rows of its profile; SLA checks use the upper side.
 
 ## Known limits (issue #13 refit on all shared data)
 
-* **Targets.** Fitted on all shared data the model reaches TPOT 9.8 %, TTFT 18.5 % and offline
-  throughput 9.0 % median APE (targets 8 / 15 / 12 %; session 28, with InferenceX's runs read as
-  they ran): the offline target is met, TPOT and TTFT are not. A free correction factor per
-  (model, backend, GPU) would leave 8.4 / 16.0 % (`python -m tools.perf.residuals --ceiling`):
-  the rest is how predictions respond to precision, layout, lengths and load within a campaign. The 2026 rows are other
+* **Targets.** Fitted on all shared data the model reaches TPOT 9.7 %, TTFT 18.5 % and offline
+  throughput 8.9 % median APE (targets 8 / 15 / 12 %; session 29, with the measured fused-MoE
+  kernel rates and the kernel-held η_lowp): the offline target is met, TPOT and TTFT are not. A
+  free correction factor per (model, backend, GPU) would leave 8.1 / 15.2 %
+  (`python -m tools.perf.residuals --ceiling`): the rest is how predictions respond to
+  precision, layout, lengths and load within a campaign. The 2026 rows are other
   campaigns (aiconfigurator's sample: MiniMax-M2.5, Kimi-K2.5, GLM-5, Qwen3.5-397B on
   B200/B300/H200 with vLLM and SGLang) fitted with the same per-backend engine constants as the
-  2025 rows; by model the largest TPOT errors are GLM-5 (24 %), DeepSeek-R1 (15 %) and
-  Qwen3-235B (15 %: vLLM with attention DP on H200 40-55 % too fast).
-* **Constants at a bound.** Not met either (35 within 6 % of a bound): t_layer sits at its
-  60 µs cap (TRT-LLM, vLLM), t_chunk at its floor (TRT-LLM, SGLang), t_step at its floor (vLLM,
-  SGLang), k_step at its floor (SGLang); η_bw at its 0.92 cap for Hopper and for Blackwell vLLM;
-  η_lowp at 1.0 for Hopper SGLang and Blackwell vLLM; η_moe at 1.0 on Blackwell; the admission
+  2025 rows; by model the largest TPOT errors are GLM-5 (24 %), Qwen3-235B (18 %: vLLM 0.12 with
+  attention DP on H200, 50–65 % too fast) and DeepSeek-R1 (15 %).
+* **Constants at a bound.** Not met either (33 within 6 % of a bound, not counting the held
+  η_lowp and dp_wait): t_layer sits at its 60 µs cap (TRT-LLM, vLLM), t_chunk at its floor
+  (TRT-LLM), t_step at its floor (vLLM, SGLang), k_step at its floor (SGLang); η_bw at its 0.92
+  cap for Hopper and for Blackwell vLLM; η_moe at 1.0 on Blackwell; the admission
   share at its floor on the classes whose rows do not see it. A class with no attention-DP rows
   keeps dp_wait at its start value 1 (session 28; it drifted to a bound before). The fit is
   under-determined for these terms (they trade against each other); they are kept bounded

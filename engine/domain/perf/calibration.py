@@ -195,8 +195,23 @@ def moe_kernel_rates(gpu: dict[str, Any], precision: str,
     H100 SXM's, L4 and L20 L40S's). ``multiply`` (compute-bound: the same tensor cores in a
     class) is the median over the class's measured GPUs, so H200 never multiplies slower than
     H100 from kernel-table noise. A class without a measured GPU keeps the serving model's
-    precision rate and eta_lowp (``multiply`` None, ``read`` 1)."""
-    cal = load_calibration() if cal is None else cal
+    precision rate and eta_lowp (``multiply`` None, ``read`` 1). With the shipped calibration
+    the answer is remembered per (GPU, precision)."""
+    if cal is not None:
+        return _moe_kernel_rates(gpu, precision, cal)
+    cal = load_calibration()
+    key = (str(gpu.get("id")), gpu_class(gpu), gpu.get("bandwidth_gbs"), str(precision))
+    hit = _MOE_RATES.get(key)
+    if hit is None or hit[0] is not cal:  # a test may reload the file
+        hit = _MOE_RATES[key] = (cal, _moe_kernel_rates(gpu, precision, cal))
+    return hit[1]
+
+
+_MOE_RATES: dict[tuple[Any, ...], tuple[dict[str, Any], MoeKernelRates]] = {}
+
+
+def _moe_kernel_rates(gpu: dict[str, Any], precision: str,
+                      cal: dict[str, Any]) -> MoeKernelRates:
     table = (cal.get("moe_kernels") or {}).get("by_gpu") or {}
     cls, bw = gpu_class(gpu), float(gpu.get("bandwidth_gbs") or 1.0)
     same = sorted((abs(math.log(float(e["bandwidth_gbs"]) / bw)), g)
