@@ -281,9 +281,9 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              {"W_dense_gb": sm.dense_bytes / 1e9, "W_experts_read_gb": exp_read / 1e9,
               "eta_moe": prof.eta_moe, "moe_read": sm.moe_read, "kv_gb": kv / 1e9,
               "bw_gbs": sm.bw_gbs, "eta_bw": prof.eta_bw}, d["t_mem"], "ms",
-             "moe_read: expert-read efficiency of the precision's fused-MoE kernels relative to "
-             "FP8 (weight-only INT4 de-quantises every weight; measured kernels, "
-             + (sm.moe_note or "1 for a dense model") + ")"),
+             ("moe_read: expert-read efficiency of the precision's fused-MoE kernels relative "
+              "to FP8 (weight-only INT4 de-quantises every weight): " + sm.moe_note
+              if p.is_moe else "moe_read = 1: a dense model has no routed experts")),
         Step("decode_compute",
              COMPUTE_FORMULA,
              compute_values(sm, d["gemm_flops"], mf, d["attn_flops"]),
