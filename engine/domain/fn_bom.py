@@ -415,14 +415,24 @@ def gpu_price_source(gpu: str, region: str) -> str | None:
 
 
 @domain_function
-def server_label(sku: str | None, gpu: str, per_server: int) -> str:
-    """How a plan names its server: the SKU, its form and the GPUs fitted of its capacity."""
+def server_label(sku: str | None, gpu: str, per_server: int, gpus: int | None = None,
+                 servers: int | None = None) -> str:
+    """How a plan names its server: the SKU, its form and the GPUs fitted of its capacity.
+
+    With the plan's ``gpus`` and ``servers``, a last server holding fewer GPUs than the others
+    (14 GPUs in two 8-slot servers: 8 and 6) is named, so the order lists what each server
+    gets."""
+    last = None
+    if gpus is not None and servers is not None and servers > 1:
+        rest = int(gpus) - (int(servers) - 1) * int(per_server)
+        last = rest if 0 < rest < per_server else None
+    tail = f"; the last server {last}" if last is not None else ""
     if not sku:
-        return f"{per_server}-GPU PCIe server (no catalog SKU holds {gpu})"
+        return f"{per_server}-GPU PCIe server (no catalog SKU holds {gpu}){tail}"
     entry = current().catalog.table("servers").get(sku)
     cap = _capacity(entry, _gpu_id(gpu) or gpu) or entry.get("gpus_max")
     kind = "GPUs on the board" if entry.get("type") == "baseboard" else "GPU slots"
-    return f"{entry['id']} ({entry.get('form')}; {per_server} of {cap} {kind} fitted)"
+    return f"{entry['id']} ({entry.get('form')}; {per_server} of {cap} {kind} fitted{tail})"
 
 
 # ------------------------------------------------------------------------------------- availability
