@@ -157,6 +157,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ops", default=str(OPS_DIR))
     ap.add_argument("--out", default=str(CALIBRATION_FILE))
     a = ap.parse_args(argv)
+    missing = [f"{p}_custom_allreduce_perf.csv.gz" for p in GPUS
+               if not (Path(a.ops) / f"{p}_custom_allreduce_perf.csv.gz").exists()]
+    if missing:
+        ap.exit(2, f"error: --ops {a.ops}: the measured kernel tables are missing "
+                   f"({', '.join(missing)}); point --ops at ../shared/data/ops\n")
     fitted = fit_allreduce(Path(a.ops))
     out = Path(a.out)
     text = out.read_text(encoding="utf-8")
