@@ -8,7 +8,7 @@ import pytest
 
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf import estimate
-from servewise.engine.domain.perf.calibration import load_calibration, moe_kernel_rates
+from servewise.engine.domain.perf.calibration import load_calibration, moe_kernel_rates, profile
 from servewise.engine.domain.perf.kernels import OPS_DIR, fit_moe
 
 
@@ -42,6 +42,21 @@ def test_int4_decode_reads_experts_slower_than_the_same_bytes_would_suggest(cat)
     e = estimate(model, gpu, precision="int4", **kw)
     step = next(s for s in e.steps if s.name == "decode_memory")
     assert step.values["moe_read"] == moe_kernel_rates(gpu, "int4").read < 1.0
+
+
+def test_expert_gemms_never_run_above_the_precisions_peak(cat):
+    """RTX PRO 6000's INT4 rate relative to BF16 is chained through NVFP4 (1.43): weight-only
+    INT4 multiplies in 16 bit, so the step model caps it at the 16-bit peak."""
+    from servewise.engine.domain.perf.memory import Layout
+    from servewise.engine.domain.perf.timing import StepModel
+
+    gpu = cat.gpu("RTX PRO 6000 Blackwell Server")
+    assert moe_kernel_rates(gpu, "int4").multiply > 1.0
+    prof = profile(gpu, "vllm")
+    sm = StepModel.build(cat.model("Qwen3-30B-A3B"), gpu, Layout(1), "int4", "bf16", prof)
+    assert sm.moe_tflops == pytest.approx(sm.tflops16)
+    fp4 = StepModel.build(cat.model("Qwen3-30B-A3B"), gpu, Layout(1), "fp4", "fp8", prof)
+    assert sm.tflops16 < fp4.moe_tflops <= fp4.tflops  # NVFP4: measured 2.5 x BF16, below its peak
 
 
 @pytest.mark.skipif(not OPS_DIR.is_dir(), reason="../shared/data/ops not present")

@@ -74,6 +74,8 @@ class StepModel:
         kv_gpu = kv_bytes_per_token(model, kv_precision) * kv_shard_factor(model, lay.tp)
         moe = moe_kernel_rates(gpu, precision, calibration) if p.is_moe else None
         mult = moe.multiply if moe else None
+        if mult and t16:  # never above the precision's own peak (W4A16 multiplies in 16 bit)
+            mult = min(mult, float(tflops) / float(t16))
         return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
                    rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
                    link=link_params(gpu, calibration, lay.tp), hidden=float(model.get("hidden_size") or 0),
