@@ -77,7 +77,8 @@ B200 0.44, L40S 0.33, RTX PRO 6000 0.84; the median over the shapes measured in 
 1–4 tokens), and the grouped expert GEMMs of prefill run at the BF16 peak × the kernels' rate
 relative to BF16 (block-scaled FP8 1.6 × on Hopper but 0.78 × on B200, NVFP4 1.8 × on B200,
 per-tensor FP8 1.4–1.5 × on L40S / RTX PRO 6000; 2,048–8,192 tokens; the median over a class's
-measured GPUs) instead of the precision's peak × η_lowp. A GPU without kernel data takes the
+measured GPUs; never above the precision's own peak: W4A16 multiplies in 16 bit) instead of the
+precision's peak × η_lowp. A GPU without kernel data takes the
 read rate of its class's measured GPU nearest in bandwidth; a class without one keeps the
 precision's peak × η_lowp. Reading and computing are
 added (at served batch sizes they overlap little; the max() of a roofline fitted worse).
