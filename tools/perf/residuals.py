@@ -135,6 +135,19 @@ def ceiling(recs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def within_campaign(recs: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
+    """``recs`` with each row's log error less the median of its (model, backend, GPU,
+    precision) group: a constant offset per campaign removed (rows without the metric kept)."""
+    key = f"e_{metric}"
+    groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    for x in recs:
+        if x[key] is not None:
+            groups[(x["model"], x["backend"], x["gpu"], x["precision"])].append(x[key])
+    med = {k: quantile(v, 0.5) for k, v in groups.items()}
+    return [{**x, key: x[key] - med[(x["model"], x["backend"], x["gpu"], x["precision"])]}
+            if x[key] is not None else x for x in recs]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metric", default="ttft", choices=("ttft", "tpot"))
@@ -144,9 +157,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--calibration", default=None)
     ap.add_argument("--ceiling", action="store_true",
                     help="median APE with a free correction factor per group of rows")
+    ap.add_argument("--within-campaign", action="store_true",
+                    help="subtract each (model, backend, GPU, precision) group's median error "
+                         "first: how the error moves with layout, lengths or load inside one "
+                         "campaign (e.g. --by layout)")
     a = ap.parse_args(argv)
     cal = yaml.safe_load(Path(a.calibration).read_text()) if a.calibration else None
     recs = records(cal)
+    if a.within_campaign:
+        recs = within_campaign(recs, a.metric)
     if a.ceiling:
         print("\n".join(ceiling(recs)))
         return
@@ -156,6 +175,8 @@ def main(argv: list[str] | None = None) -> None:
             "pf_share": lambda x: _bin((x["pf_compute"] + x["pf_comm"]) / x["ttft_pred"],
                                        (0.2, 0.4, 0.6, 0.8)),
             "gpu_backend_prec": lambda x: f"{x['gpu']} {x['backend']} {x['precision']}",
+            "layout": lambda x: f"{x['backend']} tp{x['tp']} ep{x['ep']} dp{x['dp']}"
+                                + (" moe" if x["moe"] else " dense"),
             "backend_conc": lambda x: f"{x['backend']} " + _bin(x["c"], (1, 8, 32, 128)),
             "backend_isl": lambda x: f"{x['backend']} "
                                      + _bin(x["isl"], (512, 1024, 2048, 4096, 8192)),
