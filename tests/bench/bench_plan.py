@@ -46,7 +46,10 @@ this session's machine, which is about 3.4 × slower than session 28's (the *bef
 1.32 → 1.31 s, saas-five-tenants 5.99 → 6.00 s, multi-model-tenants 3.77 → 3.77 s, every
 other example within ±12 % of its before time in both directions, `rules test` 4.04 → 3.94 s,
 +3,000 rules 2.16 → 2.20 s: within noise. The absolute targets read as missed here only because
-of the machine (the paired before-code misses them by the same margin).
+of the machine (the paired before-code misses them by the same margin). Re-run at ac3814d (the
+servers' last-server label, the expert-GEMM rate cap; 3 runs): every example's median within
+0.8-1.35 × of bafbae7's in both directions, median ratio 0.98, `rules test` 3.40 → 3.49 s; the
+largest (pilot-32b-3-months) re-timed alternately 6 × each: 1.45 against 1.50 s, noise.
 
 Session 28 (main, base 9138354; issue #13 only). No change on the plan path: the session changed
 how `validate` reads InferenceX's rows (disaggregated GB200 runs skipped, script-chosen layouts,
