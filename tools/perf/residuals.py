@@ -15,6 +15,10 @@ prefills in the closed loop). Analysis only: it changes nothing.
 backend, GPU, then also precision, layout, input/output lengths) had a free correction factor of
 its own (the group's median ratio): how much of the error is a constant per group, which more
 per-group constants could remove, and how much is the model's response within a group.
+
+``--within-campaign``: each row's error less its (model, backend, GPU, precision) group's median
+before grouping, e.g. ``--metric tpot --within-campaign --by layout``: how the error moves with
+TP / EP / DP inside one campaign (session 29: dense TP 8 under-predicted by every backend).
 """
 
 from __future__ import annotations
