@@ -78,22 +78,19 @@ ORDER_WEIGHT = 10.0
 MAX_NFEV = int(os.environ.get("FIT_MAX_NFEV", "40"))
 WEIGHTS = {"tpot_ms": 1.0, "ttft_ms": 1.0, "output_tokens_per_s": 1.0}
 REFERENCE_CLASS = "hopper-hbm"
-# Classes without measured rows: the measured class whose efficiencies they borrow, and why.
-# All borrow Hopper's, the class with rows of every backend (borrowing the A100's for the
-# Ampere-generation and older GPUs was tried: its vLLM profile is itself a transfer, and the
-# two band widenings compound to a 2.8x TTFT band; docs/accuracy-attempts.md, session 29).
+# Classes without measured rows and why they borrow the reference (Hopper) class's efficiencies:
+# the class with rows of every backend (borrowing the A100's for the Ampere-generation and older
+# GPUs was tried: its vLLM profile is itself a ratio transfer, and the two band widenings
+# compound to a 2.8x TTFT band; docs/accuracy-attempts.md, session 29).
 UNMEASURED = {
-    "ampere-hbm": (REFERENCE_CLASS, "HBM datacenter GPU; A100 decode 77% of peak bandwidth "
-                                    "(benchmarks.csv) is close to Hopper's"),
-    "ada-gddr": (REFERENCE_CLASS, "GDDR PCIe cards (L40S, L20, L4, RTX); L40S prefill 54% of "
-                                  "peak FLOPS"),
-    "ampere-gddr": (REFERENCE_CLASS, "GDDR PCIe cards (A10, A6000)"),
-    "turing-gddr": (REFERENCE_CLASS, "T4"), "volta-hbm": (REFERENCE_CLASS, "V100"),
-    "pascal-gddr": (REFERENCE_CLASS, "P40"),
-    "cdna3-hbm": (REFERENCE_CLASS, "AMD MI300X/MI325X (ROCm builds of the same backends)"),
-    "ascend-hbm": (REFERENCE_CLASS, "Huawei Ascend 910B (vLLM-Ascend / MindIE)"),
-    "ascend-lpddr": (REFERENCE_CLASS, "Ascend 310P cards"),
-    "orin-lpddr": (REFERENCE_CLASS, "Jetson Orin"),
+    "ampere-hbm": "HBM datacenter GPU; A100 decode 77% of peak bandwidth (benchmarks.csv) is "
+                  "close to Hopper's",
+    "ada-gddr": "GDDR PCIe cards (L40S, L20, L4, RTX); L40S prefill 54% of peak FLOPS",
+    "ampere-gddr": "GDDR PCIe cards (A10, A6000)",
+    "turing-gddr": "T4", "volta-hbm": "V100", "pascal-gddr": "P40",
+    "cdna3-hbm": "AMD MI300X/MI325X (ROCm builds of the same backends)",
+    "ascend-hbm": "Huawei Ascend 910B (vLLM-Ascend / MindIE)",
+    "ascend-lpddr": "Ascend 310P cards", "orin-lpddr": "Jetson Orin",
 }
 
 
@@ -102,28 +99,21 @@ def _band_entry(params: dict[str, float]) -> dict[str, Any]:
                                "output_tokens_per_s": [1, 1]}}
 
 
-def _links() -> dict[str, Any]:
-    """The all-reduce constants fitted from kernel data (kept across refits), else the priors."""
+def _kept(section: str, default: dict[str, Any]) -> dict[str, Any]:
+    """A calibration section fitted from kernel data and kept across refits (``links``,
+    ``moe_kernels``; written by the kernels tool), else ``default``."""
     from servewise.engine.domain.perf.calibration import load_calibration
 
-    return load_calibration().get("links") or FALLBACK_LINKS
+    return load_calibration().get(section) or default
 
 
-def _moe_kernels() -> dict[str, Any]:
-    """The fused-MoE kernel rates (kept across refits; written by the kernels tool)."""
-    from servewise.engine.domain.perf.calibration import load_calibration
-
-    return load_calibration().get("moe_kernels") or {}
-
-
-def _inherited(to: str, why: str, measured: dict[str, Any]) -> dict[str, Any]:
-    """The ``inherit`` entry of a class without rows. Where the class it borrows from holds
-    eta_lowp at its own measured GEMM kernels' ratio (kernel_lowp), that ratio says nothing of
-    another architecture's 8-bit kernels (Ascend INT8, Turing INT8, MI300X FP8): such a class
-    takes the prior centre instead."""
-    to = to if to in measured else REFERENCE_CLASS
-    entry: dict[str, Any] = {"inherit": to, "why": why}
-    if to in kernel_lowp():
+def _inherited(why: str) -> dict[str, Any]:
+    """The ``inherit`` entry of a class without rows. Where the reference class holds eta_lowp at
+    its own measured GEMM kernels' ratio (kernel_lowp), that ratio says nothing of another
+    architecture's 8-bit kernels (Ascend INT8, Turing INT8, MI300X FP8): such a class takes the
+    prior centre instead."""
+    entry: dict[str, Any] = {"inherit": REFERENCE_CLASS, "why": why}
+    if REFERENCE_CLASS in kernel_lowp():
         entry["eta_lowp"] = PRIOR["eta_lowp"][0]
     return entry
 
@@ -132,11 +122,11 @@ def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[st
     classes: dict[str, Any] = defaultdict(lambda: {"backends": {}})
     for (cls, be), entry in sorted(profiles.items()):
         classes[cls]["backends"][be] = entry
-    return {"default_class": REFERENCE_CLASS, "links": _links(), "moe_kernels": _moe_kernels(),
+    return {"default_class": REFERENCE_CLASS, "links": _kept("links", FALLBACK_LINKS),
+            "moe_kernels": _kept("moe_kernels", {}),
             "unmeasured_band_widening": 2.0,
             "classes": {**dict(classes),
-                        **{c: _inherited(to, w, classes)
-                           for c, (to, w) in UNMEASURED.items() if c not in classes}}}
+                        **{c: _inherited(w) for c, w in UNMEASURED.items() if c not in classes}}}
 
 
 def _named(data_name: str, entry: dict[str, Any] | None, names: Iterable[str]) -> bool:

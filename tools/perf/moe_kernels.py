@@ -14,16 +14,13 @@ Analysis only (docs/accuracy-attempts.md, session 23).
 from __future__ import annotations
 
 import argparse
-import csv
-import gzip
 import math
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf.calibration import profile
-from servewise.engine.domain.perf.kernels import GPUS, OPS_DIR
+from servewise.engine.domain.perf.kernels import GPUS, OPS_DIR, moe_table
 from servewise.engine.domain.perf.precision import compute_rate
 
 KERNEL_DTYPES = {"fp8": ("fp8_block", "fp8"), "fp4": ("nvfp4",), "int4": ("int4_wo",),
@@ -36,16 +33,8 @@ CASES = (("MiniMax-M2.5", "fp8", 2, 1), ("MiniMax-M2.5", "fp8", 4, 1),
 
 
 def load_table(ops: Path, prefix: str) -> dict[tuple[Any, ...], dict[int, float]]:
-    tab: dict[tuple[Any, ...], dict[int, float]] = defaultdict(dict)
-    with gzip.open(ops / f"{prefix}_moe_perf.csv.gz", "rt", encoding="utf-8") as fh:
-        for r in csv.DictReader(fh):
-            if r["distribution"] != "balanced":
-                continue
-            k = (r["moe_dtype"], int(r["hidden_size"]), int(r["inter_size"]), int(r["topk"]),
-                 int(r["num_experts"]), int(r["moe_tp_size"]), int(r["moe_ep_size"]))
-            t, lat = int(r["num_tokens"]), float(r["latency"])
-            tab[k][t] = min(tab[k].get(t, math.inf), lat)
-    return tab
+    """kernels.moe_table of one GPU keyed flat: (dtype, hidden, inter, top-k, E, MoE TP, EP)."""
+    return {(d, *shape): v for (d, shape), v in moe_table(ops / f"{prefix}_moe_perf.csv.gz").items()}
 
 
 def interp(d: dict[int, float], x: float) -> float:

@@ -18,6 +18,7 @@ import gzip
 import math
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -84,11 +85,16 @@ MOE_KERNEL_DTYPE = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8_b
 MoeTable = dict[tuple[str, tuple[int, ...]], dict[int, float]]
 
 
-def _moe_table(path: Path) -> MoeTable:
+def moe_table(path: Path, dtypes: Iterable[str] | None = None) -> MoeTable:
+    """The fastest measured latency (ms) per (dtype, shape) and token count of one
+    ``<gpu>_moe_perf.csv.gz`` (balanced routing; every kernel source), for ``dtypes`` (all when
+    None); shape = (hidden, intermediate, top-k, experts, MoE TP, EP)."""
+    keep = set(dtypes) if dtypes is not None else None
     tab: MoeTable = defaultdict(dict)
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
-            if r["distribution"] != "balanced" or r["moe_dtype"] not in MOE_DTYPE_BYTES:
+            if r["distribution"] != "balanced" or (keep is not None
+                                                   and r["moe_dtype"] not in keep):
                 continue
             shape = tuple(int(r[k]) for k in ("hidden_size", "inter_size", "topk", "num_experts",
                                               "moe_tp_size", "moe_ep_size"))
@@ -130,7 +136,7 @@ def fit_moe(ops: Path) -> dict[str, Any]:
     by_gpu: dict[str, Any] = {}
     for prefix, name in GPUS.items():
         path = ops / f"{prefix}_moe_perf.csv.gz"
-        tab = _moe_table(path) if path.exists() else {}
+        tab = moe_table(path, MOE_DTYPE_BYTES) if path.exists() else {}
         dtypes = {d for d, _ in tab}
         if "bfloat16" not in dtypes:
             continue
