@@ -27,6 +27,11 @@ STRINGS: dict[str, dict[str, str]] = {
     "operations": {"en": "Operations and procurement", "zh": "运维与采购"},
     "inputs": {"en": "Inputs", "zh": "输入"},
     "chain": {"en": "Explanation chain", "zh": "解释链"},
+    "sized_with": {"en": "with the measured profile of {profile}, the framework this plan serves with",
+                   "zh": "按本方案所用服务框架 {profile} 的实测性能参数估算"},
+    "sized_for": {"en": "with the measured profile of {profile}, standing in for {framework} "
+                        "(no measured runs of its own)",
+                  "zh": "按 {profile} 的实测性能参数估算，代替没有实测数据的 {framework}"},
 }
 
 COMPONENT_NAMES: dict[str, dict[str, str]] = {

@@ -277,6 +277,11 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
                    f"{perf['tpot_ms']} ms{band_p}, "
                    f"{_v(perf['output_tokens_per_s'])} output tokens/s, "
                    f"{perf['max_concurrency']} requests in flight; meets SLA: {_v(perf['meets_sla'])}")
+        if perf.get("sized_with"):
+            framework = (plan["components"].get("software") or {}).get("framework")
+            same = framework in (None, perf["sized_with"])
+            out.append("  " + t("sized_with" if same else "sized_for", lang).format(
+                profile=perf["sized_with"], framework=framework))
     elif perf.get("latency_ms") is not None:  # an encoder: requests/s and latency, no token stream
         out.append("")
         out.append(t("performance", lang))

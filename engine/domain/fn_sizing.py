@@ -25,18 +25,27 @@ def _perf():
 ARRIVAL = "poisson"
 
 
+def _backend(framework: str | None) -> str:
+    from servewise.engine.domain.perf.calibration import framework_backend
+
+    return framework_backend(framework)
+
+
 def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-                 concurrency: int, arrival: str = ARRIVAL) -> dict[str, Any]:
+                 concurrency: int, arrival: str = ARRIVAL, framework: str | None = None
+                 ) -> dict[str, Any]:
     """The performance model's estimate for a tp x pp replica under production (open-loop)
-    traffic at the rate that keeps ``concurrency`` requests in flight, memoised per run."""
+    traffic at the rate that keeps ``concurrency`` requests in flight, with the measured profile
+    of the serving ``framework`` (vLLM's when none is given), memoised per run."""
     ctx = current()
     c = max(1, int(concurrency))
+    backend = _backend(framework)
     key = ("estimate_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl), c,
-           str(arrival))
+           str(arrival), backend)
     if key not in ctx.cache:
         ctx.cache[key] = _perf().estimate_record(  # steps made only where a plan shows them
             ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp), precision=str(precision),
-            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival))
+            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival), backend=backend)
     return ctx.cache[key]
 
 
@@ -53,14 +62,16 @@ def _metric(data: dict[str, Any], metric: str) -> Any:
 
 @domain_function
 def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-                concurrency: int, metric: str, arrival: str = ARRIVAL) -> Any:
+                concurrency: int, metric: str, arrival: str = ARRIVAL,
+                framework: str | None = None) -> Any:
     """One metric of the performance estimate of a replica of ``tp`` x ``pp`` GPUs (``ttft_ms``,
     ``tpot_ms``, ``output_tokens_per_s``, ``fits``, ``weights_gib``, ``kv_cache_gib``,
     ``overhead_gib``, ``per_gpu_gib``, ``budget_gib``, ``kv_capacity_tokens``, ``*_hi``/``*_lo``
     band ends, ``ttft_p99_ms`` in open loop); ``arrival`` ``poisson`` (production traffic at the
     rate that keeps ``concurrency`` in flight) or ``closed`` (a full batch queue, offline);
-    records the formula steps as details."""
-    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, arrival)
+    ``framework`` the serving framework whose measured profile applies (``SGLang``, ``vLLM``,
+    ``TensorRT-LLM`` ...; vLLM's when None); records the formula steps as details."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, arrival, framework)
     value = _metric(data, metric)
     note_detail({"function": "estimate_pp", "metric": metric, "steps": data.get("steps", []),
                  "calibration": data.get("calibration")})
@@ -69,11 +80,12 @@ def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int
 
 @domain_function
 def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-         concurrency: int) -> dict[str, Any]:
+         concurrency: int, framework: str | None = None) -> dict[str, Any]:
     """The whole performance estimate of a tp x pp replica as a record, so a rule computes it once:
     ``let: {p: "perf(model.id, chosen.gpu, ...)"}`` then ``p.ttft_ms``, ``p.weights_gib``,
-    ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``)."""
-    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency)
+    ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``, open-loop arrivals, ``framework`` as
+    there)."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, ARRIVAL, framework)
     note_detail({"function": "perf", "steps": data.get("steps", []), "calibration": data.get("calibration")})
     out = {k: v for k, v in data.items() if not isinstance(v, (dict, list, Deferred))}
     out.update(data.get("memory", {}))
@@ -100,24 +112,28 @@ def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float
 @domain_function
 def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                        ttft_ms: float | None, tpot_ms: float | None,
-                       e2e_ms: float | None = None, arrival: str = ARRIVAL) -> int:
+                       e2e_ms: float | None = None, arrival: str = ARRIVAL,
+                       framework: str | None = None) -> int:
     """Largest number of requests in flight per ``tp`` x ``pp`` replica, under open-loop
     (Poisson) arrivals (``arrival="closed"``: a full batch queue), whose TTFT (P99 of the queue
     and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x
     TPOT`` meet the targets (``None``: no target) and whose KV cache fits; 0 when even one
-    request fails. TTFT and TPOT grow with concurrency, so the answer is found by bisection over [1, 1024]."""
+    request fails. TTFT and TPOT grow with concurrency, so the answer is found by bisection over
+    [1, 1024]. ``framework``: the serving framework whose measured profile applies (vLLM's when
+    None)."""
     ctx = current()
+    backend = _backend(framework)
     key = ("max_concurrency_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl),
-           ttft_ms, tpot_ms, e2e_ms, str(arrival))
+           ttft_ms, tpot_ms, e2e_ms, str(arrival), backend)
     if key not in ctx.cache:
         if e2e_ms is None:
             n = _perf().max_concurrency(
                 ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp),
                 precision=str(precision), isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                arrival=str(arrival))
+                arrival=str(arrival), backend=backend)
         else:
             def ok(c: int) -> bool:
-                data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival)
+                data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival, framework)
                 return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms)
 
             n = 0
@@ -136,6 +152,17 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                             "TTFT target, TPOT_hi(C) ≤ TPOT target, TTFT + (osl-1) x TPOT_hi(C) ≤ "
                             "inference budget and KV(C) fitting"})
     return int(n)
+
+
+BACKEND_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
+
+
+@domain_function
+def framework_profile(framework: str | None) -> str:
+    """The measured backend whose profile sizes ``framework`` (``vLLM``, ``SGLang`` or
+    ``TensorRT-LLM``): itself when measured, vLLM's for vLLM (ROCm) and MindIE, which have no
+    measured rows of their own (calibration.FRAMEWORK_PROFILE)."""
+    return BACKEND_NAMES[_backend(framework)]
 
 
 @domain_function

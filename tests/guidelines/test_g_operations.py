@@ -85,24 +85,31 @@ def test_g_test_008(run):
     assert "--metric-percentiles 50,99" in command and "ttft" in command
 
 
-@pytest.mark.parametrize("vendor,skills,framework", [("nvidia", ["cuda"], "vLLM"),
-                                                     ("nvidia", ["cuda", "tensorrt"], "TensorRT-LLM"),
-                                                     ("huawei", [], "MindIE")])
-def test_g_sw_006(run, vendor, skills, framework):
-    """Framework: Ascend → MindIE; a team that can build engines → TensorRT-LLM; otherwise vLLM."""
-    out = run(FRAMEWORKS, {**SERVING, "chosen.vendor": vendor, "constraints.team_skills": skills})
+@pytest.mark.parametrize("gpu,skills,framework", [("L40S", ["cuda"], "vLLM"),
+                                                  ("L40S", ["cuda", "tensorrt"], "TensorRT-LLM"),
+                                                  ("Huawei Ascend 910B", ["cann"], "MindIE")])
+def test_g_sw_006(plan, run, gpu, skills, framework):
+    """Framework: Ascend → MindIE; a team that can build engines → TensorRT-LLM; otherwise vLLM.
+    Decided per candidate (rules/candidates/gpu.yaml), so the replica is sized with that
+    framework's measured profile, and configured by rules/bom/software.yaml (each software rule
+    configures the framework the chosen candidate carries, and only that one)."""
+    out = plan({"model": "Llama-3.1-8B", "constraints": {"gpu_models": [gpu], "team_skills": skills}})
+    assert out.values["chosen.framework"] == framework
     assert out.values["components.software.framework"] == framework
+    alone = run(FRAMEWORKS, {**SERVING, "chosen.framework": framework, "constraints.team_skills": []})
+    assert alone.values["components.software.framework"] == framework
+    assert sum(alone.fired(r) for r in FRAMEWORKS) == 1
 
 
 def test_g_sw_007(run):
     """Continuous batching is always on in the serving settings."""
-    out = run(FRAMEWORKS, {**SERVING, "chosen.vendor": "nvidia", "constraints.team_skills": []})
+    out = run(FRAMEWORKS, {**SERVING, "chosen.framework": "vLLM", "constraints.team_skills": []})
     assert out.values["components.software.settings"]["continuous_batching"] is True
 
 
 def test_g_sw_008(run):
     """vLLM settings: --gpu-memory-utilization 0.9, max-num-seqs sized to the SLA-limited batch."""
-    settings = run(FRAMEWORKS, {**SERVING, "chosen.vendor": "nvidia",
+    settings = run(FRAMEWORKS, {**SERVING, "chosen.framework": "vLLM",
                                 "constraints.team_skills": []}).values["components.software.settings"]
     assert settings["gpu_memory_utilization"] == 0.9
     assert settings["max_num_seqs"] == 32
@@ -300,7 +307,8 @@ def test_g_vend_009(run, domestic):
 def test_g_vend_004(run):
     """On Ascend, framework compatibility is confirmed before ordering (MindIE support of the model)."""
     out = run(["vendor.ascend-framework-check", "software.mindie-for-ascend"],
-              {**SERVING, "chosen.vendor": "huawei", "chosen.gpu": "Ascend Atlas 300I Duo", "model.id": "Qwen2.5-7B",
+              {**SERVING, "chosen.vendor": "huawei", "chosen.framework": "MindIE", "chosen.gpu": "Ascend Atlas 300I Duo",
+               "model.id": "Qwen2.5-7B",
                "constraints.team_skills": ["cuda"]})
     assert out.warned("vendor.ascend-framework-check")
     assert out.values["components.software.framework"] == "MindIE"
@@ -309,7 +317,7 @@ def test_g_vend_004(run):
 def test_g_vend_011(run):
     """Ascend PyTorch models are served through MindIE (or torch_npu), with Kunpeng host CPUs."""
     out = run(["software.mindie-for-ascend", "cpu.kunpeng-for-ascend"],
-              {**SERVING, "mode": "online", "chosen.vendor": "huawei", "chosen.per_server": 8,
+              {**SERVING, "mode": "online", "chosen.vendor": "huawei", "chosen.framework": "MindIE", "chosen.per_server": 8,
                "chosen.sku": "Huawei Atlas 800I A2", "bom.cpu_cores_needed": 64})
     assert out.values["components.software.framework"] == "MindIE"
     assert out.values["components.cpu.model"] == "Kunpeng 920 7260"

@@ -14,7 +14,7 @@ from servewise.engine.runtime.justify import settled_steps
 
 GIB_PER_GB = 1e9 / 2**30
 # Llama-3.1-8B bf16 on an H100 sized for 181 requests in flight: 15 + 2 + 25.6 = 42.6 GiB per GPU
-EIGHT_B = {"chosen.id": "x", "mode": "online", "model.id": "Llama-3.1-8B", "chosen.precision": "bf16",
+EIGHT_B = {"chosen.id": "x", "chosen.framework": "vLLM", "mode": "online", "model.id": "Llama-3.1-8B", "chosen.precision": "bf16",
            "traffic.avg_input_tokens": 1024, "traffic.avg_output_tokens": 256, "chosen.gpu": "H100 SXM", "chosen.tp": 1, "chosen.pp": 1,
            "chosen.replicas": 1, "chosen.max_concurrency": 181, "chosen.requests_per_s": 20,
            "performance.memory_weights_gib": 15, "performance.memory_overhead_gib": 2,

@@ -24,6 +24,21 @@ from servewise.engine.common.paths import PACKAGE_ROOT
 
 CALIBRATION_FILE = PACKAGE_ROOT / "facts" / "calibration.yaml"
 BACKENDS = ("vllm", "trtllm", "sglang")
+# The measured backend whose constants size a plan's serving framework (the framework a plan
+# recommends, rules/candidates/gpu.yaml). The ROCm build of vLLM runs vLLM's scheduler and
+# engine; MindIE (Ascend) has no measured rows of its own, and vLLM's profile stands for it as
+# for vLLM-Ascend (the Ascend class borrows Hopper's efficiencies anyway, with a widened band).
+FRAMEWORK_PROFILE = {"vLLM": "vllm", "vLLM (ROCm)": "vllm", "SGLang": "sglang",
+                     "TensorRT-LLM": "trtllm", "MindIE": "vllm"}
+
+
+def framework_backend(framework: str | None) -> str:
+    """The backend profile (``vllm`` / ``sglang`` / ``trtllm``) that sizes ``framework`` (a
+    framework name as plans give it, or a backend name); vLLM's for an unknown or absent one."""
+    name = str(framework or "vLLM")
+    if name.lower() in BACKENDS:
+        return name.lower()
+    return FRAMEWORK_PROFILE.get(name, "vllm")
 
 # First-order values used when no calibration file exists (public efficiency figures:
 # decode 74-77% of peak bandwidth at batch 1, prefill 54-69% of peak FLOPS).
