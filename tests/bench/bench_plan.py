@@ -38,6 +38,15 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 30 (main, base d9f9d98; issue #13). Each candidate carries the framework it will be
+served with and its estimates use that framework's measured profile (one more candidate
+attribute, one more argument to the sizing functions; MLA models now run SGLang's constants).
+Paired run against d9f9d98 on the same machine as session 29 (5 runs each): chat-70b-online
+1.31 → 1.30 s, saas-five-tenants 4.84 → 4.70 s, multi-model-tenants 2.88 → 3.26 s, every other
+example within 0.78-1.23 × of its before time in both directions (median ratio 0.98; the
+DeepSeek examples 0.79-1.11 ×), `rules test` 3.78 → 3.50 s, +3,000 rules 1.77 → 1.67 s: within
+noise.
+
 Session 29 (branch s29-moe, base bafbae7; issue #13 only). The step model gained the measured
 fused-MoE rates (`moe_kernel_rates`, remembered per GPU and precision like the profiles) and
 the constants were refitted; 9 examples choose other components. Paired run against bafbae7 on
