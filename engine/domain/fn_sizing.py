@@ -154,14 +154,13 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
     return int(n)
 
 
-BACKEND_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
-
-
 @domain_function
 def framework_profile(framework: str | None) -> str:
     """The measured backend whose profile sizes ``framework`` (``vLLM``, ``SGLang`` or
     ``TensorRT-LLM``): itself when measured, vLLM's for vLLM (ROCm) and MindIE, which have no
     measured rows of their own (calibration.FRAMEWORK_PROFILE)."""
+    from servewise.engine.domain.perf.calibration import BACKEND_NAMES
+
     return BACKEND_NAMES[_backend(framework)]
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf import estimate
-from servewise.engine.domain.perf.calibration import FRAMEWORK_PROFILE, framework_backend
+from servewise.engine.domain.perf.calibration import BACKEND_NAMES, FRAMEWORK_PROFILE, framework_backend
 
 
 @pytest.mark.parametrize("framework,backend", [("vLLM", "vllm"), ("SGLang", "sglang"),
@@ -38,8 +38,7 @@ def test_example_plans_state_and_use_their_framework_profile(example_plans) -> N
         perf, sw, gpu = plan["performance"], plan["components"]["software"], plan["components"]["gpu"]
         if perf.get("tpot_ms") is None or not gpu.get("model") or plan["workload"].get("models"):
             continue
-        assert perf["sized_with"] == {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}[
-            framework_backend(sw["framework"])], name
+        assert perf["sized_with"] == BACKEND_NAMES[framework_backend(sw["framework"])], name
         seen.add(perf["sized_with"])
         if perf["sized_with"] != "SGLang":
             continue

@@ -30,6 +30,7 @@ BACKENDS = ("vllm", "trtllm", "sglang")
 # for vLLM-Ascend (the Ascend class borrows Hopper's efficiencies anyway, with a widened band).
 FRAMEWORK_PROFILE = {"vLLM": "vllm", "vLLM (ROCm)": "vllm", "SGLang": "sglang",
                      "TensorRT-LLM": "trtllm", "MindIE": "vllm"}
+BACKEND_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}  # as plans name them
 
 
 def framework_backend(framework: str | None) -> str:
@@ -39,6 +40,7 @@ def framework_backend(framework: str | None) -> str:
     if name.lower() in BACKENDS:
         return name.lower()
     return FRAMEWORK_PROFILE.get(name, "vllm")
+
 
 # First-order values used when no calibration file exists (public efficiency figures:
 # decode 74-77% of peak bandwidth at batch 1, prefill 54-69% of peak FLOPS).
