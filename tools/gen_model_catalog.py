@@ -264,6 +264,9 @@ def compute(c: dict[str, Any]) -> dict[str, Any]:
     if mla:
         out.update({k2: c[k2] for k2 in ("q_lora_rank", "qk_nope_head_dim", "v_head_dim")
                     if c.get(k2)})
+        # DeepSeek sparse attention: the lightning indexer (engine/domain/perf/architecture.dsa)
+        out.update({k2: c[k2] for k2 in ("index_n_heads", "index_head_dim", "index_topk")
+                    if c.get(k2)})
     if kv_layers != n:
         out["kv_layers"] = kv_layers
     if c.get("sliding_window") and "sliding" in mixer:

@@ -156,7 +156,16 @@ the published totals). Hybrid models carry `kv_layers`, the layers whose KV cach
 context: sliding-window, linear-attention and SSM layers keep a bounded state per sequence,
 which is not modelled (KV and attention FLOPs count only the full-attention layers).
 DeepSeek-V4's compressed KV is not modelled (its KV is an upper bound); Gemma 4's K=V global
-layers are counted with separate K and V (KV over-stated up to 2×).
+layers are counted with separate K and V (KV over-stated up to 2×). DeepSeek sparse attention
+(DSA: DeepSeek-V3.2, GLM-5.x; `architecture.dsa`, session 30): the MLA reads and attends to
+the indexer's top-k tokens only (`index_topk`, 2,048); every cached token also keeps an FP8
+index key with its scale (`index_head_dim` + 4 bytes per layer), read in every decode step; the
+indexer's scores (2 × `index_n_heads` × `index_head_dim` FLOPs per cached token) and its
+projections run whole on every TP rank (SGLang's `ReplicatedLinear`); a decode step pays the
+logits and top-k kernels' launch floors (21 µs per layer, measured on H200 in SGLang's stage
+profile) and a prefill the top-k over the scores (16 bytes per query-key pair at the
+decode bandwidth). Approximated: in prefill the top-k cap applies to the mean context, and the
+indexer's projection, norm, rotary and quantisation kernels add no launch floor of their own.
 
 Checked alternatives: an M/D/1 queue on the prefill share `ρ = λ × t_prefill` (fits no better:
 ρ is small in these runs, the waiting is burst and admission, not random arrivals); a pure burst

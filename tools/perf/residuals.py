@@ -36,7 +36,7 @@ from servewise.engine.domain.perf.data import DEFAULT_FILES, Row, read_rows
 from servewise.engine.domain.perf.serving import MAX_BATCH, _step_model, solve
 from servewise.engine.domain.perf.validate import quantile
 
-TERMS = ("front", "pf_compute", "pf_comm", "pf_chunks", "step_wait", "burst", "admission",
+TERMS = ("front", "pf_compute", "pf_comm", "pf_chunks", "pf_topk", "step_wait", "burst", "admission",
          "dp_wait", "recv")
 
 
@@ -74,7 +74,7 @@ def _record(r: Row, cal: dict[str, Any] | None, file: str) -> dict[str, Any] | N
               limit=MAX_BATCH.get(sm.prof.backend, 1024), recv_interval=r.recv_interval)
     pf = s["prefill"]
     terms = {"front": s["front"], "pf_compute": pf["t_compute"], "pf_comm": pf["t_comm"],
-             "pf_chunks": pf["t_overhead"], "step_wait": s["step_wait"], "burst": s["burst"],
+             "pf_chunks": pf["t_overhead"], "pf_topk": pf["t_topk"], "step_wait": s["step_wait"], "burst": s["burst"],
              "admission": s["admission"], "dp_wait": s["dp_wait"],
              "recv": s["recv_wait"] + s["recv_batch"]}
     rec = {"file": file, "gpu": r.gpu_name, "cls": gpu_class(r.gpu), "backend": r.backend,

@@ -91,6 +91,58 @@ def params(m: dict[str, Any]) -> Params:
                   per_expert=per_expert, num_experts=e, experts_per_token=k, layers=layers)
 
 
+# DeepSeek sparse attention (DSA: DeepSeek-V3.2, GLM-5.x): a "lightning indexer" scores every
+# cached token with index_n_heads FP8 heads of index_head_dim and the MLA attends only to the
+# index_topk best. SGLang keeps the index keys as FP8 with one FP32 scale per 128 values
+# (head_dim_with_sf = 132 bytes for 128 dims, python/sglang/srt/layers/attention/nsa/
+# nsa_indexer.py) and runs the indexer's projections replicated on every TP rank
+# (ReplicatedLinear wq_b, wk, weights_proj).
+INDEX_SCALE_BYTES = 4
+
+
+def dsa(m: dict[str, Any]) -> tuple[float, float, float] | None:
+    """(index_n_heads, index_head_dim, index_topk) of an MLA model with DeepSeek sparse
+    attention, else None."""
+    if str(m.get("attention_type", "")).upper() != "MLA":
+        return None
+    vals = [_num(m, k) for k in ("index_n_heads", "index_head_dim", "index_topk")]
+    if not all(vals):
+        return None
+    return vals[0], vals[1], vals[2]  # type: ignore[return-value]
+
+
+def attended_context(m: dict[str, Any], context: float) -> float:
+    """Tokens the attention reads for a query at ``context``: all of them, or the indexer's
+    top-k under DSA."""
+    d = dsa(m)
+    return min(context, d[2]) if d else context
+
+
+def index_key_bytes_per_token(m: dict[str, Any]) -> float:
+    """Bytes of the DSA index keys per token over all layers (0 without DSA): FP8 keys plus
+    their scale, kept for every cached token and replicated on every TP rank."""
+    d = dsa(m)
+    return kv_layers(m) * (d[1] + INDEX_SCALE_BYTES) if d else 0.0
+
+
+def indexer_flops_per_token(m: dict[str, Any], context: float) -> float:
+    """FLOPs of the DSA indexer's scores for one query token at ``context`` (all layers; every
+    TP rank computes them all): 2 x index_n_heads x index_head_dim per cached token."""
+    d = dsa(m)
+    return kv_layers(m) * 2 * d[0] * d[1] * context if d else 0.0
+
+
+def indexer_params(m: dict[str, Any]) -> float:
+    """Parameters of the DSA indexer's projections over all layers (wq_b from the query LoRA
+    rank, wk and the head weights from the hidden state), which every TP rank holds whole."""
+    d = dsa(m)
+    if not d:
+        return 0.0
+    h = _num(m, "hidden_size", 0) or 0
+    ql = _num(m, "q_lora_rank", MLA_DEFAULTS["q_lora_rank"]) or 0
+    return kv_layers(m) * (ql * d[0] * d[1] + h * d[1] + h * d[0])
+
+
 def kv_layers(m: dict[str, Any]) -> float:
     """Layers whose KV cache grows with the context (``kv_layers`` in the catalog for hybrid
     models: sliding-window, linear-attention and SSM layers keep a bounded state per sequence,
@@ -129,8 +181,12 @@ def attention_flops_per_token(m: dict[str, Any], context: float, decode: bool = 
 
     MLA decodes in the absorbed form (attention over the 576-wide latent) and prefills in the
     expanded form (192-wide keys, 128-wide values per head). Only the layers with a full KV
-    cache attend over the whole context (``kv_layers``); bounded layers are left out.
+    cache attend over the whole context (``kv_layers``); bounded layers are left out. Under
+    DSA the attention reads the indexer's top-k tokens only (``attended_context``; in prefill
+    ``context`` is the mean context, so a prompt longer than top-k is slightly over-counted);
+    the indexer's own scores are :func:`indexer_flops_per_token`.
     """
+    context = attended_context(m, context)
     layers = kv_layers(m)
     heads = _num(m, "num_attention_heads", 1) or 1
     if str(m.get("attention_type", "")).upper() == "MLA":

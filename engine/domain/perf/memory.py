@@ -5,7 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from servewise.engine.domain.perf.architecture import Params, kv_elements_per_token, kv_shard_factor, params
+from servewise.engine.domain.perf.architecture import (
+    Params,
+    index_key_bytes_per_token,
+    indexer_params,
+    kv_elements_per_token,
+    kv_shard_factor,
+    params,
+)
 from servewise.engine.domain.perf.precision import bytes_per_weight, default_kv_precision, kv_bytes
 from servewise.engine.domain.perf.types import MemoryEstimate, Step
 
@@ -63,9 +70,16 @@ def weights_gib(model: dict[str, Any], precision: str) -> float:
 
 
 def kv_bytes_per_token(model: dict[str, Any], kv_precision: str = "bf16") -> float:
-    """KV-cache bytes per token over all layers (before any sharding)."""
+    """KV-cache bytes per token over all layers (before any sharding), with the DSA index keys
+    (FP8 whatever the KV format) of a sparse-attention model."""
     elements, _ = kv_elements_per_token(model)
-    return elements * kv_bytes(kv_precision)
+    return elements * kv_bytes(kv_precision) + index_key_bytes_per_token(model)
+
+
+def replicated_bytes_per_gpu(model: dict[str, Any], precision: str, lay: Layout) -> float:
+    """Weight bytes a GPU holds beyond its 1/tp share of the shared weights: the DSA indexer's
+    projections, which every TP rank holds whole (0 for other models)."""
+    return indexer_params(model) * bytes_per_weight(precision) * (1 - 1 / lay.tp) / lay.pp
 
 
 def weights_per_gpu_bytes(p: Params, precision: str, lay: Layout) -> float:
@@ -96,7 +110,7 @@ def memory(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int =
     kvp = kv_precision or default_kv_precision(gpu, precision)
     p = params(model)
     w_total = sum(weight_bytes(p, precision).values())
-    w_gpu = weights_per_gpu_bytes(p, precision, lay)
+    w_gpu = weights_per_gpu_bytes(p, precision, lay) + replicated_bytes_per_gpu(model, precision, lay)
     kv_tok = kv_bytes_per_token(model, kvp)
     kv_tok_gpu = kv_tok * kv_shard_factor(model, tp) / pp
     kv_gpu = kv_tok_gpu * tokens_in_flight / lay.dp
@@ -127,9 +141,12 @@ def memory(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int =
               "bytes_per_weight": bytes_per_weight(precision), "embed_bytes": EMBED_BYTES,
               "precision": precision},
              w_total / GIB, "GiB", "embedding and lm_head stay 16-bit; MoE: every expert resident"),
-        Step("kv_per_token", "kv_b = elements x bytes",
-             {"elements": kv_elems, "kv_precision": kvp, "bytes": kv_bytes(kvp)}, kv_tok,
-             "B/token", f"elements = {kv_how}"),
+        Step("kv_per_token", "kv_b = elements x bytes + index_keys_b",
+             {"elements": kv_elems, "kv_precision": kvp, "bytes": kv_bytes(kvp),
+              "index_keys_b": index_key_bytes_per_token(model)}, kv_tok,
+             "B/token", f"elements = {kv_how}"
+             + ("; index_keys_b: the DSA indexer's FP8 keys and scales (kv_layers x "
+                "(index_head_dim + 4))" if index_key_bytes_per_token(model) else "")),
         Step("memory_per_gpu",
              "m_gpu_gib = W_shard_gib + kv_per_token_b x kv_shard x tokens / dp / 2^30"
              " + overhead_gib",

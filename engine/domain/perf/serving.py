@@ -31,11 +31,11 @@ from dataclasses import replace
 from typing import Any
 
 from servewise.engine.common.deferred import Deferred
-from servewise.engine.domain.perf.architecture import attention_flops_per_token
+from servewise.engine.domain.perf.architecture import attended_context, attention_flops_per_token
 from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, Profile, gpu_class, profile
 from servewise.engine.domain.perf.memory import Layout, memory
 from servewise.engine.domain.perf.precision import check_precision, default_kv_precision
-from servewise.engine.domain.perf.timing import StepModel
+from servewise.engine.domain.perf.timing import DSA_INDEXER_FLOOR_US, StepModel
 from servewise.engine.domain.perf.types import Estimate, Step
 
 MAX_BATCH = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}  # max sequences per engine step
@@ -244,7 +244,7 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     share = sm.expert_fraction(t_tokens)
     exp_read = sm.expert_bytes * share
     mb = sm.micro_batches(b)
-    kv = sm.kv_tok_gpu * b * ctx / mb
+    kv = sm.kv_read_bytes(b, ctx) / mb
     comm_d = sm.comm_parts(b, t_tokens)
     comm_p = sm.comm_parts(isl, isl * lay.dp)
     link = sm.link
@@ -266,15 +266,19 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
     steps += [
         Step("decode_bytes",
              "bytes_gb = W_dense_per_gpu_gb + W_experts_per_gpu_gb x experts_touched_per_gpu"
-             " / experts_per_gpu + kv_per_token_per_gpu_b x B x context / micro_batches / 1e9",
+             " / experts_per_gpu + (kv_per_token_per_gpu_b x attended + index_key_b x context)"
+             " x B / micro_batches / 1e9",
              {"W_dense_per_gpu_gb": sm.dense_bytes / 1e9,
               "W_experts_per_gpu_gb": sm.expert_bytes / 1e9,
               "experts_touched_per_gpu": sm.experts_per_gpu * share,
               "experts_per_gpu": sm.experts_per_gpu or 1.0, "B": b, "context": ctx,
+              "attended": attended_context(sm.model, ctx), "index_key_b": sm.index_tok_gpu,
               "kv_per_token_per_gpu_b": sm.kv_tok_gpu, "micro_batches": mb},
-             d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output); with "
-             "pipeline parallelism min(pp, B) micro-batches share a round, each stage reading "
-             "its own layers' KV at the same time (micro_batches = 1 without PP)"),
+             d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output); attended = "
+             "context, or the DSA indexer's top-k tokens (index_key_b: its FP8 keys, read for "
+             "every token); with pipeline parallelism min(pp, B) micro-batches share a round, "
+             "each stage reading its own layers' KV at the same time (micro_batches = 1 without "
+             "PP)"),
         Step("decode_memory",
              "t_mem_ms = (W_dense_gb + W_experts_read_gb / (eta_moe x moe_read) + kv_gb) /"
              " (bw_gbs x eta_bw) x 1e3",
@@ -304,10 +308,13 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              "than tp; pipeline hops"),
         Step("overhead",
              "t_overhead_ms = t_step_ms + layers x (t_layer_us + t_moe_layer_us) / 1e3"
-             " + B x t_seq_us / 1e3",
+             " + B x t_seq_us / 1e3 + dsa_layers x t_indexer_us / 1e3",
              {"t_step_ms": prof.t_step_ms, "layers": sm.layers, "t_layer_us": prof.t_layer_us,
               "t_moe_layer_us": prof.t_moe_layer_us if p.is_moe else 0.0,
-              "B": b, "t_seq_us": prof.t_seq_us}, d["t_overhead"], "ms"),
+              "B": b, "t_seq_us": prof.t_seq_us, "dsa_layers": sm.dsa_layers,
+              "t_indexer_us": DSA_INDEXER_FLOOR_US}, d["t_overhead"], "ms",
+             "t_indexer_us: the DSA indexer's logits and top-k kernels at their launch floors "
+             "(measured on H200, SGLang); dsa_layers = 0 without sparse attention"),
         Step("decode_step", "t_decode_ms = t_mem_ms + t_compute_ms + t_comm_ms + t_overhead_ms",
              {"t_mem_ms": d["t_mem"], "t_compute_ms": d["t_compute"], "t_comm_ms": d["t_comm"],
               "t_overhead_ms": d["t_overhead"]}, d["total"], "ms",
@@ -319,11 +326,14 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              "isl tokens x 2 x weights per GPU (lm_head for the last token only; experts see "
              "dp x isl tokens) + causal attention at mean context isl/2"),
         Step("prefill",
-             "t_prefill_ms = t_compute_ms + t_comm_ms + n_chunks x t_chunk_ms",
+             "t_prefill_ms = t_compute_ms + t_comm_ms + n_chunks x t_chunk_ms + t_topk_ms",
              {"t_compute_ms": pf["t_compute"], "t_comm_ms": pf["t_comm"],
               "n_chunks": pf["n_chunks"], "t_chunk_ms": prof.t_chunk_ms,
+              "t_topk_ms": pf["t_topk"],
               "tp_allreduce_ms": comm_p["tp_allreduce"], "moe_dispatch_ms": comm_p["moe_a2a"]},
-             pf["total"], "ms"),
+             pf["total"], "ms", "t_topk_ms: the DSA indexer's top-k over the prompt's scores "
+             "(dsa_layers x isl x isl/2 scores x 16 bytes at the decode bandwidth, the measured "
+             "top-k kernel on H200; 0 without DSA)"),
         Step("tpot", "TPOT_ms = t_decode_ms + kappa x max(C - 1, 0) x t_prefill_ms / osl",
              {"t_decode_ms": d["total"], "kappa": prof.interference, "C": c_rank,
               "t_prefill_ms": pf["total"], "osl": osl}, s["tpot"], "ms",

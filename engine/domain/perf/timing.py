@@ -20,7 +20,18 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from servewise.engine.domain.perf.architecture import Params, attention_flops_per_token, kv_shard_factor, params
+from servewise.engine.domain.perf.architecture import (
+    Params,
+    attended_context,
+    attention_flops_per_token,
+    dsa,
+    index_key_bytes_per_token,
+    indexer_flops_per_token,
+    indexer_params,
+    kv_layers,
+    kv_shard_factor,
+    params,
+)
 from servewise.engine.domain.perf.calibration import (
     CHUNK_TOKENS,
     Profile,
@@ -29,6 +40,17 @@ from servewise.engine.domain.perf.calibration import (
 )
 from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token
 from servewise.engine.domain.perf.precision import bytes_per_weight, compute_rate
+
+# DSA indexer (DeepSeek-V3.2, GLM-5.x) per layer and decode step beyond the token reads: the FP8
+# paged MQA logits kernel and the top-k selection at their launch floors, 0.008 + 0.013 ms on an
+# H200 at one sequence of 4,096 tokens (SGLang's stage profile of the baseline indexer,
+# python/sglang/srt/layers/attention/nsa/hisa/benchmarks/_results/
+# 2026-04-21_h200_stage_profile_full.txt, commit bf606193). Used for every GPU (launch-bound
+# kernels); the indexer's projection, norm, rotary and quantisation kernels are not added.
+DSA_INDEXER_FLOOR_US = 21.0
+# prefill top-k: the scores' FP32 pass at the measured kernel's speed: 8,192 x 8,192 scores in
+# 0.238 ms on an H200 (the same profile) = 16 bytes per score at 92 % of its bandwidth
+TOPK_LOGIT_BYTES = 16.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,8 @@ class StepModel:
     moe_read: float = 1.0      # expert-read efficiency of this precision relative to FP8
     moe_tflops: float = 0.0    # rate of the grouped expert GEMMs (0: tflops x eta_lowp)
     moe_note: str = ""
+    index_tok_gpu: float = 0.0  # DSA index-key bytes per token on one GPU (every context token)
+    dsa_layers: float = 0.0     # layers running the DSA indexer (0: dense attention)
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
@@ -69,9 +93,12 @@ class StepModel:
         if not isinstance(bw, (int, float)) or bw <= 0 or not tflops:
             raise ValueError(f"{gpu.get('id', 'GPU')}: catalog lacks memory bandwidth or "
                              f"{precision} TFLOPS, cannot estimate timings")
-        dense = p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
+        # the DSA indexer's projections are whole on every TP rank (their 1/tp share is in shared)
+        dense = (p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
+                 + indexer_params(model) * b * (1 - 1 / lay.tp))
         experts = p.experts * b / lay.stage_gpus
-        kv_gpu = kv_bytes_per_token(model, kv_precision) * kv_shard_factor(model, lay.tp)
+        index_gpu = index_key_bytes_per_token(model)  # replicated on every TP rank
+        kv_gpu = (kv_bytes_per_token(model, kv_precision) - index_gpu) * kv_shard_factor(model, lay.tp)
         moe = moe_kernel_rates(gpu, precision, calibration) if p.is_moe else None
         mult = moe.multiply if moe else None
         if mult and t16:  # never above the precision's own peak (W4A16 multiplies in 16 bit)
@@ -84,7 +111,8 @@ class StepModel:
                    tflops16=float(t16 or tflops), attn_tflops=float(t_attn or t16 or tflops),
                    moe_read=moe.read if moe else 1.0,
                    moe_tflops=float(t16 or tflops) * mult if mult else 0.0,
-                   moe_note=moe.source if moe else "")
+                   moe_note=moe.source if moe else "",
+                   index_tok_gpu=index_gpu, dsa_layers=kv_layers(model) if dsa(model) else 0.0)
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
@@ -153,10 +181,24 @@ class StepModel:
         return sum(self.comm_parts(tokens_rank, tokens_stage).values())
 
     def overhead_ms(self, batch: float = 1.0) -> float:
-        """Engine cost per step: fixed + per layer + per sequence in the batch."""
+        """Engine cost per step: fixed + per layer + per sequence in the batch (+ the DSA
+        indexer's kernel floors per layer, :data:`DSA_INDEXER_FLOOR_US`)."""
         pr = self.prof
         per_layer = pr.t_layer_us + (pr.t_moe_layer_us if self.p.is_moe else 0.0)
-        return pr.t_step_ms + self.layers * per_layer / 1e3 + batch * pr.t_seq_us / 1e3
+        return (pr.t_step_ms + self.layers * per_layer / 1e3 + batch * pr.t_seq_us / 1e3
+                + self.dsa_layers * DSA_INDEXER_FLOOR_US / 1e3)
+
+    def kv_read_bytes(self, batch: float, context: float) -> float:
+        """KV bytes one decode step reads for ``batch`` sequences at ``context`` tokens: the
+        attended tokens' cache (all of them, or the DSA top-k) and every token's index key."""
+        return batch * (self.kv_tok_gpu * attended_context(self.model, context)
+                        + self.index_tok_gpu * context)
+
+    def attention_flops(self, tokens: float, context: float, decode: bool = True) -> float:
+        """Attention FLOPs on one GPU for ``tokens`` queries at ``context``: the heads split by
+        TP, the DSA indexer's scores on every TP rank."""
+        return tokens * (attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
+                         + indexer_flops_per_token(self.model, context))
 
     def n_chunks(self, tokens: float) -> int:
         """Prefill chunks of the backend's scheduler for a prompt of ``tokens`` tokens."""
@@ -198,10 +240,10 @@ class StepModel:
         w_exp = self.expert_bytes * self.expert_fraction(stage_tokens)
         # pipeline micro-batches: stages work on min(pp, B) micro-batches at once
         mb = self.micro_batches(batch)
-        kv = self.kv_tok_gpu * batch * context / mb
+        kv = self.kv_read_bytes(batch, context) / mb
         nbytes = self.dense_bytes + w_exp + kv
         t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / (self.prof.eta_moe * self.moe_read))
-        attn = batch * attention_flops_per_token(self.model, context) / self.lay.tp / mb
+        attn = self.attention_flops(batch, context) / mb
         dense, moe = self.linear_flops_per_token(self.lay.dp)
         gemm, moe = batch * dense / mb, batch * moe / mb
         t_cmp = self.compute_ms(gemm, moe, attn)
@@ -226,7 +268,7 @@ class StepModel:
         """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
         tokens = max(tokens, 1.0)
         ctx = past + tokens / 2  # causal: mean context seen by a new token
-        attn = tokens * attention_flops_per_token(self.model, ctx, decode=False) / self.lay.tp
+        attn = self.attention_flops(tokens, ctx, decode=False)
         dp = self.lay.dp  # attention-DP ranks prefill in lockstep: experts see dp x tokens
         d0, m0 = self.linear_flops_per_token(dp, lm_head=False)
         d1, m1 = self.linear_flops_per_token(dp)
@@ -235,6 +277,8 @@ class StepModel:
         t_comm = self.comm_ms(tokens, tokens * dp)
         n = self.n_chunks(tokens)
         t_ovh = n * self.prof.t_chunk_ms
+        # DSA top-k over every query-key score of the prompt, per layer (TOPK_LOGIT_BYTES)
+        t_topk = self.mem_ms(self.dsa_layers * tokens * ctx * TOPK_LOGIT_BYTES)
         return {"flops": gemm + moe + attn, "gemm_flops": gemm, "moe_flops": moe,
                 "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
-                "t_overhead": t_ovh, "total": t_cmp + t_comm + t_ovh}
+                "t_overhead": t_ovh, "t_topk": t_topk, "total": t_cmp + t_comm + t_ovh + t_topk}
