@@ -186,7 +186,8 @@ def attention_flops_per_token(m: dict[str, Any], context: float, decode: bool = 
     ``context`` is the mean context, so a prompt longer than top-k is slightly over-counted);
     the indexer's own scores are :func:`indexer_flops_per_token`.
     """
-    context = attended_context(m, context)
+    if m.get("index_topk"):  # DSA (attended_context checks the rest)
+        context = attended_context(m, context)
     layers = kv_layers(m)
     heads = _num(m, "num_attention_heads", 1) or 1
     if str(m.get("attention_type", "")).upper() == "MLA":

@@ -191,14 +191,18 @@ class StepModel:
     def kv_read_bytes(self, batch: float, context: float) -> float:
         """KV bytes one decode step reads for ``batch`` sequences at ``context`` tokens: the
         attended tokens' cache (all of them, or the DSA top-k) and every token's index key."""
+        if not self.dsa_layers:
+            return batch * self.kv_tok_gpu * context
         return batch * (self.kv_tok_gpu * attended_context(self.model, context)
                         + self.index_tok_gpu * context)
 
     def attention_flops(self, tokens: float, context: float, decode: bool = True) -> float:
         """Attention FLOPs on one GPU for ``tokens`` queries at ``context``: the heads split by
         TP, the DSA indexer's scores on every TP rank."""
-        return tokens * (attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
-                         + indexer_flops_per_token(self.model, context))
+        main = attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
+        if not self.dsa_layers:
+            return tokens * main
+        return tokens * (main + indexer_flops_per_token(self.model, context))
 
     def n_chunks(self, tokens: float) -> int:
         """Prefill chunks of the backend's scheduler for a prompt of ``tokens`` tokens."""
