@@ -45,7 +45,12 @@ Paired run against d9f9d98 on the same machine as session 29 (5 runs each): chat
 1.31 → 1.30 s, saas-five-tenants 4.84 → 4.70 s, multi-model-tenants 2.88 → 3.26 s, every other
 example within 0.78-1.23 × of its before time in both directions (median ratio 0.98; the
 DeepSeek examples 0.79-1.11 ×), `rules test` 3.78 → 3.50 s, +3,000 rules 1.77 → 1.67 s: within
-noise.
+noise. Re-run at 23436c3 (the DeepSeek sparse-attention terms in the step model, SGLang refitted;
+paired against d9f9d98, 5 runs each): median ratio 0.99, every example within 0.85-1.28 × in
+both directions; chat-70b-online 1.38 → 1.57 s median but 1.28 → 0.96 s minimum, re-timed
+alternately three times 1.37 / 1.15 / 1.04 s before against 1.02 / 0.97 / 1.22 s after: the
+machine's noise (a dense model takes no DSA lookup); `rules test` 3.51 → 3.17 s, +3,000 rules
+1.96 s.
 
 Session 29 (branch s29-moe, base bafbae7; issue #13 only). The step model gained the measured
 fused-MoE rates (`moe_kernel_rates`, remembered per GPU and precision like the profiles) and
