@@ -66,7 +66,7 @@ class StepModel:
     rate_note: str
     dense_bytes: float         # attention/dense/shared + lm_head bytes read per step per GPU
     expert_bytes: float        # all routed experts' bytes per GPU (read in part per step)
-    kv_tok_gpu: float          # KV bytes per token on one GPU
+    kv_tok_gpu: float          # KV bytes per token on one GPU (the DSA index keys apart)
     link: tuple[str, float, float, float]
     hidden: float
     layers: float
