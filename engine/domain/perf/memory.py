@@ -76,10 +76,10 @@ def kv_bytes_per_token(model: dict[str, Any], kv_precision: str = "bf16") -> flo
     return elements * kv_bytes(kv_precision) + index_key_bytes_per_token(model)
 
 
-def replicated_bytes_per_gpu(model: dict[str, Any], precision: str, lay: Layout) -> float:
-    """Weight bytes a GPU holds beyond its 1/tp share of the shared weights: the DSA indexer's
-    projections, which every TP rank holds whole (0 for other models)."""
-    return indexer_params(model) * bytes_per_weight(precision) * (1 - 1 / lay.tp) / lay.pp
+def replicated_bytes(model: dict[str, Any], precision: str, tp: int) -> float:
+    """Weight bytes (all layers) a GPU holds beyond its 1/tp share of the shared weights: the
+    DSA indexer's projections, which every TP rank holds whole (0 for other models)."""
+    return indexer_params(model) * bytes_per_weight(precision) * (1 - 1 / tp)
 
 
 def weights_per_gpu_bytes(p: Params, precision: str, lay: Layout) -> float:
@@ -110,7 +110,7 @@ def memory(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int =
     kvp = kv_precision or default_kv_precision(gpu, precision)
     p = params(model)
     w_total = sum(weight_bytes(p, precision).values())
-    w_gpu = weights_per_gpu_bytes(p, precision, lay) + replicated_bytes_per_gpu(model, precision, lay)
+    w_gpu = weights_per_gpu_bytes(p, precision, lay) + replicated_bytes(model, precision, tp) / pp
     kv_tok = kv_bytes_per_token(model, kvp)
     kv_tok_gpu = kv_tok * kv_shard_factor(model, tp) / pp
     kv_gpu = kv_tok_gpu * tokens_in_flight / lay.dp

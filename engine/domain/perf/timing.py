@@ -27,7 +27,6 @@ from servewise.engine.domain.perf.architecture import (
     dsa,
     index_key_bytes_per_token,
     indexer_flops_per_token,
-    indexer_params,
     kv_layers,
     kv_shard_factor,
     params,
@@ -38,7 +37,7 @@ from servewise.engine.domain.perf.calibration import (
     link_params,
     moe_kernel_rates,
 )
-from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token
+from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token, replicated_bytes
 from servewise.engine.domain.perf.precision import bytes_per_weight, compute_rate
 
 # DSA indexer (DeepSeek-V3.2, GLM-5.x) per layer and decode step beyond the token reads: the FP8
@@ -95,7 +94,7 @@ class StepModel:
                              f"{precision} TFLOPS, cannot estimate timings")
         # the DSA indexer's projections are whole on every TP rank (their 1/tp share is in shared)
         dense = (p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
-                 + indexer_params(model) * b * (1 - 1 / lay.tp))
+                 + replicated_bytes(model, precision, lay.tp))
         experts = p.experts * b / lay.stage_gpus
         index_gpu = index_key_bytes_per_token(model)  # replicated on every TP rank
         kv_gpu = (kv_bytes_per_token(model, kv_precision) - index_gpu) * kv_shard_factor(model, lay.tp)
