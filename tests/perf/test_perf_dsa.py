@@ -6,7 +6,13 @@ import pytest
 
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf import kv_bytes_per_token
-from servewise.engine.domain.perf.architecture import attended_context, dsa, indexer_flops_per_token
+from servewise.engine.domain.perf.architecture import (
+    attended_context,
+    dsa,
+    indexer_flops_per_token,
+    sparse_mla_flops_per_head,
+    sparse_prefill_attended,
+)
 from servewise.engine.domain.perf.calibration import profile
 from servewise.engine.domain.perf.memory import Layout
 from servewise.engine.domain.perf.timing import DSA_INDEXER_FLOOR_US, StepModel
@@ -64,3 +70,37 @@ def test_prefill_top_k_reads_and_writes_every_score(cat):
     pf = sm.prefill(8192)
     assert pf["t_topk"] == pytest.approx(sm.mem_ms(78 * 8192 * 4096 * 16))
     assert _sm(cat, "DeepSeek-V3", 8).prefill(8192)["t_topk"] == 0
+
+
+def test_prefill_attended_tokens_are_the_mean_of_min_position_topk(cat):
+    glm = cat.model("GLM-5")
+    # a prompt of 8,192 tokens: positions 0..2048 attend to themselves (mean 1,024), the rest to 2,048
+    assert sparse_prefill_attended(glm, 0, 8192) == pytest.approx((2048 * 1024 + 6144 * 2048) / 8192)
+    assert sparse_prefill_attended(glm, 0, 1000) == 500  # shorter than top-k: the causal mean
+    assert sparse_prefill_attended(glm, 4000, 1000) == 2048  # every position past top-k
+    # the closed form against a sum over positions (continuous positions i + 0.5)
+    exact = sum(min(i + 0.5, 2048) for i in range(1500, 3500)) / 2000
+    assert sparse_prefill_attended(glm, 1500, 2000) == pytest.approx(exact, rel=1e-9)
+    assert sparse_prefill_attended(cat.model("DeepSeek-V3"), 0, 8192) == 4096  # dense MLA
+
+
+def test_sparse_prefill_runs_absorbed_mla_with_kernel_padded_heads(cat):
+    """GLM-5 has 64 heads: 8 per GPU at TP 8, run as 128 on Blackwell (FlashMLA sparse on
+    SM100) and 64 on Hopper; the absorbed form costs 2 x (512 + 64) + 2 x 512 FLOPs per head
+    and attended token."""
+    glm = cat.model("GLM-5")
+    per_head = 2 * (512 + 64) + 2 * 512
+    assert sparse_mla_flops_per_head(glm) == per_head
+    tokens = 7372.0
+    attended = sparse_prefill_attended(glm, 0, tokens)
+    idx = indexer_flops_per_token(glm, tokens / 2)
+    for gpu, heads in (("B200", 128), ("H200 SXM", 64), ("RTX PRO 6000 Blackwell Server", 8)):
+        g = cat.gpu(gpu)
+        sm = StepModel.build(glm, g, Layout(8), "fp8", "fp8", profile(g, "sglang"))
+        assert sm.prefill_heads == heads
+        assert sm.attention_flops(tokens, tokens / 2, decode=False) == pytest.approx(
+            tokens * (78 * heads * per_head * attended + idx))
+    # decode keeps the heads split by TP (no padding: the decode kernels take any head count)
+    b200 = _sm(cat, "GLM-5", 8)
+    assert b200.attention_flops(1, 4000) == pytest.approx(
+        78 * 64 * per_head * 2048 / 8 + indexer_flops_per_token(glm, 4000))

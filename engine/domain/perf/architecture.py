@@ -118,6 +118,29 @@ def attended_context(m: dict[str, Any], context: float) -> float:
     return min(context, d[2]) if d else context
 
 
+def sparse_prefill_attended(m: dict[str, Any], past: float, tokens: float) -> float:
+    """Mean tokens one prompt token attends under DSA: ``min(position, top-k)`` averaged over
+    the prompt's positions ``past .. past + tokens`` (continuous); ``past + tokens/2`` without
+    DSA."""
+    d = dsa(m)
+    lo, hi = max(past, 0.0), max(past, 0.0) + max(tokens, 0.0)
+    if not d or hi <= d[2] or tokens <= 0:
+        return (lo + hi) / 2.0
+    k = d[2]
+    if lo >= k:
+        return k
+    return ((k * k - lo * lo) / 2.0 + k * (hi - k)) / (hi - lo)
+
+
+def sparse_mla_flops_per_head(m: dict[str, Any]) -> float:
+    """FLOPs per query head and attended token of MLA in the absorbed (MQA) form that the
+    sparse kernels run for prefill and decode alike: scores over the ``kv_lora_rank + rope``
+    latent, weighted sum over the ``kv_lora_rank`` values."""
+    kvl = _num(m, "kv_lora_rank", 512) or 512.0
+    rope = _num(m, "qk_rope_head_dim", 64) or 64.0
+    return 2 * (kvl + rope) + 2 * kvl
+
+
 def index_key_bytes_per_token(m: dict[str, Any]) -> float:
     """Bytes of the DSA index keys per token over all layers (0 without DSA): FP8 keys plus
     their scale, kept for every cached token and replicated on every TP rank."""

@@ -30,6 +30,8 @@ from servewise.engine.domain.perf.architecture import (
     kv_layers,
     kv_shard_factor,
     params,
+    sparse_mla_flops_per_head,
+    sparse_prefill_attended,
 )
 from servewise.engine.domain.perf.calibration import (
     CHUNK_TOKENS,
@@ -50,6 +52,15 @@ DSA_INDEXER_FLOOR_US = 21.0
 # prefill top-k: the scores' FP32 pass at the measured kernel's speed: 8,192 x 8,192 scores in
 # 0.238 ms on an H200 (the same profile) = 16 bytes per score at 92 % of its bandwidth
 TOPK_LOGIT_BYTES = 16.0
+# DSA prefill attention runs in the absorbed MQA form (576-wide latent keys, 512-wide values) over
+# each query's top-k tokens in FlashMLA's sparse kernel, which needs the query heads on a GPU
+# padded to a multiple of 64 on Hopper and of 128 on Blackwell (SM100): SGLang
+# python/sglang/srt/layers/attention/nsa_backend.py ``_forward_flashmla_sparse``
+# (``required_padding = 128 if self.device_sm_major >= 10 else 64``) and vLLM
+# v1/attention/backends/mla/flashmla_sparse.py (``self.padding = 128 if SM100 else 64``). The
+# padded heads cost FLOPs like real ones (GLM-5 at TP 8: 8 heads per GPU run as 128 on B200).
+# Classes without that kernel (Ampere, Ada, RTX PRO 6000's SM120, AMD) run their own heads.
+SPARSE_MLA_HEAD_PAD = {"hopper-hbm": 64, "blackwell-hbm": 128}
 
 
 @dataclass(frozen=True)
@@ -198,10 +209,23 @@ class StepModel:
     def attention_flops(self, tokens: float, context: float, decode: bool = True) -> float:
         """Attention FLOPs on one GPU for ``tokens`` queries at ``context``: the heads split by
         TP, the DSA indexer's scores on every TP rank."""
-        main = attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
         if not self.dsa_layers:
-            return tokens * main
+            return tokens * attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
+        if decode:
+            main = attention_flops_per_token(self.model, context) / self.lay.tp
+        else:  # ``context`` = past + tokens/2 (see prefill)
+            attended = sparse_prefill_attended(self.model, context - tokens / 2.0, tokens)
+            main = (self.dsa_layers * self.prefill_heads * sparse_mla_flops_per_head(self.model)
+                    * attended)
         return tokens * (main + indexer_flops_per_token(self.model, context))
+
+    @property
+    def prefill_heads(self) -> float:
+        """Query heads one GPU's sparse MLA prefill kernel runs: its ``heads / tp``, padded up to
+        :data:`SPARSE_MLA_HEAD_PAD` of the GPU class where FlashMLA's sparse kernel runs."""
+        heads = float(self.model.get("num_attention_heads") or 1) / self.lay.tp
+        pad = SPARSE_MLA_HEAD_PAD.get(self.prof.gpu_class)
+        return math.ceil(heads / pad) * pad if pad else heads
 
     def n_chunks(self, tokens: float) -> int:
         """Prefill chunks of the backend's scheduler for a prompt of ``tokens`` tokens."""
