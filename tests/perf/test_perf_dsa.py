@@ -8,6 +8,7 @@ from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf import kv_bytes_per_token
 from servewise.engine.domain.perf.architecture import (
     attended_context,
+    attention_flops_per_token,
     dsa,
     indexer_flops_per_token,
     sparse_mla_flops_per_head,
@@ -15,7 +16,11 @@ from servewise.engine.domain.perf.architecture import (
 )
 from servewise.engine.domain.perf.calibration import profile
 from servewise.engine.domain.perf.memory import Layout
-from servewise.engine.domain.perf.timing import DSA_INDEXER_FLOOR_US, StepModel
+from servewise.engine.domain.perf.timing import (
+    DSA_INDEXER_FLOOR_US,
+    SPARSE_MLA_KERNEL_EFF,
+    StepModel,
+)
 
 
 @pytest.fixture(scope="module")
@@ -98,9 +103,54 @@ def test_sparse_prefill_runs_absorbed_mla_with_kernel_padded_heads(cat):
         g = cat.gpu(gpu)
         sm = StepModel.build(glm, g, Layout(8), "fp8", "fp8", profile(g, "sglang"))
         assert sm.prefill_heads == heads
+        sparse = tokens * 78 * heads * per_head * attended
+        assert sm.sparse_prefill_flops(tokens, tokens / 2) == pytest.approx(sparse)
         assert sm.attention_flops(tokens, tokens / 2, decode=False) == pytest.approx(
-            tokens * (78 * heads * per_head * attended + idx))
+            sparse + tokens * idx)
     # decode keeps the heads split by TP (no padding: the decode kernels take any head count)
     b200 = _sm(cat, "GLM-5", 8)
     assert b200.attention_flops(1, 4000) == pytest.approx(
         78 * 64 * per_head * 2048 / 8 + indexer_flops_per_token(glm, 4000))
+
+
+def test_sparse_prefill_runs_at_the_kernels_measured_bf16_rate(cat):
+    """FlashMLA's sparse prefill: up to 640 TFLOPS on H800 (BF16 peak 989) and 1,450 on B200
+    (2,250); the rest of the prefill keeps the fitted efficiencies."""
+    glm = cat.model("GLM-5")
+    g = cat.gpu("B200")
+    sm = StepModel.build(glm, g, Layout(8), "fp8", "fp8", profile(g, "sglang"))
+    assert SPARSE_MLA_KERNEL_EFF == {"hopper-hbm": 0.647, "blackwell-hbm": 0.644}
+    tokens = 7372.0
+    pf = sm.prefill(tokens)
+    sparse = sm.sparse_prefill_flops(tokens, tokens / 2)
+    assert pf["sparse_flops"] == sparse > 0
+    t_sparse = sparse / (sm.tflops16 * 1e12 * 0.644) * 1e3
+    assert pf["t_compute"] == pytest.approx(
+        sm.compute_ms(pf["gemm_flops"], pf["moe_flops"], pf["attn_flops"] - sparse) + t_sparse)
+    # a GPU class without the kernel runs the same FLOPs through the fitted attention rate
+    r = cat.gpu("RTX PRO 6000 Blackwell Server")
+    other = StepModel.build(glm, r, Layout(8), "fp4", "fp8", profile(r, "sglang"))
+    assert other.sparse_kernel_eff is None
+    o = other.prefill(tokens)
+    assert o["t_compute"] == pytest.approx(other.compute_ms(o["gemm_flops"], o["moe_flops"],
+                                                            o["attn_flops"]))
+
+
+def test_short_prompts_prefill_dense_except_glm5_on_blackwell(cat):
+    """SGLang prefills a DSA batch whose sequences fit in the top-k with dense MHA (top-k is all
+    of them); on Blackwell its dense kernel takes only DeepSeek's 192 / 128 heads, so GLM-5
+    (256-wide values) stays sparse there."""
+    glm, v32 = cat.model("GLM-5"), cat.model("DeepSeek-V3.2")
+
+    def sm(model, gpu):
+        g = cat.gpu(gpu)
+        return StepModel.build(model, g, Layout(8), "fp8", "fp8", profile(g, "sglang"))
+
+    h_glm, b_glm, b_v32 = sm(glm, "H200 SXM"), sm(glm, "B200"), sm(v32, "B200")
+    assert h_glm.dense_prefill(2048) and not h_glm.dense_prefill(2049)
+    assert not b_glm.dense_prefill(1000) and b_v32.dense_prefill(1000)
+    assert h_glm.sparse_prefill_flops(1000, 500) == 0  # dense: the expanded MLA of every token
+    assert h_glm.attention_flops(1000, 500, decode=False) == pytest.approx(
+        1000 * (attention_flops_per_token(glm, 500, decode=False) / 8
+                + indexer_flops_per_token(glm, 500)))
+    assert b_glm.sparse_prefill_flops(1000, 500) > 0

@@ -218,20 +218,26 @@ def _finish_open(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float,
 
 COMPUTE_FORMULA = (
     "t_compute_ms = gemm_gflops / (peak_tflops x eta_flops x eta_lowp) + moe_gflops /"
-    " (moe_peak_tflops x eta_flops x eta_lowp_moe x eta_moe) + attention_gflops /"
-    " (attention_peak_tflops x eta_flops x eta_lowp_attention)")
+    " (moe_peak_tflops x eta_flops x eta_lowp_moe x eta_moe) + (attention_gflops -"
+    " sparse_mla_gflops) / (attention_peak_tflops x eta_flops x eta_lowp_attention) +"
+    " sparse_mla_gflops / (bf16_peak_tflops x sparse_kernel_eff)")
 
 
-def compute_values(sm: StepModel, gemm: float, moe: float, attn: float) -> dict[str, Any]:
-    """The printed inputs of :data:`COMPUTE_FORMULA` (FLOPs in GFLOP)."""
+def compute_values(sm: StepModel, gemm: float, moe: float, attn: float,
+                   sparse: float = 0.0) -> dict[str, Any]:
+    """The printed inputs of :data:`COMPUTE_FORMULA` (FLOPs in GFLOP); ``sparse``: the part of
+    ``attn`` FlashMLA's sparse prefill kernel runs (counted only where that kernel runs)."""
     prof = sm.prof
     moe_peak, lowp_moe = sm.moe_rate
+    eff = sm.sparse_kernel_eff
     return {"gemm_gflops": gemm / 1e9, "moe_gflops": moe / 1e9, "eta_moe": prof.eta_moe,
             "peak_tflops": sm.tflops, "eta_flops": prof.eta_flops,
             "eta_lowp": prof.eta_lowp if sm.low_precision else 1.0,
             "moe_peak_tflops": moe_peak, "eta_lowp_moe": lowp_moe,
             "attention_gflops": attn / 1e9, "attention_peak_tflops": sm.attn_tflops,
-            "eta_lowp_attention": prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0}
+            "eta_lowp_attention": prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0,
+            "sparse_mla_gflops": (sparse if eff else 0.0) / 1e9, "bf16_peak_tflops": sm.tflops16,
+            "sparse_kernel_eff": eff or 1.0}
 
 
 def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
@@ -321,10 +327,14 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              "reading and computing are added: at served batch sizes they overlap little"),
         Step("prefill_compute",
              COMPUTE_FORMULA,
-             {**compute_values(sm, pf["gemm_flops"], pf["moe_flops"], pf["attn_flops"]),
+             {**compute_values(sm, pf["gemm_flops"], pf["moe_flops"], pf["attn_flops"],
+                               pf["sparse_flops"]),
               "isl": isl}, pf["t_compute"], "ms",
              "isl tokens x 2 x weights per GPU (lm_head for the last token only; experts see "
-             "dp x isl tokens) + causal attention at mean context isl/2"),
+             "dp x isl tokens) + causal attention at mean context isl/2; under DSA each token "
+             "attends to its top-k in FlashMLA's sparse kernel (absorbed MLA, the GPU's heads "
+             "padded to 64 on Hopper / 128 on Blackwell, at the kernel's measured share of the "
+             "BF16 peak: sparse_mla_gflops, sparse_kernel_eff)"),
         Step("prefill",
              "t_prefill_ms = t_compute_ms + t_comm_ms + n_chunks x t_chunk_ms + t_topk_ms",
              {"t_compute_ms": pf["t_compute"], "t_comm_ms": pf["t_comm"],

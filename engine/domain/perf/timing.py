@@ -61,6 +61,11 @@ TOPK_LOGIT_BYTES = 16.0
 # padded heads cost FLOPs like real ones (GLM-5 at TP 8: 8 heads per GPU run as 128 on B200).
 # Classes without that kernel (Ampere, Ada, RTX PRO 6000's SM120, AMD) run their own heads.
 SPARSE_MLA_HEAD_PAD = {"hopper-hbm": 64, "blackwell-hbm": 128}
+# That kernel multiplies in BF16 (an FP8 cache is de-quantised first) and reaches up to 640 TFLOPS
+# on an H800 SXM5 and 1,450 on a B200 (deepseek-ai/FlashMLA README, "MLA prefill (Sparse)"):
+# 0.647 and 0.644 of their dense BF16 peaks (989, 2,250). The sparse prefill attention runs at
+# that share of the GPU's BF16 peak, a measured kernel rate, not at the fitted eta_flops.
+SPARSE_MLA_KERNEL_EFF = {"hopper-hbm": round(640 / 989, 3), "blackwell-hbm": round(1450 / 2250, 3)}
 
 
 @dataclass(frozen=True)
@@ -208,16 +213,47 @@ class StepModel:
 
     def attention_flops(self, tokens: float, context: float, decode: bool = True) -> float:
         """Attention FLOPs on one GPU for ``tokens`` queries at ``context``: the heads split by
-        TP, the DSA indexer's scores on every TP rank."""
+        TP, the DSA indexer's scores on every TP rank; a DSA prefill in the sparse kernel
+        (:meth:`sparse_prefill_flops`) unless it runs dense (:meth:`dense_prefill`)."""
+        dense = attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
         if not self.dsa_layers:
-            return tokens * attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
-        if decode:
-            main = attention_flops_per_token(self.model, context) / self.lay.tp
-        else:  # ``context`` = past + tokens/2 (see prefill)
-            attended = sparse_prefill_attended(self.model, context - tokens / 2.0, tokens)
-            main = (self.dsa_layers * self.prefill_heads * sparse_mla_flops_per_head(self.model)
-                    * attended)
+            return tokens * dense
+        sparse = 0.0 if decode else self.sparse_prefill_flops(tokens, context)
+        main = sparse / tokens if sparse else dense
         return tokens * (main + indexer_flops_per_token(self.model, context))
+
+    def sparse_prefill_flops(self, tokens: float, context: float) -> float:
+        """FLOPs of the DSA sparse MLA prefill on one GPU (0 without DSA): ``tokens`` queries at
+        mean ``context`` (past + tokens/2), each over its attended top-k tokens, in the absorbed
+        form with the kernel's padded heads (:attr:`prefill_heads`)."""
+        if not self.dsa_layers or self.dense_prefill(context + tokens / 2.0):
+            return 0.0
+        attended = sparse_prefill_attended(self.model, context - tokens / 2.0, tokens)
+        return (tokens * self.dsa_layers * self.prefill_heads
+                * sparse_mla_flops_per_head(self.model) * attended)
+
+    def dense_prefill(self, kv_len: float) -> bool:
+        """Whether a DSA prefill whose longest sequence reaches ``kv_len`` tokens runs dense MHA
+        (expanded MLA over every token) instead of the sparse kernel: SGLang does so up to the
+        indexer's top-k (``SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD``, set to
+        ``index_topk`` for DSA models), where top-k attention is all of them; on Blackwell only
+        for MLA heads of 192 / 128 (its dense kernel, FlashInfer's ``trtllm_ragged_attention_
+        deepseek``, takes no other; SGLang sets the threshold to 0 for GLM-5's 256-wide values:
+        server_args.py, "Force NSA prefill to use sparse MLA ... on Blackwell")."""
+        d = dsa(self.model)
+        if not d or kv_len > d[2]:
+            return False
+        if self.prof.gpu_class.startswith("blackwell"):
+            m = self.model
+            return (float(m.get("qk_nope_head_dim") or 128) + float(m.get("qk_rope_head_dim") or 64)
+                    == 192 and float(m.get("v_head_dim") or 128) == 128)
+        return True
+
+    @property
+    def sparse_kernel_eff(self) -> float | None:
+        """Share of the BF16 peak FlashMLA's sparse prefill kernel reaches on this GPU class
+        (:data:`SPARSE_MLA_KERNEL_EFF`), None where that kernel does not run."""
+        return SPARSE_MLA_KERNEL_EFF.get(self.prof.gpu_class)
 
     @property
     def prefill_heads(self) -> float:
@@ -252,12 +288,17 @@ class StepModel:
             return self.moe_tflops, 1.0
         return self.tflops, self.prof.eta_lowp if self.low_precision else 1.0
 
-    def compute_ms(self, gemm: float, moe: float, attention: float) -> float:
+    def compute_ms(self, gemm: float, moe: float, attention: float, sparse: float = 0.0) -> float:
         """Compute time; grouped expert GEMMs run at ``eta_moe`` of dense efficiency at their
-        own rate (:attr:`moe_rate`)."""
+        own rate (:attr:`moe_rate`); ``sparse``: the part of ``attention`` that FlashMLA's
+        sparse prefill kernel runs, at its measured share of the BF16 peak."""
         peak, lowp = self.moe_rate
         t_moe = moe / (peak * 1e12 * self.prof.eta_flops * lowp * self.prof.eta_moe) * 1e3
-        return self.flops_ms(gemm, attention) + t_moe
+        eff = self.sparse_kernel_eff
+        if not sparse or not eff:
+            return self.flops_ms(gemm, attention) + t_moe
+        t_sparse = sparse / (self.tflops16 * 1e12 * eff) * 1e3
+        return self.flops_ms(gemm, attention - sparse) + t_moe + t_sparse
 
     # -- steps --------------------------------------------------------------------------------
     def decode(self, batch: float, context: float) -> dict[str, float]:
@@ -296,16 +337,17 @@ class StepModel:
         tokens = max(tokens, 1.0)
         ctx = past + tokens / 2  # causal: mean context seen by a new token
         attn = self.attention_flops(tokens, ctx, decode=False)
+        sparse = self.sparse_prefill_flops(tokens, ctx)
         dp = self.lay.dp  # attention-DP ranks prefill in lockstep: experts see dp x tokens
         d0, m0 = self.linear_flops_per_token(dp, lm_head=False)
         d1, m1 = self.linear_flops_per_token(dp)
         gemm, moe = (tokens - 1) * d0 + d1, (tokens - 1) * m0 + m1
-        t_cmp = self.compute_ms(gemm, moe, attn)
+        t_cmp = self.compute_ms(gemm, moe, attn, sparse)
         t_comm = self.comm_ms(tokens, tokens * dp)
         n = self.n_chunks(tokens)
         t_ovh = n * self.prof.t_chunk_ms
         # DSA top-k over every query-key score of the prompt, per layer (TOPK_LOGIT_BYTES)
         t_topk = self.mem_ms(self.dsa_layers * tokens * ctx * TOPK_LOGIT_BYTES)
         return {"flops": gemm + moe + attn, "gemm_flops": gemm, "moe_flops": moe,
-                "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
+                "attn_flops": attn, "sparse_flops": sparse, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
                 "t_overhead": t_ovh, "t_topk": t_topk, "total": t_cmp + t_comm + t_ovh + t_topk}
