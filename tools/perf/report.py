@@ -164,8 +164,15 @@ indexer's scores (2 × `index_n_heads` × `index_head_dim` FLOPs per cached toke
 projections run whole on every TP rank (SGLang's `ReplicatedLinear`); a decode step pays the
 logits and top-k kernels' launch floors (21 µs per layer, measured on H200 in SGLang's stage
 profile) and a prefill the top-k over the scores (16 bytes per query-key pair at the
-decode bandwidth). Approximated: in prefill the top-k cap applies to the mean context, and the
-indexer's projection, norm, rotary and quantisation kernels add no launch floor of their own.
+decode bandwidth). A prompt longer than the top-k prefills in FlashMLA's sparse kernel (session
+31): absorbed MLA (2 × 576 + 2 × 512 FLOPs per head and attended token) over each token's
+min(position, top-k) tokens, with the query heads on a GPU padded to 64 on Hopper and 128 on
+Blackwell (SGLang `_forward_flashmla_sparse`, vLLM `FlashMLASparseImpl`: GLM-5's 8 heads per GPU
+at TP 8 run as 128 on a B200), at the kernel's published BF16 rate (640 TFLOPS on H800, 1,450 on
+B200: 0.647 / 0.644 of the BF16 peak) instead of the fitted η_flops; a prompt within the top-k
+prefills with dense MHA (SGLang's `SGLANG_NSA_PREFILL_DENSE_ATTN_KV_LEN_THRESHOLD` = top-k),
+except GLM-5 on Blackwell (its 256-wide values do not fit the dense kernel there). Approximated:
+the indexer's projection, norm, rotary and quantisation kernels add no launch floor of their own.
 
 Checked alternatives: an M/D/1 queue on the prefill share `ρ = λ × t_prefill` (fits no better:
 ρ is small in these runs, the waiting is burst and admission, not random arrivals); a pure burst

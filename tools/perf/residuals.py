@@ -152,6 +152,26 @@ def within_campaign(recs: list[dict[str, Any]], metric: str) -> list[dict[str, A
             if x[key] is not None else x for x in recs]
 
 
+def implied_burst(recs: list[dict[str, Any]], min_c: float = 16.0) -> list[str]:
+    """Per campaign (model, backend, GPU, precision, prompt over 3,000 tokens) at ``min_c``+ in
+    flight: the median burst share φ the measured TTFT implies, (measured − the other predicted
+    terms) / ((C − 1)/2 × t_prefill), next to the fitted one."""
+    groups: dict[tuple[Any, ...], list[tuple[float, float]]] = defaultdict(list)
+    for x in recs:
+        unit = (x["c"] - 1) / 2 * x["t_pf"]
+        if x["ttft_meas"] and x["c"] >= min_c and unit > 0:
+            rest = x["ttft_pred"] - x["burst"]
+            groups[(x["model"], x["backend"], x["gpu"], x["precision"], x["isl"] > 3000)].append(
+                ((x["ttft_meas"] - rest) / unit, x["burst"] / unit))
+    lines = [f"{'campaign (model backend GPU precision long-prompt)':60s} {'n':>4s} "
+             f"{'implied phi':>11s} {'fitted':>7s}"]
+    for k in sorted(groups):
+        v = groups[k]
+        lines.append(f"{' '.join(map(str, k))[:60]:60s} {len(v):4d} "
+                     f"{quantile([a for a, _ in v], 0.5):11.3f} {v[0][1]:7.3f}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--metric", default="ttft", choices=("ttft", "tpot"))
@@ -165,9 +185,14 @@ def main(argv: list[str] | None = None) -> None:
                     help="subtract each (model, backend, GPU, precision) group's median error "
                          "first: how the error moves with layout, lengths or load inside one "
                          "campaign (e.g. --by layout)")
+    ap.add_argument("--implied-burst", action="store_true",
+                    help="the arrival-burst share each campaign's TTFT implies at C >= 16")
     a = ap.parse_args(argv)
     cal = yaml.safe_load(Path(a.calibration).read_text()) if a.calibration else None
     recs = records(cal)
+    if a.implied_burst:
+        print("\n".join(implied_burst(recs)))
+        return
     if a.within_campaign:
         recs = within_campaign(recs, a.metric)
     if a.ceiling:
