@@ -38,6 +38,14 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 32 (main, base ed4b698; issue #13). The DSA prefill runs the sparse MLA kernel's
+FLOPs (padded heads, absorbed form) at its published rate, dense MHA within the top-k; SGLang
+refitted. Paired run against ed4b698 at 43146b5 (5 runs each) on a machine about 2 x faster
+than session 30's (chat-70b-online 0.68 s here against 1.30 s there): every example within
+0.93-1.01 x of its before time (median ratio 0.99; deepseek-v3-online 0.53 -> 0.52 s),
+`rules test` 2.02 -> 2.04 s, +3,000 rules 1.00 -> 1.05 s, +10,000 rules 1.98 -> 2.04 s: within
+noise.
+
 Session 30 (main, base d9f9d98; issue #13). Each candidate carries the framework it will be
 served with and its estimates use that framework's measured profile (one more candidate
 attribute, one more argument to the sizing functions; MLA models now run SGLang's constants).
