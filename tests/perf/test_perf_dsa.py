@@ -126,14 +126,15 @@ def test_sparse_prefill_runs_at_the_kernels_measured_bf16_rate(cat):
     assert pf["sparse_flops"] == sparse > 0
     t_sparse = sparse / (sm.tflops16 * 1e12 * 0.644) * 1e3
     assert pf["t_compute"] == pytest.approx(
-        sm.compute_ms(pf["gemm_flops"], pf["moe_flops"], pf["attn_flops"] - sparse) + t_sparse)
+        sm.compute_ms(pf["gemm_flops"], pf["moe_flops"], pf["attn_flops"] - sparse) + t_sparse
+        + sm.route_ms(tokens))
     # a GPU class without the kernel runs the same FLOPs through the fitted attention rate
     r = cat.gpu("RTX PRO 6000 Blackwell Server")
     other = StepModel.build(glm, r, Layout(8), "fp4", "fp8", profile(r, "sglang"))
     assert other.sparse_kernel_eff is None
     o = other.prefill(tokens)
     assert o["t_compute"] == pytest.approx(other.compute_ms(o["gemm_flops"], o["moe_flops"],
-                                                            o["attn_flops"]))
+                                                            o["attn_flops"]) + other.route_ms(tokens))
 
 
 def test_short_prompts_prefill_dense_except_glm5_on_blackwell(cat):

@@ -62,3 +62,44 @@ def test_expert_gemms_never_run_above_the_precisions_peak(cat):
 @pytest.mark.skipif(not OPS_DIR.is_dir(), reason="../shared/data/ops not present")
 def test_shipped_rates_are_what_the_kernel_tables_give():
     assert fit_moe(OPS_DIR) == load_calibration()["moe_kernels"]
+
+
+def test_route_bytes_recover_the_activation_traffic_no_slice_shares():
+    """A synthetic table, latency = slices' work / moe_tp + launch floor + routed elements x
+    12 bytes at 4,000 GB/s: the fit returns the 12 bytes, whatever the slice work and floor."""
+    from servewise.engine.domain.perf.kernels import route_bytes
+
+    bw, per_elem = 4000.0, 12.0
+    tab = {}
+    for h, i, k, e in ((4096, 1536, 8, 128), (7168, 2048, 8, 256)):
+        for tp in (1, 2, 4, 8):
+            lat = {}
+            for t in (1024, 2048, 4096, 8192):
+                work = 6 * t * k * h * i / 400e12 * 1e3  # ms at 400 TFLOPS
+                lat[t] = work / tp + 0.05 + t * k * h * per_elem / (bw * 1e9) * 1e3
+            tab[("fp8_block", (h, i, k, e, tp, 1))] = lat
+    assert route_bytes(tab, "fp8_block", bw) == pytest.approx(per_elem, rel=1e-3)
+    assert route_bytes(tab, "nvfp4", bw) is None  # no such kernel measured
+
+
+def test_routing_traffic_does_not_shrink_with_tensor_parallel_experts(cat):
+    """The measured fused-MoE kernels permute every (token, expert) pair on each MoE-TP rank:
+    that part of a prefill is the same at TP 1 and TP 8, an EP rank does its 1/ep share, and a
+    dense model has none."""
+    from servewise.engine.domain.perf.memory import Layout
+    from servewise.engine.domain.perf.timing import StepModel
+
+    gpu, model = cat.gpu("B200"), cat.model("MiniMax-M2.5")
+    prof = profile(gpu, "vllm")
+    sms = {lay: StepModel.build(model, gpu, lay, "fp8", "fp8", prof)
+           for lay in (Layout(1), Layout(8), Layout(8, ep=8))}
+    one, tp8, ep8 = (sm.route_ms(8192) for sm in sms.values())
+    assert one > 0 and tp8 == pytest.approx(one) and ep8 == pytest.approx(one / 8)
+    route = moe_kernel_rates(gpu, "fp8").route
+    assert sms[Layout(1)].moe_route_bytes == route > 0
+    # 62 MoE layers x 8,192 tokens x top-8 x hidden 3,072 x the bytes, at 8,000 GB/s
+    assert one == pytest.approx(62 * 8192 * 8 * 3072 * route / 8000e9 * 1e3)
+    dense = StepModel.build(cat.model("Llama-3.1-8B"), gpu, Layout(1), "fp8", "fp8", prof)
+    assert dense.route_ms(8192) == 0.0
+    b300 = moe_kernel_rates(cat.gpu("B300"), "fp8")
+    assert b300.route == route  # same class, nearest bandwidth: B200's

@@ -448,7 +448,13 @@ HEADER = """\
 #   INT4 experts at eta_moe x read and multiplies expert GEMMs at the BF16 peak x multiply
 #   (calibration.moe_kernel_rates: read from the GPU or its class's nearest-bandwidth measured
 #   GPU, multiply the class median); a class without kernel data uses the precision's peak x
-#   eta_lowp.
+#   eta_lowp. `route`: bytes per routed (token x hidden) element at the GPU's datasheet
+#   bandwidth that the kernels move whatever the expert slice (permuting, scattering and
+#   gathering every (token, expert) pair's activations on each MoE-TP rank): the intercepts of
+#   latency against 1/moe_tp (EP 1, >= 1,024 tokens, three or more TP sizes) rise with
+#   tokens x top-k x hidden by this slope (Theil-Sen over shapes and token counts); the serving
+#   model adds moe_layers x tokens x k x hidden / ep x route bytes at the bandwidth to every
+#   step's compute (from the GPU or its class's nearest-bandwidth measured GPU).
 # Not fitted (documented priors): memory overhead 1.5 GiB + activations (engine/domain/perf/memory.py),
 #   prefill chunk sizes (engine/domain/perf/calibration.py CHUNK_TOKENS).
 # Refit: warm start from the shipped constants, at most FIT_MAX_NFEV (default 40) iterations.

@@ -132,6 +132,16 @@ def sparse_prefill_attended(m: dict[str, Any], past: float, tokens: float) -> fl
     return ((k * k - lo * lo) / 2.0 + k * (hi - k)) / (hi - lo)
 
 
+def moe_layers(m: dict[str, Any], p: Params) -> float:
+    """Layers with routed experts: one expert's parameters over all layers / (3 x hidden x the
+    expert's intermediate size) (DeepSeek-R1: 58 of 61, GLM-5: 75 of 78); 0 for a dense model."""
+    if p.num_experts <= 1:
+        return 0.0
+    h = _num(m, "hidden_size", 0)
+    inter = _num(m, "moe_intermediate_size") or _num(m, "intermediate_size", 0)
+    return float(round(p.per_expert / (3 * h * inter))) if h and inter else float(p.layers)
+
+
 def sparse_mla_flops_per_head(m: dict[str, Any]) -> float:
     """FLOPs per query head and attended token of MLA in the absorbed (MQA) form that the
     sparse kernels run for prefill and decode alike: scores over the ``kv_lora_rank + rope``

@@ -200,6 +200,7 @@ class MoeKernelRates:
     read: float                # expert-read efficiency relative to FP8 (INT4: Marlin de-quantises)
     multiply: float | None     # grouped expert GEMM rate relative to BF16 (None: not measured)
     source: str
+    route: float = 0.0         # bytes per routed (token x hidden) element no slice shares (0: none)
 
 
 def moe_kernel_rates(gpu: dict[str, Any], precision: str,
@@ -207,7 +208,9 @@ def moe_kernel_rates(gpu: dict[str, Any], precision: str,
     """The ``moe_kernels`` rates of ``precision`` on ``gpu``.
 
     ``read`` (memory-bound: it depends on the bandwidth the de-quantisation has to keep up
-    with) is the GPU's own where its kernels were measured, else that of the measured GPU of
+    with) and ``route`` (the activation traffic of the routing, in bytes at the GPU's
+    bandwidth; a precision not measured on that GPU takes the median of its measured ones) are
+    the GPU's own where its kernels were measured, else that of the measured GPU of
     its class nearest in memory bandwidth (B300 and GB200 take B200's, H100 PCIe and H20
     H100 SXM's, L4 and L20 L40S's). ``multiply`` (compute-bound: the same tensor cores in a
     class) is the median over the class's measured GPUs, so H200 never multiplies slower than
@@ -238,12 +241,15 @@ def _moe_kernel_rates(gpu: dict[str, Any], precision: str,
     p = str(precision).lower()
     name = str(gpu.get("id")) if str(gpu.get("id")) in table else same[0][1]
     read = float((table[name].get("read") or {}).get(p, 1.0))
+    routes = table[name].get("route") or {}
+    route = float(routes.get(p) or (statistics.median(routes.values()) if routes else 0.0))
     mults = sorted(float(m) for _, g in same
                    if (m := (table[g].get("multiply") or {}).get(p)) is not None)
     mult = statistics.median(mults) if mults else None
     how = "measured on it" if name == str(gpu.get("id")) else f"read: {name}'s, same class"
     return MoeKernelRates(read, mult, f"vLLM fused-MoE kernels ({how}; multiply: median of "
-                                      f"{', '.join(g for _, g in sorted(same, key=lambda x: x[1]))})")
+                                      f"{', '.join(g for _, g in sorted(same, key=lambda x: x[1]))})",
+                          route)
 
 
 def _widen(band: dict[str, list[float]], factor: float) -> dict[str, list[float]]:

@@ -77,6 +77,7 @@ MOE_DTYPE_BYTES = {"bfloat16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "int4_wo": 0.5
                    "nvfp4": 0.5 + 1.0 / 16}
 READ_TOKENS = (1, 2, 4)            # decode: the kernel reads the experts touched
 MULTIPLY_TOKENS = (2048, 4096, 8192)  # prefill chunks of the engines' schedulers
+ROUTE_MIN_TOKENS = 1024  # all experts busy: the latency is the slices' work plus the routing
 # The precisions the serving model runs MoE layers in and the dtypes of the measured kernels:
 # FP8 MoE checkpoints (DeepSeek, MiniMax, Qwen3.5 FP8) are 128x128 block-scaled; per-tensor
 # FP8 where a GPU has no block-scaled table (L40S, RTX PRO 6000).
@@ -129,6 +130,41 @@ def _relative(tab: MoeTable, a: str, b: str, tokens: tuple[int, ...], read: bool
     return None
 
 
+def route_bytes(tab: MoeTable, dtype: str, bandwidth_gbs: float) -> float | None:
+    """Bytes per routed (token x hidden) element that one GPU's fused-MoE kernel moves whatever
+    its expert slice, at the GPU's datasheet bandwidth: the permutation, scatter and gather of
+    the activations of every (token, expert) pair, which each of ``moe_tp`` ranks does in full.
+
+    Per shape and token count (>= ROUTE_MIN_TOKENS, EP 1, three or more MoE TP sizes) the
+    latency is split by a least-squares line in ``1 / moe_tp`` into the part the slices share
+    out (the expert GEMMs and weight reads) and the intercept they do not; the intercepts,
+    over shapes and token counts, rise with ``tokens x top-k x hidden`` by a robust
+    (Theil-Sen) slope, which is returned in bytes; the launch floor is their constant part."""
+    by_t: dict[tuple[tuple[int, ...], int], dict[int, float]] = defaultdict(dict)
+    for (d, shape), lat in tab.items():
+        if d != dtype or shape[5] != 1:
+            continue
+        for t, ms in lat.items():
+            if t >= ROUTE_MIN_TOKENS:
+                by_t[(shape[:4], t)][shape[4]] = ms
+    pts = []
+    for ((h, _, k, _), t), by_tp in sorted(by_t.items()):
+        if len(by_tp) < 3:
+            continue
+        xs = [1.0 / tp for tp in by_tp]
+        ys = list(by_tp.values())
+        mx, my = statistics.fmean(xs), statistics.fmean(ys)
+        slope = (sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True))
+                 / sum((x - mx) ** 2 for x in xs))
+        pts.append((float(t * k * h), my - slope * mx))
+    pts.sort()
+    slopes = [(b[1] - a[1]) / (b[0] - a[0]) for i, a in enumerate(pts) for b in pts[i + 1:]
+              if b[0] > 1.2 * a[0]]
+    if not slopes:
+        return None
+    return round(statistics.median(slopes) * 1e-3 * bandwidth_gbs * 1e9, 2)
+
+
 def fit_moe(ops: Path) -> dict[str, Any]:
     """The ``moe_kernels`` section: per measured GPU, ``read`` (INT4 expert reads relative to
     FP8) and ``multiply`` (grouped expert GEMM rate relative to BF16, per precision)."""
@@ -153,8 +189,14 @@ def fit_moe(ops: Path) -> dict[str, Any]:
             r = _relative(tab, d, "bfloat16", MULTIPLY_TOKENS, read=False) if d else None
             if r is not None:
                 multiply[prec] = round(r, 3)
+        route = {}
+        for prec in ("bf16", "fp8", "fp4", "int4"):
+            d = next((x for x in MOE_KERNEL_DTYPE[prec] if x in dtypes), None)
+            r = route_bytes(tab, d, float(gpu["bandwidth_gbs"])) if d else None
+            if r is not None:
+                route[prec] = r
         by_gpu[gpu["id"]] = {"class": gpu_class(gpu), "bandwidth_gbs": gpu["bandwidth_gbs"],
-                             "read": read, "multiply": multiply}
+                             "read": read, "multiply": multiply, "route": route}
     return {"by_gpu": by_gpu}
 
 

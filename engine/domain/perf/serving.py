@@ -220,13 +220,14 @@ COMPUTE_FORMULA = (
     "t_compute_ms = gemm_gflops / (peak_tflops x eta_flops x eta_lowp) + moe_gflops /"
     " (moe_peak_tflops x eta_flops x eta_lowp_moe x eta_moe) + (attention_gflops -"
     " sparse_mla_gflops) / (attention_peak_tflops x eta_flops x eta_lowp_attention) +"
-    " sparse_mla_gflops / (bf16_peak_tflops x sparse_kernel_eff)")
+    " sparse_mla_gflops / (bf16_peak_tflops x sparse_kernel_eff) + moe_route_gb / bw_gbs x 1e3")
 
 
 def compute_values(sm: StepModel, gemm: float, moe: float, attn: float,
-                   sparse: float = 0.0) -> dict[str, Any]:
+                   sparse: float = 0.0, route_tokens: float = 0.0) -> dict[str, Any]:
     """The printed inputs of :data:`COMPUTE_FORMULA` (FLOPs in GFLOP); ``sparse``: the part of
-    ``attn`` FlashMLA's sparse prefill kernel runs (counted only where that kernel runs)."""
+    ``attn`` FlashMLA's sparse prefill kernel runs (counted only where that kernel runs);
+    ``route_tokens``: tokens the step routes through the MoE layers."""
     prof = sm.prof
     moe_peak, lowp_moe = sm.moe_rate
     eff = sm.sparse_kernel_eff
@@ -237,7 +238,8 @@ def compute_values(sm: StepModel, gemm: float, moe: float, attn: float,
             "attention_gflops": attn / 1e9, "attention_peak_tflops": sm.attn_tflops,
             "eta_lowp_attention": prof.eta_lowp if sm.attn_tflops > sm.tflops16 else 1.0,
             "sparse_mla_gflops": (sparse if eff else 0.0) / 1e9, "bf16_peak_tflops": sm.tflops16,
-            "sparse_kernel_eff": eff or 1.0}
+            "sparse_kernel_eff": eff or 1.0, "moe_route_gb": sm.route_bytes(route_tokens) / 1e9,
+            "bw_gbs": sm.bw_gbs}
 
 
 def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
@@ -296,7 +298,7 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
               if p.is_moe else "moe_read = 1: a dense model has no routed experts")),
         Step("decode_compute",
              COMPUTE_FORMULA,
-             compute_values(sm, d["gemm_flops"], mf, d["attn_flops"]),
+             compute_values(sm, d["gemm_flops"], mf, d["attn_flops"], 0.0, d["route_tokens"]),
              d["t_compute"], "ms",
              "eta_lowp applies to native 8/4-bit GEMMs; the grouped expert GEMMs run at the "
              "measured fused-MoE kernels' rate relative to BF16 where the GPU class has kernel "
@@ -328,7 +330,7 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
         Step("prefill_compute",
              COMPUTE_FORMULA,
              {**compute_values(sm, pf["gemm_flops"], pf["moe_flops"], pf["attn_flops"],
-                               pf["sparse_flops"]),
+                               pf["sparse_flops"], pf["route_tokens"]),
               "isl": isl}, pf["t_compute"], "ms",
              "isl tokens x 2 x weights per GPU (lm_head for the last token only; experts see "
              "dp x isl tokens) + causal attention at mean context isl/2; under DSA each token "
@@ -701,7 +703,7 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
     tokens = concurrency * isl
     dense, moe = sm.linear_flops_per_token(lm_head=False)
     attn = tokens * attention_flops_per_token(model, isl, decode=False) / tp
-    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn)
+    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn) + sm.route_ms(tokens)
     t_comm = sm.comm_ms(tokens, tokens)
     t_ovh = sm.overhead_ms(concurrency) + sm.n_chunks(tokens) * prof.t_chunk_ms
     t_step = t_cmp + t_comm + t_ovh
@@ -713,7 +715,7 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
              sm.tflops, "TFLOPS"),
         Step("encoder_compute",
              COMPUTE_FORMULA,
-             compute_values(sm, tokens * dense, tokens * moe, attn),
+             compute_values(sm, tokens * dense, tokens * moe, attn, 0.0, tokens),
              t_cmp, "ms", "a batch of concurrency x isl tokens; bidirectional attention over "
                           "the whole input; no lm_head"),
         Step("encoder_step", "t_step_ms = t_compute_ms + t_comm_ms + t_overhead_ms",

@@ -29,6 +29,7 @@ from servewise.engine.domain.perf.architecture import (
     indexer_flops_per_token,
     kv_layers,
     kv_shard_factor,
+    moe_layers,
     params,
     sparse_mla_flops_per_head,
     sparse_prefill_attended,
@@ -94,6 +95,8 @@ class StepModel:
     moe_note: str = ""
     index_tok_gpu: float = 0.0  # DSA index-key bytes per token on one GPU (every context token)
     dsa_layers: float = 0.0     # layers running the DSA indexer (0: dense attention)
+    moe_route_bytes: float = 0.0  # fused-MoE bytes per routed (token x hidden) element, per GPU
+    moe_layers: float = 0.0     # layers with routed experts
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
@@ -127,7 +130,8 @@ class StepModel:
                    moe_read=moe.read if moe else 1.0,
                    moe_tflops=float(t16 or tflops) * mult if mult else 0.0,
                    moe_note=moe.source if moe else "",
-                   index_tok_gpu=index_gpu, dsa_layers=kv_layers(model) if dsa(model) else 0.0)
+                   index_tok_gpu=index_gpu, dsa_layers=kv_layers(model) if dsa(model) else 0.0,
+                   moe_route_bytes=moe.route if moe else 0.0, moe_layers=moe_layers(model, p))
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
@@ -300,6 +304,21 @@ class StepModel:
         t_sparse = sparse / (self.tflops16 * 1e12 * eff) * 1e3
         return self.flops_ms(gemm, attention - sparse) + t_moe + t_sparse
 
+    def route_bytes(self, stage_tokens: float) -> float:
+        """Bytes the fused-MoE kernels move on one GPU to route ``stage_tokens`` tokens through
+        the MoE layers: every (token, expert) pair's activations, permuted, scattered and
+        gathered by each of the ``moe_tp`` ranks in full (an EP rank only for its 1/ep share of
+        the experts), at the measured kernels' ``moe_route_bytes`` per hidden element."""
+        if not self.moe_route_bytes:
+            return 0.0
+        ep = max(1, min(self.lay.ep, self.p.num_experts or 1))
+        return (self.moe_layers * stage_tokens * self.p.experts_per_token * self.hidden / ep
+                * self.moe_route_bytes)
+
+    def route_ms(self, stage_tokens: float) -> float:
+        """:meth:`route_bytes` at the GPU's datasheet bandwidth (the kernel fit's unit)."""
+        return self.route_bytes(stage_tokens) / (self.bw_gbs * 1e9) * 1e3
+
     # -- steps --------------------------------------------------------------------------------
     def decode(self, batch: float, context: float) -> dict[str, float]:
         """One decode step for ``batch`` sequences per DP rank at mean ``context`` tokens."""
@@ -314,13 +333,14 @@ class StepModel:
         attn = self.attention_flops(batch, context) / mb
         dense, moe = self.linear_flops_per_token(self.lay.dp)
         gemm, moe = batch * dense / mb, batch * moe / mb
-        t_cmp = self.compute_ms(gemm, moe, attn)
+        route = stage_tokens / mb
+        t_cmp = self.compute_ms(gemm, moe, attn) + self.route_ms(route)
         t_comm = self.comm_ms(batch, stage_tokens)
         t_ovh = self.overhead_ms(batch)
         return {"bytes": nbytes, "weights_bytes": self.dense_bytes + w_exp, "kv_bytes": kv,
                 "t_mem": t_mem, "flops": gemm + moe + attn, "gemm_flops": gemm,
-                "moe_flops": moe, "attn_flops": attn, "t_compute": t_cmp, "t_comm": t_comm,
-                "t_overhead": t_ovh, "total": t_mem + t_cmp + t_comm + t_ovh}
+                "moe_flops": moe, "attn_flops": attn, "route_tokens": route, "t_compute": t_cmp,
+                "t_comm": t_comm, "t_overhead": t_ovh, "total": t_mem + t_cmp + t_comm + t_ovh}
 
     def prefill_once(self, tokens: float) -> dict[str, float]:
         """:meth:`prefill` of ``tokens`` (no cached tokens), computed once per step model (a
@@ -342,12 +362,13 @@ class StepModel:
         d0, m0 = self.linear_flops_per_token(dp, lm_head=False)
         d1, m1 = self.linear_flops_per_token(dp)
         gemm, moe = (tokens - 1) * d0 + d1, (tokens - 1) * m0 + m1
-        t_cmp = self.compute_ms(gemm, moe, attn, sparse)
+        t_cmp = self.compute_ms(gemm, moe, attn, sparse) + self.route_ms(tokens * dp)
         t_comm = self.comm_ms(tokens, tokens * dp)
         n = self.n_chunks(tokens)
         t_ovh = n * self.prof.t_chunk_ms
         # DSA top-k over every query-key score of the prompt, per layer (TOPK_LOGIT_BYTES)
         t_topk = self.mem_ms(self.dsa_layers * tokens * ctx * TOPK_LOGIT_BYTES)
         return {"flops": gemm + moe + attn, "gemm_flops": gemm, "moe_flops": moe,
-                "attn_flops": attn, "sparse_flops": sparse, "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
+                "attn_flops": attn, "sparse_flops": sparse, "route_tokens": tokens * dp,
+                "t_compute": t_cmp, "t_comm": t_comm, "n_chunks": n,
                 "t_overhead": t_ovh, "t_topk": t_topk, "total": t_cmp + t_comm + t_ovh + t_topk}
