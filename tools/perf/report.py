@@ -78,9 +78,19 @@ B200 0.44, L40S 0.33, RTX PRO 6000 0.84; the median over the shapes measured in 
 relative to BF16 (block-scaled FP8 1.6 × on Hopper but 0.78 × on B200, NVFP4 1.8 × on B200,
 per-tensor FP8 1.4–1.5 × on L40S / RTX PRO 6000; 2,048–8,192 tokens; the median over a class's
 measured GPUs; never above the precision's own peak: W4A16 multiplies in 16 bit) instead of the
-precision's peak × η_lowp. A GPU without kernel data takes the
-read rate of its class's measured GPU nearest in bandwidth; a class without one keeps the
-precision's peak × η_lowp. Reading and computing are
+precision's peak × η_lowp. **Routing traffic** (session 32): the same tables show a part of
+each fused-MoE call that MoE tensor parallelism does not divide. Per shape and token count
+(≥ 1,024 tokens, EP 1, three or more TP sizes) latency is a line in `1 / moe_tp`; its
+intercept rises with `tokens × top-k × hidden` by `route` bytes per element at the GPU's
+datasheet bandwidth (Theil-Sen slope over shapes and token counts: block FP8 10.6 H100, 13.6
+H200, 7.5 B200; NVFP4 7.0 B200, 9.1 RTX PRO 6000; BF16 6.3–11.0). This is the permutation,
+scatter and gather of every (token, expert) pair's activations, which each of the `moe_tp`
+ranks does in full. Every step adds `moe_layers × T × k × hidden / ep × route / bw` to its
+compute, with `T` the tokens routed (prefill `isl × dp`, decode `B × dp`). At 8,192 tokens
+this is 20–60 % of the kernel's time at MoE TP 8 (NVFP4 on B200: 0.23 of 0.30 ms for
+MiniMax-M2.5's shape). A GPU without kernel data takes the read and route rates of its class's
+measured GPU nearest in bandwidth; a class without one keeps the precision's peak × η_lowp and
+no route term. Reading and computing are
 added (at served batch sizes they overlap little; the max() of a roofline fitted worse).
 `t_seq` is the per-sequence engine cost (sampling, detokenisation, scheduling in Python): it is
 what keeps SGLang Llama-3.1-8B at ~30 ms TPOT with 512 sequences on eight H200 although the
@@ -293,16 +303,16 @@ on the rows of its profile; SLA checks use the upper side.
 
 ## Known limits (issue #13 refit on all shared data)
 
-* **Targets.** Fitted on all shared data the model reaches TPOT 9.7 %, TTFT 18.5 % and offline
-  throughput 8.9 % median APE (targets 8 / 15 / 12 %; session 29, with the measured fused-MoE
-  kernel rates and the kernel-held η_lowp): the offline target is met, TPOT and TTFT are not. A
-  free correction factor per (model, backend, GPU) would leave 8.1 / 15.2 %
+* **Targets.** Fitted on all shared data the model reaches TPOT 9.2 %, TTFT 18.1 % and offline
+  throughput 8.7 % median APE (targets 8 / 15 / 12 %; session 32, with the measured fused-MoE
+  kernel rates, their routing traffic and the kernel-held η_lowp): the offline target is met,
+  TPOT and TTFT are not. A free correction factor per (model, backend, GPU) would leave 7.8 / 15.5 %
   (`python -m tools.perf.residuals --ceiling`): the rest is how predictions respond to
   precision, layout, lengths and load within a campaign. The 2026 rows are other
   campaigns (aiconfigurator's sample: MiniMax-M2.5, Kimi-K2.5, GLM-5, Qwen3.5-397B on
   B200/B300/H200 with vLLM and SGLang) fitted with the same per-backend engine constants as the
-  2025 rows; by model the largest TPOT errors are GLM-5 (24 %), Qwen3-235B (18 %: vLLM 0.12 with
-  attention DP on H200, 50–65 % too fast) and DeepSeek-R1 (15 %).
+  2025 rows; by model the largest TPOT errors are Qwen3-235B (18 %: vLLM 0.12 with
+  attention DP on H200, 40–60 % too fast), DeepSeek-R1 (15 %) and GLM-5 (14 %).
 * **Constants at a bound.** Not met either (33 within 6 % of a bound, not counting the held
   η_lowp and dp_wait): t_layer sits at its 60 µs cap (TRT-LLM, vLLM), t_chunk at its floor
   (TRT-LLM), t_step at its floor (vLLM, SGLang), k_step at its floor (SGLang); η_bw at its 0.92
