@@ -38,6 +38,13 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 32, second run (main, base 6a4897c; issue #13): the fused-MoE routing term in every
+step and all backends refitted; 17 examples plan other GPUs, so they fire other rules. Paired
+against 6a4897c (5 runs each): every example within 0.92-1.07 x of its before time (median ratio
+1.00; rack-limited-site 0.63 -> 0.68 s and site-8kw-air 0.68 -> 0.73 s, which now check HGX
+4-GPU servers; saas-five-tenants 3.22 -> 2.98 s), `rules test` 2.26 -> 2.27 s, +3,000 rules
+1.15 -> 1.10 s, +10,000 rules 2.22 -> 2.21 s.
+
 Session 32 (main, base ed4b698; issue #13). The DSA prefill runs the sparse MLA kernel's
 FLOPs (padded heads, absorbed form) at its published rate, dense MHA within the top-k; SGLang
 refitted. Paired run against ed4b698 at 43146b5 (5 runs each) on a machine about 2 x faster
