@@ -159,6 +159,8 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         return (f"{c['count']} × {c['model']} ({c['precision']}), tensor parallel "
                 f"{c['tensor_parallel']}{span}, {c['replicas']} replica(s), {c['per_server']} per server")
     if name == "servers" and c.get("count"):
+        if c.get("packed") and "; " in str(c["form"]):  # packed servers of different forms, listed below
+            return f"{c['count']} servers: {c['form']}"
         return f"{c['count']} × {c['form']}"
     if name == "cpu" and c.get("model"):
         return f"{c['sockets']} × {c['model']} ({c['cores_total']} cores)"

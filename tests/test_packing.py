@@ -55,6 +55,23 @@ def test_pack_servers_keeps_groups_and_dedicated_tenants() -> None:
     assert [p for p, _ in mig_gpu[0]] == ["c", "d"]
 
 
+def test_a_pool_that_must_spread_keeps_a_replica_outside_its_first_server() -> None:
+    """Under a vetoed single point of failure a pool's replicas (its spare included) must not all
+    sit in one server: first-fit would put a, b and c (3 GPUs each) on an 8-GPU server and the
+    remainder on a second; each spreading pool then keeps one replica on the other server."""
+    demands = [Demand(p, groups=3, spread=True) for p in "abc"]
+    servers = pack_servers(demands, 8)
+    assert sum(s.used for s in servers) == 9 and all(s.used <= 8 for s in servers)
+    for p in "abc":
+        assert sum(1 for s in servers if p in s.pools()) >= 2, p
+    # without the veto first-fit leaves a and b whole in the first server
+    plain = pack_servers([Demand(p, groups=3) for p in "abc"], 8)
+    assert [s.pools() for s in plain] == [["a", "b", "c"], ["c"]]
+    # a dedicated pool spreads over servers of its own; one replica has nothing to spread
+    own = pack_servers([Demand("d", groups=2, own_servers=True, spread=True), Demand("e", groups=1, spread=True)], 8)
+    assert [s.pools() for s in own] == [["d"], ["d"], ["e"]]
+
+
 def _pool(gpus: int, cores: float, ram: float, weights_gb: float, logs_tb: float) -> dict[str, Any]:
     return {"chosen.id": "x", "chosen.gpu": "L40S", "chosen.gpus": gpus, "chosen.tp": 1, "chosen.pp": 1,
             "chosen.per_server": gpus, "chosen.servers_per_replica": 1, "pack.unit": "gpu",

@@ -48,7 +48,8 @@ def demand(label: str, values: dict[str, Any]) -> Demand | None:
         return Demand(label, shares=[(float(values["pack.gpu_share"]), float(values["pack.memory_share"]))],
                       share_label=str(values["pack.slice_profile"]), own_servers=own)
     size = int(values.get("chosen.tp") or 1) * int(values.get("chosen.pp") or 1)
-    return Demand(label, group_size=size, groups=max(1, int(values["chosen.gpus"]) // size), own_servers=own)
+    return Demand(label, group_size=size, groups=max(1, int(values["chosen.gpus"]) // size), own_servers=own,
+                  spread=bool(values.get("pack.spread_servers")))
 
 
 def _v(values: dict[str, Any], key: str, default: float = 0.0) -> float:

@@ -90,6 +90,7 @@ class Demand:
     shares: list[tuple[float, float]] = field(default_factory=list)
     share_label: str | None = None
     own_servers: bool = False
+    spread: bool = False  # its replicas must not all sit in one server (a spare replica for availability)
 
 
 @dataclass
@@ -122,21 +123,49 @@ def _shared_gpus(demands: list[Demand]) -> list[list[tuple[str, str, float, floa
 
 def pack_servers(demands: list[Demand], capacity: int) -> list[Server]:
     """Servers of ``capacity`` GPUs holding every demand: pools with ``own_servers`` alone, the rest
-    first-fit decreasing (largest group first; a group never spans servers)."""
+    first-fit decreasing (largest group first; a group never spans servers); then a pool that must
+    ``spread`` and landed in one server moves one replica to another server (:func:`_spread`)."""
     servers: list[Server] = []
     for d in demands:  # dedicated servers first, in pool order
         if not d.own_servers:
             continue
+        first = len(servers)
         groups = [[(d.pool, "whole GPU")] * d.group_size for _ in range(d.groups)]
         groups += [[(d.pool, d.share_label or "share")] for _ in d.shares]
-        _ffd(servers, groups, capacity, new_only_from=len(servers))
+        _ffd(servers, groups, capacity, new_only_from=first)
+        _spread(servers, d, capacity, first)
     groups = [[(d.pool, "whole GPU")] * d.group_size for d in demands if not d.own_servers for _ in range(d.groups)]
     groups += [[(p, w) for p, w, _, _ in g] for g in _shared_gpus(demands)]
     start = len(servers)
     _ffd(servers, [g for g in groups if len(g) and g[0][1] == "whole GPU"], capacity, start)
     for shared in (g for g in groups if not (len(g) and g[0][1] == "whole GPU")):
         _place(servers, [shared], capacity, start)
+    for d in demands:
+        if not d.own_servers:
+            _spread(servers, d, capacity, start)
     return servers
+
+
+def _spread(servers: list[Server], d: Demand, capacity: int, start: int) -> None:
+    """A pool whose whole-GPU replicas all sit in one server although it must ``spread`` (a server
+    failure would take every replica, the spare included) moves its last replica to the first
+    other server from ``start`` with room for it, else to a new server."""
+    if not d.spread or d.groups < 2:
+        return
+    whole = [(d.pool, "whole GPU")]
+    homes = [s for s in servers[start:] if whole in s.gpus]
+    if len(homes) != 1:
+        return
+    src = homes[0]
+    mine = [k for k, g in enumerate(src.gpus) if g == whole][-d.group_size:]
+    for k in reversed(mine):
+        del src.gpus[k]
+    moved = [list(whole) for _ in range(d.group_size)]
+    for s in servers[start:]:
+        if s is not src and s.used + len(moved) <= capacity:
+            s.gpus.extend(moved)
+            return
+    servers.append(Server(capacity, moved))
 
 
 def _ffd(servers: list[Server], groups: list[list[tuple[str, str]]], capacity: int, new_only_from: int) -> None:
