@@ -38,6 +38,12 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 32, third run (main, base 4aca133): a packed pool's replicas spread over two servers
+under a vetoed single point of failure (packing.spread-replicas, one more rule). Paired against
+4aca133 (5 runs each): every example within 0.91-1.08 x of its before time (median ratio 0.99;
+multi-model-tenants 2.17 -> 2.25 s, saas-five-tenants 3.05 -> 3.08 s, the two plans it changes),
+`rules test` 2.27 -> 2.29 s, +3,000 rules 1.16 -> 1.19 s: within noise.
+
 Session 32, second run (main, base 6a4897c; issue #13): the fused-MoE routing term in every
 step and all backends refitted; 17 examples plan other GPUs, so they fire other rules. Paired
 against 6a4897c (5 runs each): every example within 0.92-1.07 x of its before time (median ratio
