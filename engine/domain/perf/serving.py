@@ -703,7 +703,7 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
     tokens = concurrency * isl
     dense, moe = sm.linear_flops_per_token(lm_head=False)
     attn = tokens * attention_flops_per_token(model, isl, decode=False) / tp
-    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn) + sm.route_ms(tokens)
+    t_cmp = sm.compute_ms(tokens * dense, tokens * moe, attn, route_tokens=tokens)
     t_comm = sm.comm_ms(tokens, tokens)
     t_ovh = sm.overhead_ms(concurrency) + sm.n_chunks(tokens) * prof.t_chunk_ms
     t_step = t_cmp + t_comm + t_ovh

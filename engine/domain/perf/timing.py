@@ -148,9 +148,14 @@ class StepModel:
         return 1.0 - (1.0 - self.p.experts_per_token / self.p.num_experts) ** max(tokens, 0.0)
 
     @property
+    def expert_groups(self) -> int:
+        """Expert-parallel groups the routed experts are split into: ``ep``, at most one per expert."""
+        return max(1, min(self.lay.ep, self.p.num_experts or 1))
+
+    @property
     def experts_per_gpu(self) -> float:
         """Routed experts held by one GPU of a stage (each a 1/moe_tp slice)."""
-        return self.p.num_experts / max(1, min(self.lay.ep, self.p.num_experts or 1))
+        return self.p.num_experts / self.expert_groups
 
     @property
     def moe_tp(self) -> int:
@@ -292,17 +297,21 @@ class StepModel:
             return self.moe_tflops, 1.0
         return self.tflops, self.prof.eta_lowp if self.low_precision else 1.0
 
-    def compute_ms(self, gemm: float, moe: float, attention: float, sparse: float = 0.0) -> float:
-        """Compute time; grouped expert GEMMs run at ``eta_moe`` of dense efficiency at their
-        own rate (:attr:`moe_rate`); ``sparse``: the part of ``attention`` that FlashMLA's
-        sparse prefill kernel runs, at its measured share of the BF16 peak."""
+    def compute_ms(self, gemm: float, moe: float, attention: float, sparse: float = 0.0,
+                   route_tokens: float = 0.0) -> float:
+        """Compute time (:data:`serving.COMPUTE_FORMULA`); grouped expert GEMMs run at ``eta_moe``
+        of dense efficiency at their own rate (:attr:`moe_rate`); ``sparse``: the part of
+        ``attention`` that FlashMLA's sparse prefill kernel runs, at its measured share of the
+        BF16 peak; ``route_tokens``: tokens the step routes through the MoE layers
+        (:meth:`route_ms`)."""
         peak, lowp = self.moe_rate
         t_moe = moe / (peak * 1e12 * self.prof.eta_flops * lowp * self.prof.eta_moe) * 1e3
+        t_route = self.route_ms(route_tokens) if route_tokens else 0.0
         eff = self.sparse_kernel_eff
         if not sparse or not eff:
-            return self.flops_ms(gemm, attention) + t_moe
+            return self.flops_ms(gemm, attention) + t_moe + t_route
         t_sparse = sparse / (self.tflops16 * 1e12 * eff) * 1e3
-        return self.flops_ms(gemm, attention - sparse) + t_moe + t_sparse
+        return self.flops_ms(gemm, attention - sparse) + t_moe + t_sparse + t_route
 
     def route_bytes(self, stage_tokens: float) -> float:
         """Bytes the fused-MoE kernels move on one GPU to route ``stage_tokens`` tokens through
@@ -311,9 +320,8 @@ class StepModel:
         the experts), at the measured kernels' ``moe_route_bytes`` per hidden element."""
         if not self.moe_route_bytes:
             return 0.0
-        ep = max(1, min(self.lay.ep, self.p.num_experts or 1))
-        return (self.moe_layers * stage_tokens * self.p.experts_per_token * self.hidden / ep
-                * self.moe_route_bytes)
+        return (self.moe_layers * stage_tokens * self.p.experts_per_token * self.hidden
+                / self.expert_groups * self.moe_route_bytes)
 
     def route_ms(self, stage_tokens: float) -> float:
         """:meth:`route_bytes` at the GPU's datasheet bandwidth (the kernel fit's unit)."""
@@ -334,7 +342,7 @@ class StepModel:
         dense, moe = self.linear_flops_per_token(self.lay.dp)
         gemm, moe = batch * dense / mb, batch * moe / mb
         route = stage_tokens / mb
-        t_cmp = self.compute_ms(gemm, moe, attn) + self.route_ms(route)
+        t_cmp = self.compute_ms(gemm, moe, attn, route_tokens=route)
         t_comm = self.comm_ms(batch, stage_tokens)
         t_ovh = self.overhead_ms(batch)
         return {"bytes": nbytes, "weights_bytes": self.dense_bytes + w_exp, "kv_bytes": kv,
@@ -362,7 +370,7 @@ class StepModel:
         d0, m0 = self.linear_flops_per_token(dp, lm_head=False)
         d1, m1 = self.linear_flops_per_token(dp)
         gemm, moe = (tokens - 1) * d0 + d1, (tokens - 1) * m0 + m1
-        t_cmp = self.compute_ms(gemm, moe, attn, sparse) + self.route_ms(tokens * dp)
+        t_cmp = self.compute_ms(gemm, moe, attn, sparse, tokens * dp)
         t_comm = self.comm_ms(tokens, tokens * dp)
         n = self.n_chunks(tokens)
         t_ovh = n * self.prof.t_chunk_ms
