@@ -58,7 +58,9 @@ def _workload_line(i: dict[str, Any]) -> str:
         load = f"Poisson arrivals at {i['request_rate']:g} requests/s (open loop)"
     else:
         load = f"{i['concurrency']} requests in flight" + (
-            " (open loop: Poisson arrivals)" if i.get("arrival") == "poisson" else " (closed loop)")
+            " (open loop: Poisson arrivals)" if i.get("arrival") == "poisson"
+            else " (closed loop, random lengths)" if i.get("request_lengths") == "random"
+            else " (closed loop)")
     return f"workload: isl {i['isl']}, osl {i['osl']}, {load}"
 
 
@@ -133,6 +135,11 @@ def estimate_text(d: dict[str, Any]) -> str:
 @click.option("--request-rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Offered requests/s (Poisson, open loop); requests in flight then follow "
                    "from Little's law and --concurrency is only the starting estimate.")
+@click.option("--request-lengths", type=click.Choice(("fixed", "random")), default="fixed",
+              show_default=True,
+              help="Closed loop: fixed (every request --isl / --osl tokens: the requests start "
+                   "and finish together and stay in step) or random (lengths drawn from a range "
+                   "whose means are --isl / --osl, e.g. a client's random range ratio below 1).")
 @click.option("--kv-precision", type=click.Choice(("bf16", "fp16", "fp8", "int8")),
               default=None, help="KV-cache format (default: fp8 with fp8/fp4 weights on GPUs "
                                  "with native FP8, else 16 bit).")
@@ -141,8 +148,8 @@ def estimate_text(d: dict[str, Any]) -> str:
 def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
                  precision: str, isl: int, osl: int | None, task: str, concurrency: int,
                  backend: str,
-                 arrival: str, request_rate: float | None, kv_precision: str | None,
-                 fmt: str) -> None:
+                 arrival: str, request_rate: float | None, request_lengths: str,
+                 kv_precision: str | None, fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
@@ -161,7 +168,8 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
     try:
         e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
                      concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
-                     attention_dp=attention_dp, arrival=arrival, request_rate=request_rate)
+                     attention_dp=attention_dp, arrival=arrival, request_rate=request_rate,
+                     request_lengths=request_lengths)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     d = e.to_dict()

@@ -183,6 +183,16 @@ def test_a_stated_receive_interval_is_used_and_a_bad_one_named():
     assert bad.skipped and "scheduler_recv_interval 'often'" in bad.skipped
 
 
+def test_request_lengths_fixed_unless_random_or_inferencex():
+    """InferenceX draws each length from [0.8 L, L] (its rows are read as random lengths); other
+    rows are fixed unless their request_lengths column says random; a bad value is named."""
+    assert _read(concurrency="8").lengths == "fixed"
+    assert _sglang(concurrency="8").lengths == "random"
+    assert _read(concurrency="8", request_lengths="Random").lengths == "random"
+    (bad,) = read_measured([{**BASE, "concurrency": "8", "request_lengths": "mixed"}])
+    assert bad.skipped and "request_lengths 'mixed'" in bad.skipped
+
+
 def _dsr1(**cols: str):
     (row,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200",
                              "source": "id=2026_04_06_deepseek_r1_b200_sxm_x", **cols}])

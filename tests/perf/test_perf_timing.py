@@ -361,6 +361,42 @@ def test_receive_interval_adds_its_wait_and_batch_to_closed_loop_ttft(cat):
     assert alone["ttft"] == solve(sm, isl=1024, osl=512, concurrency=1)["ttft"]
 
 
+def test_fixed_length_closed_loop_takes_the_lockstep_interference(cat):
+    """Fixed-length requests of a closed loop stay in step (SGLang does not mix prefill into
+    decode steps, so few prefills land on them): kappa = interference_lockstep; random lengths
+    and open-loop traffic take interference. Only TPOT's interference term differs."""
+    from servewise.engine.domain.perf.serving import _step_model, solve
+
+    sm = _step_model(cat.model("DeepSeek-R1"), cat.gpu("B200"), Layout(8, 1, 1, 1), "fp8",
+                     "sglang", None, None)
+    prof = sm.prof
+    assert prof.interference_lockstep < prof.interference  # fitted: SGLang's waves stay in step
+    fixed = solve(sm, isl=8192, osl=1024, concurrency=64)
+    rand = solve(sm, isl=8192, osl=1024, concurrency=64, lengths="random")
+    assert (fixed["kappa"], rand["kappa"]) == (prof.interference_lockstep, prof.interference)
+    assert fixed["dec"]["total"] == rand["dec"]["total"]
+    gap = (prof.interference - prof.interference_lockstep) * 63 * fixed["prefill"]["total"] / 1024
+    assert rand["tpot"] - fixed["tpot"] == pytest.approx(gap)
+    assert solve(sm, isl=8192, osl=1024, concurrency=64, arrival="poisson")["kappa"] == \
+        prof.interference
+    with pytest.raises(ValueError, match="lengths 'mixed'"):
+        solve(sm, isl=8192, osl=1024, concurrency=64, lengths="mixed")
+
+
+def test_a_calibration_without_the_lockstep_constant_uses_its_interference(cat):
+    """An older calibration file (no interference_lockstep) predicts as before."""
+    import copy
+
+    from servewise.engine.domain.perf.calibration import load_calibration
+
+    old = copy.deepcopy(load_calibration())
+    for entry in old["classes"].values():
+        for b in (entry.get("backends") or {}).values():
+            b.pop("interference_lockstep", None)
+    p = profile(cat.gpu("H100 SXM"), "sglang", old)
+    assert p.interference_lockstep == p.interference
+
+
 def test_eta_lowp_is_the_gemm_kernels_ratio_where_measured_and_the_prior_elsewhere(cat):
     """Held, not fitted: the class's measured FP8 / BF16 GEMM efficiency ratio (tools/perf/
     gemm.yaml) for every backend; a class without rows does not borrow another architecture's

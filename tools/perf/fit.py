@@ -39,6 +39,7 @@ from servewise.engine.domain.perf.calibration import (
     CALIBRATION_FILE,
     FALLBACK_BAND,
     FALLBACK_LINKS,
+    MIXED_PREFILL_BACKENDS,
     PARAMS,
     gpu_class,
 )
@@ -66,7 +67,8 @@ FP8_GEMM_SOURCE = ("https://gitea.d-robotics.cc/han.zhao/test_gpu_scripts/raw/co
 START = {**{k: centre for k, (centre, _) in PRIOR.items()},
          "t_step_ms": 1.0, "t_layer_us": 10.0, "t_seq_us": 10.0, "interference": 1.0,
          "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
-         "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0}
+         "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0,
+         "interference_lockstep": 1.0}
 # Physical ordering the fit must keep (engine/domain/perf/ordering.py checks the result): a
 # newer class's reference GPU, running the same backend's kernels, reads memory and multiplies
 # at 16 and 8 bit at least as fast as an older class's, since it has more of both. Where a
@@ -173,7 +175,7 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 # Engine (software) constants shared by every GPU class of a backend; the rest (hardware
 # efficiencies and campaign-dependent waits) are fitted per (class, backend).
 SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms",
-          "t_request_ms", "k_step", "burst", "t_in_token_us")
+          "t_request_ms", "k_step", "burst", "t_in_token_us", "interference_lockstep")
 PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
 # Per-class constants that only some rows exercise: without such a row in a class the data say
 # nothing of the constant, and the fit holds it at its round START value instead of letting the
@@ -206,7 +208,12 @@ def _warm(cls: str, backend: str, key: str) -> float:
     from servewise.engine.domain.perf.calibration import load_calibration
 
     entry = ((load_calibration().get("classes") or {}).get(cls) or {}).get("backends") or {}
-    v = (entry.get(backend) or {}).get(key, START[key])
+    b = entry.get(backend) or {}
+    if key == "interference_lockstep" and key not in b:  # new constant: start from kappa
+        key_from = "interference"
+    else:
+        key_from = key
+    v = b.get(key_from, START[key])
     lo, hi = BOUNDS[key]
     return min(max(float(v), lo * 1.05), hi / 1.05)
 
@@ -224,8 +231,9 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
     held = {f"{c}:{k}": START[k] for c in classes for k, uses in EXERCISED_BY.items()
             if not any(uses(r) for r in groups[c])}
     held.update({f"{c}:eta_lowp": v for c, v in kernel_lowp().items() if c in classes})
-    names = list(SHARED) + [f"{c}:{k}" for c in classes for k in PER_CLASS
-                            if f"{c}:{k}" not in held]
+    shared = [k for k in SHARED
+              if not (k == "interference_lockstep" and backend in MIXED_PREFILL_BACKENDS)]
+    names = shared + [f"{c}:{k}" for c in classes for k in PER_CLASS if f"{c}:{k}" not in held]
     base = [k.split(":")[-1] for k in names]
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])
@@ -237,6 +245,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
 
     def split(x: Any) -> dict[str, dict[str, float]]:
         v = {**held, **dict(zip(names, (float(a) for a in np.exp(x)), strict=True))}
+        v.setdefault("interference_lockstep", v["interference"])  # a mixed-prefill backend
         return {c: {k: v[k] if k in SHARED else v[f"{c}:{k}"] for k in PARAMS} for c in classes}
 
     order = _order_pairs(classes)
@@ -335,7 +344,7 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[st
     held-out refit must not start from constants that saw the held-out rows). ``backends``:
     refit only these (each backend is an independent fit), keep the shipped constants of the
     others (a model change that moves only one backend's rows)."""
-    from servewise.engine.domain.perf.calibration import load_calibration
+    from servewise.engine.domain.perf.calibration import _value, load_calibration
 
     only = {b.lower() for b in backends} if backends else None
     paths = [Path(p) for p in paths]
@@ -353,7 +362,7 @@ def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[st
             for c, b in measured:
                 entry = ((shipped.get(c) or {}).get("backends") or {}).get(be)
                 if b == be and entry:
-                    profiles[(c, be)] = _band_entry({k: entry[k] for k in PARAMS})
+                    profiles[(c, be)] = _band_entry({k: _value(entry, k) for k in PARAMS})
             continue
         fitted = fit_backend({c: _thin(groups[(c, b)]) for c, b in measured if b == be}, be,
                              max_nfev=max_nfev, warm=warm)
@@ -400,8 +409,9 @@ HEADER = """\
 # Written by `python -m tools.perf.fit`; do not edit by hand, refit instead.
 #
 # Per GPU class (architecture + memory technology) and backend (the engine costs t_step_ms,
-# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, t_request_ms, k_step, burst,
-# t_in_token_us are shared by all classes of a backend: one joint fit per backend):
+# t_layer_us, t_moe_layer_us, t_seq_us, t_chunk_ms, interference, interference_lockstep,
+# t_request_ms, k_step, burst, t_in_token_us are shared by all classes of a backend: one joint
+# fit per backend):
 #   eta_bw        achieved share of peak memory bandwidth in decode steps
 #   eta_flops     achieved share of peak dense tensor FLOPS (GEMMs and attention)
 #   eta_moe       efficiency of grouped expert GEMMs / expert reads relative to dense ones
@@ -409,6 +419,12 @@ HEADER = """\
 #   t_layer_us    cost per layer per step (small kernels: norms, rotary, routing)
 #   t_seq_us      cost per sequence per step (sampling, detokenisation, bookkeeping)
 #   interference  share kappa of other requests' prefill time that lands on decode steps
+#                 (open loop, and closed loops of random-length requests)
+#   interference_lockstep  kappa of a closed loop of fixed-length requests: they start and
+#                 finish together and stay in step, so fewer prefills land on decode steps
+#                 where the scheduler runs prefills as steps of their own (SGLang); vLLM and
+#                 TensorRT-LLM mix prefill chunks into decode steps: their value is their
+#                 interference (calibration.MIXED_PREFILL_BACKENDS, not fitted)
 #   t_chunk_ms    extra cost per prefill chunk (its own engine step)
 #   t_request_ms  fixed per-request latency before the first token (HTTP, tokenise)
 #   k_step        decode steps a new request waits before its prefill starts (runs whose recipe

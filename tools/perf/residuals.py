@@ -71,7 +71,8 @@ def _record(r: Row, cal: dict[str, Any] | None, file: str) -> dict[str, Any] | N
     except ValueError:
         return None
     s = solve(sm, isl=r.isl, osl=r.osl, concurrency=float(r.concurrency or 1),
-              limit=MAX_BATCH.get(sm.prof.backend, 1024), recv_interval=r.recv_interval)
+              limit=MAX_BATCH.get(sm.prof.backend, 1024), recv_interval=r.recv_interval,
+              lengths=r.lengths)
     pf = s["prefill"]
     terms = {"front": s["front"], "pf_compute": pf["t_compute"], "pf_comm": pf["t_comm"],
              "pf_chunks": pf["t_overhead"], "pf_topk": pf["t_topk"], "step_wait": s["step_wait"], "burst": s["burst"],

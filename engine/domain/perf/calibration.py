@@ -48,10 +48,10 @@ FALLBACK_PROFILE = {"eta_bw": 0.75, "eta_flops": 0.5, "eta_moe": 0.8, "t_step_ms
                     "t_layer_us": 20.0, "t_seq_us": 10.0, "interference": 1.0, "t_chunk_ms": 2.0,
                     "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.05,
                     "dp_wait": 1.0, "eta_lowp": 0.75, "t_moe_layer_us": 10.0,
-                    "t_in_token_us": 1.0}
+                    "t_in_token_us": 1.0, "interference_lockstep": 1.0}
 PARAMS = ("eta_bw", "eta_flops", "eta_moe", "t_step_ms", "t_layer_us", "t_seq_us", "interference",
           "t_chunk_ms", "t_request_ms", "k_step", "burst", "admission",
-          "dp_wait", "eta_lowp", "t_moe_layer_us", "t_in_token_us")
+          "dp_wait", "eta_lowp", "t_moe_layer_us", "t_in_token_us", "interference_lockstep")
 # Physical range of each constant: the fit's bounds, and the clip of a borrowed (ratio) profile.
 # eta_bw is capped at 92 %: more than that of peak HBM bandwidth is not reached by real kernels,
 # and without the cap the fit trades bandwidth against per-step overhead. t_layer is capped at
@@ -63,7 +63,15 @@ BOUNDS = {"eta_bw": (0.2, 0.92), "eta_flops": (0.05, 0.9), "eta_moe": (0.1, 1.0)
           "t_request_ms": (0.1, 500.0), "k_step": (0.01, 20.0), "burst": (0.001, 3.0),
           "admission": (0.001, 3.0),
           "dp_wait": (0.01, 200.0), "eta_lowp": (0.5, 1.0),
-          "t_moe_layer_us": (0.01, 300.0), "t_in_token_us": (0.001, 100.0)}
+          "t_moe_layer_us": (0.01, 300.0), "t_in_token_us": (0.001, 100.0),
+          "interference_lockstep": (0.01, 3.0)}
+# Backends whose scheduler mixes prefill chunks into the decode steps (vLLM's chunked prefill,
+# TensorRT-LLM's in-flight batching of context and generation requests): requests that start and
+# finish together (a closed loop of fixed-length requests) still have the others' prefill chunks
+# in their decode steps, so their interference_lockstep is their interference (not fitted).
+# SGLang runs prefill batches as steps of their own unless --enable-mixed-chunk is set
+# (sgl-project/sglang python/sglang/srt/server_args.py: enable_mixed_chunk: bool = False).
+MIXED_PREFILL_BACKENDS = ("vllm", "trtllm")
 # Prefill chunk (tokens per engine step) of each backend's default scheduler.
 CHUNK_TOKENS = {"vllm": 2048, "sglang": 8192, "trtllm": 8192}
 FALLBACK_LINKS = {
@@ -98,6 +106,7 @@ class Profile:
     eta_lowp: float        # efficiency of native 8/4-bit GEMMs relative to 16-bit ones
     t_moe_layer_us: float  # extra cost per MoE layer per step (routing, grouped-GEMM launches)
     t_in_token_us: float   # per prompt token before the engine (tokenise, IPC, HTTP)
+    interference_lockstep: float  # kappa of a closed loop of fixed-length requests (in step)
     band: dict[str, list[float]]  # [low, high] multipliers from the measured error spread
     measured: bool         # fitted on rows of this class and backend
     source: str            # where the numbers come from
@@ -311,7 +320,10 @@ def _clip(key: str, value: float) -> float:
 
 
 def _value(entry: dict[str, Any], key: str) -> float:
-    """Constant ``key`` of a calibration entry (an older file may lack newer constants)."""
+    """Constant ``key`` of a calibration entry (an older file may lack newer constants; one
+    without ``interference_lockstep`` used its ``interference`` for every closed loop)."""
+    if key == "interference_lockstep" and key not in entry and "interference" in entry:
+        return float(entry["interference"])
     return float(entry.get(key, FALLBACK_PROFILE[key]))
 
 

@@ -90,6 +90,7 @@ class Row:
     request_rate: float | None = None  # offered requests/s: open loop (Poisson arrivals)
     statistic: str = "mean"            # of the latency columns: mean | median | p99
     recv_interval: int = 1             # SGLang --scheduler-recv-interval of the run's recipe
+    lengths: str = "fixed"             # closed-loop request lengths: fixed | random (a range)
     skipped: str | None = None
     unused: str | None = None          # a measurement of the row left out, and why
 
@@ -146,12 +147,15 @@ def _entities(row: Row, model: str, gpu: str) -> None:
 
 
 STATISTICS = ("mean", "median", "p99")
+LENGTHS = ("fixed", "random")  # as serving.LENGTHS
 
 
 def _load(row: Row, r: dict[str, str]) -> None:
-    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2), and
+    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2),
     ``scheduler_recv_interval``: the run's SGLang ``--scheduler-recv-interval`` (new requests
-    taken every N decode steps; empty = 1, or the InferenceX recipe of RECV_INTERVAL_RULES)."""
+    taken every N decode steps; empty = 1, or the InferenceX recipe of RECV_INTERVAL_RULES), and
+    ``request_lengths``: ``fixed`` (every request isl / osl, the default) or ``random`` (lengths
+    drawn from a range whose means are isl / osl; InferenceX rows are read so)."""
     row.request_rate = _f(r.get("request_rate"))
     stat = (r.get("statistic") or "").strip().lower() or "mean"
     if stat not in STATISTICS:
@@ -165,6 +169,13 @@ def _load(row: Row, r: dict[str, str]) -> None:
                                           "number of decode steps (1 or more)")
         else:
             row.recv_interval = int(n)
+    lengths = (r.get("request_lengths") or "").strip().lower()
+    if lengths:
+        if lengths not in LENGTHS:
+            row.skipped = row.skipped or (f"request_lengths '{lengths}': expected one of "
+                                          f"{', '.join(LENGTHS)}")
+        else:
+            row.lengths = lengths
 
 
 _COUNTED_TWICE = "gpu_count derived = sum(workers*tp*pp*attn_dp)"
@@ -444,6 +455,7 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
             row.skipped = (row.skipped or _speculative(cols)
                            or _matching(DISAGGREGATED_RUNS, cols))
             row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
+            row.lengths = "random"
         try:
             row.layout, row.concurrency = _measured_layout(r, row.gpu, row.model)
         except ValueError as exc:

@@ -32,7 +32,7 @@ from typing import Any
 
 from servewise.engine.common.deferred import Deferred
 from servewise.engine.domain.perf.architecture import attended_context, attention_flops_per_token
-from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, Profile, gpu_class, profile
+from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, MIXED_PREFILL_BACKENDS, Profile, gpu_class, profile
 from servewise.engine.domain.perf.memory import Layout, memory
 from servewise.engine.domain.perf.precision import check_precision, default_kv_precision
 from servewise.engine.domain.perf.timing import DSA_INDEXER_FLOOR_US, StepModel
@@ -40,23 +40,30 @@ from servewise.engine.domain.perf.types import Estimate, Step
 
 MAX_BATCH = {"vllm": 1024, "trtllm": 2048, "sglang": 1024}  # max sequences per engine step
 ARRIVALS = ("closed", "poisson")
+LENGTHS = ("fixed", "random")  # request lengths of a closed-loop client
 STATISTICS = ("mean", "median", "p99")
 RHO_MAX = 0.995  # utilisation at which an open-loop queue is reported as saturated
 
 
-def _base(sm: StepModel, c_rank: float, isl: int, osl: int) -> dict[str, Any]:
-    """Prefill, decode step and TPOT with ``c_rank`` requests in flight on one attention rank."""
+def _base(sm: StepModel, c_rank: float, isl: int, osl: int,
+          lockstep: bool = False) -> dict[str, Any]:
+    """Prefill, decode step and TPOT with ``c_rank`` requests in flight on one attention rank.
+    ``lockstep``: a closed loop of fixed-length requests, whose prefills land on the others'
+    decode steps with the share ``interference_lockstep`` instead of ``interference`` where the
+    backend runs prefills as steps of their own (not in MIXED_PREFILL_BACKENDS)."""
     prof = sm.prof
     pf = sm.prefill_once(isl)
     dec = sm.decode(max(c_rank, 1.0), isl + osl / 2.0)
     others = max(c_rank - 1.0, 0.0)
-    interf = prof.interference * others * pf["total"] / osl
+    kappa = (prof.interference_lockstep if lockstep and prof.backend not in MIXED_PREFILL_BACKENDS
+             else prof.interference)
+    interf = kappa * others * pf["total"] / osl
     return {"prefill": pf, "dec": dec, "interference": interf, "tpot": dec["total"] + interf,
-            "batch": max(c_rank, 1.0), "n_dec": max(osl - 1, 0)}
+            "batch": max(c_rank, 1.0), "n_dec": max(osl - 1, 0), "kappa": kappa}
 
 
 def _solve(sm: StepModel, c_rank: float, isl: int, osl: int,
-           recv_interval: int = 1) -> dict[str, Any]:
+           recv_interval: int = 1, lengths: str = "fixed") -> dict[str, Any]:
     """Closed loop: TTFT, TPOT and arrival rate for ``c_rank`` requests in flight per rank.
 
     ``recv_interval`` N > 1: the scheduler takes new requests only every N decode steps
@@ -66,7 +73,7 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int,
     prefills of the others that arrived in the window, ``λ (N-1) t_decode`` of them.
     """
     prof = sm.prof
-    s = _base(sm, c_rank, isl, osl)
+    s = _base(sm, c_rank, isl, osl, lockstep=lengths == "fixed")
     t_pf, t_dec, tpot, n_dec = s["prefill"]["total"], s["dec"]["total"], s["tpot"], s["n_dec"]
     others = max(c_rank - 1.0, 0.0)
     many = 1.0 if c_rank > 1 else 0.0
@@ -347,9 +354,11 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              "(dsa_layers x isl x isl/2 scores x 16 bytes at the decode bandwidth, the measured "
              "top-k kernel on H200; 0 without DSA)"),
         Step("tpot", "TPOT_ms = t_decode_ms + kappa x max(C - 1, 0) x t_prefill_ms / osl",
-             {"t_decode_ms": d["total"], "kappa": prof.interference, "C": c_rank,
+             {"t_decode_ms": d["total"], "kappa": s["kappa"], "C": c_rank,
               "t_prefill_ms": pf["total"], "osl": osl}, s["tpot"], "ms",
-             "the other requests' prefills land on this request's decode steps (share kappa)"),
+             "the other requests' prefills land on this request's decode steps (share kappa: "
+             "interference_lockstep in a closed loop of fixed-length requests, which start and "
+             "finish together and stay in step; interference otherwise)"),
     ]
     front = {"t_request_ms": prof.t_request_ms, "isl": isl, "t_in_token_us": prof.t_in_token_us}
     if s["arrival"] == "closed":
@@ -447,15 +456,19 @@ def _check_arrival(arrival: str, request_rate: float | None) -> str:
 
 def solve(sm: StepModel, *, isl: int, osl: int, concurrency: float, arrival: str = "closed",
           request_rate: float | None = None, limit: float = 1024,
-          recv_interval: int = 1) -> dict[str, Any]:
+          recv_interval: int = 1, lengths: str = "fixed") -> dict[str, Any]:
     """The serving state of one replica: closed loop at ``concurrency`` in flight, or open loop
     (Poisson) at ``request_rate`` requests/s (``concurrency`` then comes from Little's law) or,
     without a rate, at the rate that keeps ``concurrency`` in flight on average.
-    ``recv_interval``: the scheduler's receive interval of a closed-loop run (``_solve``)."""
+    ``recv_interval``: the scheduler's receive interval of a closed-loop run (``_solve``);
+    ``lengths``: a closed loop's request lengths, ``fixed`` (every request isl / osl: they stay
+    in step) or ``random`` (drawn from a range around the means isl / osl)."""
     arrival = _check_arrival(arrival, request_rate)
+    if lengths not in LENGTHS:
+        raise ValueError(f"lengths '{lengths}': expected one of {', '.join(LENGTHS)}")
     dp = sm.lay.dp
     if arrival == "closed":
-        return _solve(sm, concurrency / dp, isl, osl, recv_interval)
+        return _solve(sm, concurrency / dp, isl, osl, recv_interval, lengths)
     if request_rate is not None:
         return _open_rate(sm, request_rate / 1e3 / dp, isl, osl, limit)
     return _open_at(sm, concurrency / dp, isl, osl)
@@ -466,7 +479,7 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
             kv_precision: str | None = None,
             calibration: dict[str, Any] | None = None, arrival: str = "closed",
             request_rate: float | None = None, statistic: str = "mean",
-            recv_interval: int = 1) -> tuple[float | None, float, float]:
+            recv_interval: int = 1, lengths: str = "fixed") -> tuple[float | None, float, float]:
     """(TTFT ms, TPOT ms, output tokens/s) without memory check or explanation (fast path).
 
     ``statistic`` ``p99`` gives the P99 TTFT of the open-loop queue (None in closed loop, which
@@ -476,7 +489,7 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
     sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration)
     s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
               request_rate=request_rate, limit=MAX_BATCH.get(sm.prof.backend, 1024),
-              recv_interval=recv_interval)
+              recv_interval=recv_interval, lengths=lengths)
     ttft = s["ttft_p99"] if statistic == "p99" else s["ttft"]
     return ttft, s["tpot"], s["lam"] * 1e3 * osl * lay.dp
 
@@ -526,7 +539,8 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
                    backend: str = "vllm", kv_precision: str | None = None,
                    gpu_memory_utilization: float = 0.9, attention_dp: int = 1,
                    check_memory: bool = True, calibration: dict[str, Any] | None = None,
-                   arrival: str = "closed", request_rate: float | None = None
+                   arrival: str = "closed", request_rate: float | None = None,
+                   request_lengths: str = "fixed"
                    ) -> tuple[Estimate, Callable[[], list[Step]]]:
     """The estimate with the memory steps of its explanation, and a function making the rest of
     its steps (a pure function of the solved state: the same steps whenever it is called).
@@ -535,7 +549,9 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     flight, started together. ``poisson``: open-loop arrivals at the rate that keeps
     ``concurrency`` in flight on average, or at ``request_rate`` requests/s when given (the
     requests in flight then follow from Little's law); TTFT is then the mean and ``ttft_p99_ms``
-    its 99th percentile. ``attention_dp`` > 1 runs attention data-parallel (each rank its own
+    its 99th percentile. ``request_lengths`` (closed loop): ``fixed`` (every request isl / osl:
+    the requests stay in step) or ``random`` (drawn from a range with those means).
+    ``attention_dp`` > 1 runs attention data-parallel (each rank its own
     sequences) with MoE layers shared by all ``tp x attention_dp`` GPUs. ``check_memory=False``
     estimates timings even when the KV cache would not fit (used to validate against measured
     rows); ``calibration`` overrides facts/calibration.yaml (used by the refit).
@@ -554,7 +570,8 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     s = None
     if sm is not None:
         s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
-                  request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024))
+                  request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024),
+                  lengths=request_lengths)
     in_flight = s["c_rank"] * lay.dp if s is not None and request_rate else float(concurrency)
     tokens = in_flight * (isl + osl / 2.0)
     mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=tokens,
@@ -566,7 +583,8 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
               "attention_dp": attention_dp, "n_gpus": lay.n_gpus, "precision": precision,
               "kv_precision": kvp, "isl": isl, "osl": osl, "concurrency": concurrency,
               "backend": prof.backend, "gpu_memory_utilization": gpu_memory_utilization,
-              "arrival": arrival, "request_rate": request_rate}
+              "arrival": arrival, "request_rate": request_rate,
+              "request_lengths": request_lengths if arrival == "closed" else None}
     steps = tuple(mem.steps)
     null_band = {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None}
     if check_memory and not mem.fits:

@@ -51,7 +51,8 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
                                        calibration=calibration, arrival=arrival,
                                        request_rate=row.request_rate if arrival == "poisson"
                                        else None, statistic=row.statistic,
-                                       recv_interval=row.recv_interval)
+                                       recv_interval=row.recv_interval,
+                                       lengths=row.lengths)
             if row.statistic == "p99":  # the model gives no P99 of TPOT (nor closed-loop TTFT)
                 tpot = None
     except ValueError as exc:
