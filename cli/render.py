@@ -156,8 +156,11 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         pp = c.get("pipeline_parallel") or 1
         span = (f", pipeline parallel {pp} across {c.get('servers_per_replica') or pp} servers"
                 if pp and pp > 1 else "")
+        standby = (f" + {c['standby_gpus']} standby GPU(s) (whole boards)"
+                   if c.get("standby_gpus") else "")
         return (f"{c['count']} × {c['model']} ({c['precision']}), tensor parallel "
-                f"{c['tensor_parallel']}{span}, {c['replicas']} replica(s), {c['per_server']} per server")
+                f"{c['tensor_parallel']}{span}, {c['replicas']} replica(s){standby}, "
+                f"{c['per_server']} per server")
     if name == "servers" and c.get("count"):
         if c.get("packed") and "; " in str(c["form"]):  # packed servers of different forms, listed below
             return f"{c['count']} servers: {c['form']}"
