@@ -38,6 +38,16 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 33 (main, base 94992cf; issue #13): SGLang's prefill interference split by request
+lengths (one branch per estimate) and SGLang refitted, which re-plans the four DeepSeek examples;
+then `standby_gpus` on the GPU component (one more computed value in select.gpu-component).
+Paired against 94992cf (5 runs each), twice. First run (analysis scripts ran beside it for a
+while): every example within 0.81-1.33 x (median ratio 1.00). Second run (nothing beside it,
+but the machine slower throughout: chat-70b-online 1.20 s before, 0.90 s in the first run):
+median ratio 0.99, 0.74-1.30 x; the re-planned DeepSeek examples 0.33-0.55 s before and after
+(deepseek-r1-h200-fp8 0.43 -> 0.35 s with one replica fewer); `rules test` 3.35 -> 3.44 s,
++3,000 rules 1.52 -> 1.47 s: within noise.
+
 Session 32, third run (main, base 4aca133): a packed pool's replicas spread over two servers
 under a vetoed single point of failure (packing.spread-replicas, one more rule). Paired against
 4aca133 (5 runs each): every example within 0.91-1.08 x of its before time (median ratio 0.99;

@@ -45,6 +45,7 @@ from typing import Any
 from servewise.engine.common.paths import PACKAGE_ROOT
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf.memory import Layout
+from servewise.engine.domain.perf.serving import LENGTHS
 
 DATA_DIR = PACKAGE_ROOT / "facts" / "data"
 DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv",
@@ -147,7 +148,6 @@ def _entities(row: Row, model: str, gpu: str) -> None:
 
 
 STATISTICS = ("mean", "median", "p99")
-LENGTHS = ("fixed", "random")  # as serving.LENGTHS
 
 
 def _load(row: Row, r: dict[str, str]) -> None:
