@@ -135,11 +135,11 @@ def estimate_text(d: dict[str, Any]) -> str:
 @click.option("--request-rate", type=click.FloatRange(min=0, min_open=True), default=None,
               help="Offered requests/s (Poisson, open loop); requests in flight then follow "
                    "from Little's law and --concurrency is only the starting estimate.")
-@click.option("--request-lengths", type=click.Choice(("fixed", "random")), default="fixed",
-              show_default=True,
-              help="Closed loop: fixed (every request --isl / --osl tokens: the requests start "
-                   "and finish together and stay in step) or random (lengths drawn from a range "
-                   "whose means are --isl / --osl, e.g. a client's random range ratio below 1).")
+@click.option("--request-lengths", type=click.Choice(("fixed", "random")), default=None,
+              help="Closed loop only: fixed (default; every request --isl / --osl tokens: the "
+                   "requests start and finish together and stay in step) or random (lengths "
+                   "drawn from a range whose means are --isl / --osl, e.g. a client's random "
+                   "range ratio below 1).")
 @click.option("--kv-precision", type=click.Choice(("bf16", "fp16", "fp8", "int8")),
               default=None, help="KV-cache format (default: fp8 with fp8/fp4 weights on GPUs "
                                  "with native FP8, else 16 bit).")
@@ -148,7 +148,7 @@ def estimate_text(d: dict[str, Any]) -> str:
 def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
                  precision: str, isl: int, osl: int | None, task: str, concurrency: int,
                  backend: str,
-                 arrival: str, request_rate: float | None, request_lengths: str,
+                 arrival: str, request_rate: float | None, request_lengths: str | None,
                  kv_precision: str | None, fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
     m = _lookup("model", model, "--model")
@@ -165,11 +165,14 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
         return
     if osl is None:
         raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
+    if request_lengths and (arrival == "poisson" or request_rate):
+        raise BadInput("--request-lengths: applies to a closed loop (--arrival closed without "
+                       "--request-rate); open-loop arrivals are never in step")
     try:
         e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
                      concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
                      attention_dp=attention_dp, arrival=arrival, request_rate=request_rate,
-                     request_lengths=request_lengths)
+                     request_lengths=request_lengths or "fixed")
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     d = e.to_dict()

@@ -149,3 +149,20 @@ def test_validate_names_a_measurement_it_leaves_out(run, tmp_path):
     d = json.loads(_validate(run, tmp_path, text, "--format", "json").output)
     (row,) = d["rows"]
     assert row["ttft_ms"] is None and row["tpot_ms"] > 0 and "no warm-up" in row["note"]
+
+
+def test_estimate_request_lengths_cli(run):
+    """--request-lengths random takes the full interference in a closed loop (never a lower
+    TPOT than fixed lengths); it names itself on the workload line; open loop refuses it (2)."""
+    sg = ["--model", "DeepSeek-R1", "--gpu", "B200", "--tp", "8", "--precision", "fp8",
+          "--backend", "sglang", "--isl", "7372", "--osl", "922", "--concurrency", "64",
+          "--format", "json"]
+    fixed = json.loads(run(estimate_cmd, sg).output)
+    rand = json.loads(run(estimate_cmd, [*sg, "--request-lengths", "random"]).output)
+    assert fixed["inputs"]["request_lengths"] == "fixed"
+    assert rand["inputs"]["request_lengths"] == "random"
+    assert rand["tpot_ms"] > fixed["tpot_ms"] and rand["ttft_ms"] > 0
+    t = run(estimate_cmd, [*ARGS, "--request-lengths", "random"])
+    assert t.exit_code == 0 and "(closed loop, random lengths)" in t.output
+    bad = run(estimate_cmd, [*ARGS, "--arrival", "poisson", "--request-lengths", "fixed"])
+    assert bad.exit_code == 2 and "--request-lengths: applies to a closed loop" in bad.output
