@@ -118,7 +118,12 @@ experts span more GPUs than TP.
 lives `TTFT + (osl − 1) × TPOT`, so `λ = C / lifetime`. In closed form (no iteration):
 
 * `TPOT = t_decode(C) + κ × (C − 1) × t_prefill / osl`: while one request decodes its osl tokens
-  the C − 1 others each prefill once; a share κ of that time lands on the decode steps.
+  the C − 1 others each prefill once; a share κ of that time lands on the decode steps. SGLang
+  runs each prefill as a step of its own (no mixed chunks by default), so in a closed loop of
+  fixed-length requests, which start and finish together and stay in step, few prefills land on
+  decode steps: there κ is `interference_lockstep` (0.17 fitted), while random lengths and
+  open-loop traffic take `interference` (1.5). vLLM and TensorRT-LLM mix prefill chunks into
+  decode steps and have one κ (session 33).
 * `TTFT = t_request + isl × t_in_token + t_prefill + k_step × t_decode + φ × (C − 1)/2 ×
   t_prefill + ψ × (osl − 1) × TPOT / (C − 1)`: fixed per-request latency (HTTP, scheduling: the
   data show a floor of 80–250 ms even for a 128-token prompt); a cost per prompt token before
@@ -596,12 +601,22 @@ def arrival_lines(errs: list[dict[str, Any]]) -> list[str]:
     for arr in ("closed", "poisson"):
         sm = summarise([e for e in errs if e.get("arrival") == arr], by=())["overall"]
         lines.append(f"| {arr} | {_cell(sm, 'tpot_ms')} | {_cell(sm, 'ttft_ms')} |")
+        if arr != "closed":
+            continue
+        for lengths in ("fixed", "random"):
+            sel = [e for e in errs if e.get("arrival") == arr and e.get("lengths") == lengths]
+            sm = summarise(sel, by=())["overall"]
+            lines.append(f"| closed, {lengths} request lengths | {_cell(sm, 'tpot_ms')} | "
+                         f"{_cell(sm, 'ttft_ms')} |")
     lines += ["", "Every latency row of the shipped data is a closed-loop run (a benchmark client "
               "with a fixed number of requests in flight, started together): no row has a "
               "`request_rate`, so the open-loop model (Poisson arrivals, M/D/1 prefill queue, "
               "mean and P99 TTFT; see Method) is not validated on measured data here. `validate`"
               " predicts a row with a `request_rate` column open loop, and its `statistic` "
-              "column (`mean`, `median`, `p99`) selects the mean or the queue's P99 TTFT.", ""]
+              "column (`mean`, `median`, `p99`) selects the mean or the queue's P99 TTFT. "
+              "Closed loops differ by their client's request lengths: fixed (aiconfigurator's "
+              "runs, TensorRT-LLM's tables) or random (InferenceX draws each length from [0.8 L, "
+              "L]; a `request_lengths` column says so for other rows); see κ in Method.", ""]
     return lines
 
 

@@ -98,7 +98,8 @@ def errors(rows: Iterable[Row], preds: Iterable[dict[str, Any]]) -> list[dict[st
                         "err": (pr[m] - meas) / meas, "gpu": row.gpu_name,
                         "backend": row.backend, "model": row.model_name,
                         "concurrency": row.concurrency,
-                        "arrival": "poisson" if row.request_rate else "closed"})
+                        "arrival": "poisson" if row.request_rate else "closed",
+                        "lengths": None if row.request_rate else row.lengths})
     return out
 
 
