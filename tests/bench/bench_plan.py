@@ -46,7 +46,10 @@ while): every example within 0.81-1.33 x (median ratio 1.00). Second run (nothin
 but the machine slower throughout: chat-70b-online 1.20 s before, 0.90 s in the first run):
 median ratio 0.99, 0.74-1.30 x; the re-planned DeepSeek examples 0.33-0.55 s before and after
 (deepseek-r1-h200-fp8 0.43 -> 0.35 s with one replica fewer); `rules test` 3.35 -> 3.44 s,
-+3,000 rules 1.52 -> 1.47 s: within noise.
++3,000 rules 1.52 -> 1.47 s: within noise. Third run on the session's final code (1fc77fe: one
+more rule, software.turing-fallback-kernels, and the estimate/report changes), the machine still
+slow: median ratio 0.99, 0.77-1.42 x (chat-8b-small 1.21 -> 1.72 s, which gains the T4 warning;
+infeasible-target 0.61 -> 0.47 s), `rules test` 2.57 -> 3.26 s, +3,000 rules 1.72 -> 1.70 s.
 
 Session 32, third run (main, base 4aca133): a packed pool's replicas spread over two servers
 under a vetoed single point of failure (packing.spread-replicas, one more rule). Paired against
