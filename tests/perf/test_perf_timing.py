@@ -381,6 +381,11 @@ def test_fixed_length_closed_loop_takes_the_lockstep_interference(cat):
         prof.interference
     with pytest.raises(ValueError, match="lengths 'mixed'"):
         solve(sm, isl=8192, osl=1024, concurrency=64, lengths="mixed")
+    for backend in ("vllm", "trtllm"):  # they mix prefill chunks into decode steps: one kappa
+        mixed = _step_model(cat.model("DeepSeek-R1"), cat.gpu("B200"), Layout(8, 1, 1, 1), "fp8",
+                            backend, None, None)
+        assert (solve(mixed, isl=8192, osl=1024, concurrency=64)["tpot"]
+                == solve(mixed, isl=8192, osl=1024, concurrency=64, lengths="random")["tpot"])
 
 
 def test_a_calibration_without_the_lockstep_constant_uses_its_interference(cat):
