@@ -205,15 +205,11 @@ def kernel_lowp() -> dict[str, float]:
 
 def _warm(cls: str, backend: str, key: str) -> float:
     """Start value: the shipped calibration's constant (inside the bounds), else START."""
-    from servewise.engine.domain.perf.calibration import load_calibration
+    from servewise.engine.domain.perf.calibration import entry_key, load_calibration
 
     entry = ((load_calibration().get("classes") or {}).get(cls) or {}).get("backends") or {}
     b = entry.get(backend) or {}
-    if key == "interference_lockstep" and key not in b:  # new constant: start from kappa
-        key_from = "interference"
-    else:
-        key_from = key
-    v = b.get(key_from, START[key])
+    v = b.get(entry_key(b, key), START[key])
     lo, hi = BOUNDS[key]
     return min(max(float(v), lo * 1.05), hi / 1.05)
 

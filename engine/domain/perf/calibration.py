@@ -319,12 +319,21 @@ def _clip(key: str, value: float) -> float:
     return min(max(value, lo), hi)
 
 
+# A constant added later and the older constant a file without it used in its place
+# (a calibration before session 33 applied ``interference`` to every closed loop).
+INHERITS = {"interference_lockstep": "interference"}
+
+
+def entry_key(entry: dict[str, Any], key: str) -> str:
+    """The key ``entry`` holds ``key``'s value under: ``key``, or the constant it inherits
+    (:data:`INHERITS`) in an older file."""
+    old = INHERITS.get(key)
+    return old if key not in entry and old in entry else key
+
+
 def _value(entry: dict[str, Any], key: str) -> float:
-    """Constant ``key`` of a calibration entry (an older file may lack newer constants; one
-    without ``interference_lockstep`` used its ``interference`` for every closed loop)."""
-    if key == "interference_lockstep" and key not in entry and "interference" in entry:
-        return float(entry["interference"])
-    return float(entry.get(key, FALLBACK_PROFILE[key]))
+    """Constant ``key`` of a calibration entry (an older file may lack newer constants)."""
+    return float(entry.get(entry_key(entry, key), FALLBACK_PROFILE[key]))
 
 
 def _class_profile(classes: dict[str, Any], cls: str, backend: str,
