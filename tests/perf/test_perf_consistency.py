@@ -1,0 +1,45 @@
+"""The data-consistency checks (tools/perf/consistency.py): arithmetic of each check."""
+
+import math
+
+from tools.perf.consistency import best_gemm_tflops, front, kernel_bound, load, report, slope
+from tools.perf.residuals import records
+
+
+def test_best_gemm_is_below_the_datasheet_peak():
+    best = best_gemm_tflops()
+    h200_fp8, shape = best[("H200 SXM", "fp8")]
+    assert 1000 < h200_fp8 < 1979  # H200 dense FP8 datasheet: 1,979 TFLOPS
+    assert all(v > 0 for v in shape)
+    assert best[("H100 SXM", "bfloat16")][0] < 989
+
+
+def test_kernel_bound_rows_need_the_share_they_report():
+    rows = kernel_bound(min_share=0.8)
+    assert rows, "the shipped data hold rows faster than their GPU's best GEMM allows"
+    for x in rows:
+        assert x["need_tflops"] >= 0.8 * x["best_tflops"]
+        assert x["best_tflops"] < x["datasheet_tflops"]
+    assert len(kernel_bound(min_share=1.0)) <= len(rows)
+
+
+def test_front_load_and_slope_summaries_are_consistent():
+    recs = records()
+    for x in front(recs):
+        assert x["ttft_min"] <= x["ttft_med"] <= x["ttft_max"]
+        assert x["prefill"] > 0
+    for metric in ("tpot", "ttft"):
+        for x in load(recs, metric):
+            assert x["c_hi"] >= 4 * x["c_lo"] and x["measured"] > 0 and x["predicted"] > 0
+    rows = slope(recs)
+    assert rows
+    for x in rows:
+        assert x["c_hi"] >= 3 * x["c_lo"] and math.isfinite(x["measured"])
+    # sorted by how much flatter the measured TPOT is than the predicted one
+    gaps = [x["measured"] - x["predicted"] for x in rows]
+    assert gaps == sorted(gaps)
+
+
+def test_report_prints_each_section():
+    text = "\n".join(report(("kernel",)))
+    assert "fastest GEMM" in text and "rows;" in text
