@@ -43,3 +43,15 @@ def test_front_load_and_slope_summaries_are_consistent():
 def test_report_prints_each_section():
     text = "\n".join(report(("kernel",)))
     assert "fastest GEMM" in text and "rows;" in text
+
+
+def test_free_weights_per_finer_group_fit_at_least_as_well():
+    """Weights free per campaign (groups nested in backend x GPU class) leave less TTFT error
+    than weights free per backend x GPU class, which leave no more than the shipped model."""
+    from tools.perf.consistency import free_weights
+
+    recs = records()
+    n_cls, coarse = free_weights(recs, ("backend", "cls"))
+    n_camp, fine = free_weights(recs, ("model", "backend", "gpu", "precision", "file"))
+    assert n_cls == len({(r["backend"], r["cls"]) for r in recs if r["ttft_meas"]})
+    assert n_camp > n_cls and fine < coarse

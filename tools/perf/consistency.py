@@ -24,6 +24,12 @@ the same GPU do not.
 TPOT over log C (all lengths together), measured and predicted: a campaign whose TPOT stays flat
 while its decode batch grows (a fixed cost per step that the GPU's measured kernels do not show).
 
+``weights``: the TTFT median error if each group of rows had free weights of the model's own three
+TTFT terms (front = t_request + isl x t_in_token; the arrival burst; the rest: prefill, step wait,
+admission, ...), robustly fitted per group: at the fit's granularity (backend, GPU class), then
+finer. How far apart campaigns are on the fixed cost and the load response, which no recorded
+column separates.
+
 Analysis only: it changes nothing.
 """
 
@@ -44,7 +50,15 @@ from tools.perf.residuals import records
 # the GEMM dtypes of ops/ that a row's weight precision runs (the fastest of them counts)
 GEMM_DTYPES = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8", "fp8_block"),
                "fp4": ("nvfp4",)}
-SECTIONS = ("kernel", "front", "load", "slope")
+SECTIONS = ("kernel", "front", "load", "slope", "weights")
+# groupings for the free weights of the TTFT terms: the fit's own granularity first
+WEIGHT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("backend, GPU class (the fit's)", ("backend", "cls")),
+    ("backend, GPU", ("backend", "gpu")),
+    ("backend, model", ("backend", "model")),
+    ("backend, GPU, model", ("backend", "gpu", "model")),
+    ("campaign", ("model", "backend", "gpu", "precision", "file")),
+)
 
 
 @lru_cache(maxsize=1)
@@ -169,13 +183,37 @@ def slope(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda x: x["measured"] - x["predicted"])
 
 
+def free_weights(recs: list[dict[str, Any]], cols: tuple[str, ...]) -> tuple[int, float]:
+    """(groups, TTFT median APE) with free weights of (front, burst, rest) per group of
+    ``cols``, fitted in log space with a Cauchy loss (scale 0.1) like the calibration fit."""
+    import numpy as np
+    from scipy.optimize import least_squares
+
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
+    for x in recs:
+        if x["ttft_meas"]:
+            groups[tuple(x[c] for c in cols)].append(x)
+    ape: list[float] = []
+    for xs in groups.values():
+        terms = np.array([[x["front"], x["burst"], x["ttft_pred"] - x["front"] - x["burst"]]
+                          for x in xs])
+        y = np.array([x["ttft_meas"] for x in xs])
+
+        def res(a: Any, terms: Any = terms, y: Any = y) -> Any:
+            return np.log(np.maximum(terms @ np.exp(a), 1e-6) / y)
+
+        sol = least_squares(res, np.zeros(3), loss="cauchy", f_scale=0.1)
+        ape += [float(v) for v in np.abs(np.exp(res(sol.x)) - 1)]
+    return len(groups), quantile(ape, 0.5)
+
+
 def _fmt_campaign(k: tuple[str, ...]) -> str:
     return f"{k[0][:18]} {k[1]} {k[2][:8]} {k[3]} {k[4].replace('.csv', '')[:14]}"
 
 
 def report(sections: tuple[str, ...] = SECTIONS) -> list[str]:
     lines: list[str] = []
-    recs = records() if {"front", "load", "slope"} & set(sections) else []
+    recs = records() if set(sections) - {"kernel"} else []
     if "kernel" in sections:
         rows = kernel_bound()
         lines += ["== rows needing >= 80 % of the fastest GEMM measured on their GPU "
@@ -234,6 +272,14 @@ def report(sections: tuple[str, ...] = SECTIONS) -> list[str]:
             cs = f"{x['c_lo']:.0f}-{x['c_hi']:.0f}"
             lines.append(f"{_fmt_campaign(x['campaign']):58s} {lay:>8s} {x['n']:3d} {cs:>8s} "
                          f"{x['measured']:8.2f} {x['predicted']:9.2f}")
+    if "weights" in sections:
+        base = [abs(math.exp(x["e_ttft"]) - 1) for x in recs if x["e_ttft"] is not None]
+        lines += ["", "== TTFT median APE with free weights of (front, burst, rest) per group",
+                  f"{'free weights per':34s} {'groups':>6s} {'TTFT':>6s}",
+                  f"{'(none: shipped model)':34s} {1:6d} {quantile(base, 0.5):6.1%}"]
+        for name, cols in WEIGHT_GROUPS:
+            n, med = free_weights(recs, cols)
+            lines.append(f"{name:34s} {n:6d} {med:6.1%}")
     return lines
 
 
