@@ -174,8 +174,16 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 
 # Engine (software) constants shared by every GPU class of a backend; the rest (hardware
 # efficiencies and campaign-dependent waits) are fitted per (class, backend).
-SHARED = ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us", "interference", "t_chunk_ms",
-          "t_request_ms", "k_step", "burst", "t_in_token_us", "interference_lockstep")
+# Opt-in, for reproducing session 34's variants A / B (docs/accuracy-attempts.md; not kept):
+# FIT_HOST_PER_CLASS=t_request_ms[,t_in_token_us] fits the host request path per class where the
+# class has HOST_MIN_ROWS rows or more with a measured TTFT; a class with fewer takes the value of
+# the backend's class with the most of them. Default: shared, as shipped.
+HOST_PER_CLASS = tuple(k for k in os.environ.get("FIT_HOST_PER_CLASS", "").split(",") if k)
+HOST_MIN_ROWS = 20
+SHARED = tuple(k for k in ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us",
+                           "interference", "t_chunk_ms", "t_request_ms", "k_step", "burst",
+                           "t_in_token_us", "interference_lockstep")
+               if k not in HOST_PER_CLASS)
 PER_CLASS = tuple(k for k in PARAMS if k not in SHARED)
 # Per-class constants that only some rows exercise: without such a row in a class the data say
 # nothing of the constant, and the fit holds it at its round START value instead of letting the
@@ -226,10 +234,15 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
     classes = sorted(groups)
     held = {f"{c}:{k}": START[k] for c in classes for k, uses in EXERCISED_BY.items()
             if not any(uses(r) for r in groups[c])}
+    n_ttft = {c: sum(1 for r in groups[c] if r.ttft_ms) for c in classes}
+    host_ref = max(classes, key=lambda c: (n_ttft[c], c))
+    tied = {f"{c}:{k}": f"{host_ref}:{k}" for c in classes if n_ttft[c] < HOST_MIN_ROWS
+            for k in HOST_PER_CLASS}
     held.update({f"{c}:eta_lowp": v for c, v in kernel_lowp().items() if c in classes})
     shared = [k for k in SHARED
               if not (k == "interference_lockstep" and backend in MIXED_PREFILL_BACKENDS)]
-    names = shared + [f"{c}:{k}" for c in classes for k in PER_CLASS if f"{c}:{k}" not in held]
+    names = shared + [f"{c}:{k}" for c in classes for k in PER_CLASS
+                      if f"{c}:{k}" not in held and f"{c}:{k}" not in tied]
     base = [k.split(":")[-1] for k in names]
     lo = np.log([BOUNDS[k][0] for k in base])
     hi = np.log([BOUNDS[k][1] for k in base])
@@ -241,6 +254,7 @@ def fit_backend(groups: dict[str, list[Row]], backend: str, max_nfev: int = MAX_
 
     def split(x: Any) -> dict[str, dict[str, float]]:
         v = {**held, **dict(zip(names, (float(a) for a in np.exp(x)), strict=True))}
+        v.update({k: v[ref_key] for k, ref_key in tied.items()})
         v.setdefault("interference_lockstep", v["interference"])  # a mixed-prefill backend
         return {c: {k: v[k] if k in SHARED else v[f"{c}:{k}"] for k in PARAMS} for c in classes}
 
