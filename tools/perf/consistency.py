@@ -1,7 +1,7 @@
 """What the shared serving measurements say about themselves: where no model of the run as stated
 can match them, whatever its constants.
 
-    python -m tools.perf.consistency [--section kernel front load all]
+    python -m tools.perf.consistency [--section kernel front load slope weights all]
 
 ``kernel``: rows whose measured throughput needs more FLOP/s per GPU than the fastest GEMM ever
 measured on that GPU and dtype (../shared/data/ops/<gpu>_gemm_perf.csv.gz, any shape). A serving
@@ -227,7 +227,8 @@ def report(sections: tuple[str, ...] = SECTIONS) -> list[str]:
                          f"{x['c']:5.0f} {x['ttft']:7.1f} {x['tpot']:6.2f} "
                          f"{x['need_tflops']:6.0f} {x['best_tflops']:9.0f} "
                          f"{x['need_tflops'] / x['best_tflops']:6.0%}")
-        lines.append(f"{len(rows)} rows; TFLOPS per GPU; best GEMM = any shape in ops/")
+        lines.append(f"{len(rows)} rows; TFLOPS per GPU; best GEMM = any shape in ops/"
+                     if best_gemm_tflops() else f"no GEMM kernel tables at {OPS_DIR}")
     if "front" in sections:
         rows = front(recs)
         lines += ["", "== measured TTFT at C <= 4, prompt 900-1,100 tokens, per campaign (ms)",

@@ -180,6 +180,9 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 # the backend's class with the most of them. Default: shared, as shipped.
 HOST_PER_CLASS = tuple(k for k in os.environ.get("FIT_HOST_PER_CLASS", "").split(",") if k)
 HOST_MIN_ROWS = 20
+if set(HOST_PER_CLASS) - {"t_request_ms", "t_in_token_us"}:
+    raise SystemExit(f"FIT_HOST_PER_CLASS={','.join(HOST_PER_CLASS)}: expected t_request_ms "
+                     "and/or t_in_token_us, comma-separated")
 SHARED = tuple(k for k in ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us",
                            "interference", "t_chunk_ms", "t_request_ms", "k_step", "burst",
                            "t_in_token_us", "interference_lockstep")

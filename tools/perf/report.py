@@ -322,7 +322,7 @@ on the rows of its profile; SLA checks use the upper side.
 * **What the data allow** (`python -m tools.perf.consistency`, session 34).
   - Five vLLM Llama-3.1-8B rows on H200 need 81–107 % of the fastest FP8 GEMM measured on
     that GPU.
-  - Two campaigns keep TPOT flat while the load grows 4–25 ×: SGLang Llama-3.1-8B on H200, and
+  - Two campaigns keep TPOT flat while the load grows 4–18 ×: SGLang Llama-3.1-8B on H200, and
     vLLM Qwen3-235B on H200, whose fused-MoE kernel in ops/ takes 3 × longer at 16 tokens than
     at 4.
   - Campaigns of one backend on one GPU class differ by 1.3–3.4 × in their TTFT at four
