@@ -27,6 +27,7 @@ import functools
 import hashlib
 import math
 import os
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
@@ -181,8 +182,9 @@ def residuals(rows: list[Row], cal: dict[str, Any]) -> list[float]:
 HOST_PER_CLASS = tuple(k for k in os.environ.get("FIT_HOST_PER_CLASS", "").split(",") if k)
 HOST_MIN_ROWS = 20
 if set(HOST_PER_CLASS) - {"t_request_ms", "t_in_token_us"}:
-    raise SystemExit(f"FIT_HOST_PER_CLASS={','.join(HOST_PER_CLASS)}: expected t_request_ms "
-                     "and/or t_in_token_us, comma-separated")
+    print(f"FIT_HOST_PER_CLASS={','.join(HOST_PER_CLASS)}: expected t_request_ms and/or "
+          "t_in_token_us, comma-separated", file=sys.stderr)
+    raise SystemExit(2)
 SHARED = tuple(k for k in ("t_step_ms", "t_layer_us", "t_moe_layer_us", "t_seq_us",
                            "interference", "t_chunk_ms", "t_request_ms", "k_step", "burst",
                            "t_in_token_us", "interference_lockstep")
