@@ -67,6 +67,7 @@ def test_estimate_does_not_fit(run):
     (["--gpu", "H300"], "--gpu"),
     (["--precision", "fp3"], "--precision"),
     (["--tp", "0"], "--tp"),
+    (["--tp", "3"], "64 attention heads"),  # Llama-3.1-70B: no engine splits 64 heads 3 ways
 ])
 def test_estimate_bad_input_exit_2(run, bad, needle):
     args = list(ARGS)

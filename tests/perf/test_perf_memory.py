@@ -78,3 +78,17 @@ def test_fits_with_utilisation_cap(cat):
     low = memory(m, g, tp=1, precision="bf16", tokens_in_flight=0, gpu_memory_utilization=0.5)
     high = memory(m, g, tp=1, precision="bf16", tokens_in_flight=0, gpu_memory_utilization=0.95)
     assert not low.fits and high.fits
+
+
+def test_tp_must_split_the_attention_heads():
+    """Engines split query heads evenly over TP ranks; KV heads evenly, or replicated when the
+    ranks are a multiple of them; an MLA latent is replicated whatever tp is."""
+    from servewise.engine.domain.perf.architecture import tp_split_problem
+
+    gqa = {"id": "m", "num_attention_heads": 28, "num_kv_heads": 4}
+    assert tp_split_problem(gqa, 1) is None and tp_split_problem(gqa, 4) is None
+    assert "28 attention heads" in tp_split_problem(gqa, 8)
+    assert "4 KV heads" in tp_split_problem(gqa, 7)  # 28 % 7 == 0, but 7 ranks over 4 KV heads
+    assert tp_split_problem({"num_attention_heads": 32, "num_kv_heads": 8}, 16) is None
+    mla = {"num_attention_heads": 128, "num_kv_heads": 128, "attention_type": "MLA"}
+    assert tp_split_problem(mla, 16) is None and tp_split_problem(mla, 3)

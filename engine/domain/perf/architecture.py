@@ -209,6 +209,30 @@ def kv_shard_factor(m: dict[str, Any], tp: int) -> float:
     return max(1.0, kvh / tp) / kvh
 
 
+def tp_split_problem(m: dict[str, Any], tp: int) -> str | None:
+    """Why tensor parallelism ``tp`` cannot split this model's attention, or None.
+
+    vLLM, SGLang and TensorRT-LLM split the query heads evenly over the TP ranks (vLLM
+    ``ModelConfig.verify_with_parallel_config``: "Total number of attention heads must be
+    divisible by tensor parallel size"), and the KV heads too, or replicate them when there are
+    fewer KV heads than ranks (then ``tp`` must be a multiple of them; vLLM
+    ``QKVParallelLinear``)."""
+    heads = _num(m, "num_attention_heads")
+    if tp <= 1 or not heads:
+        return None
+    name = m.get("id", "the model")
+    if heads % tp:
+        return (f"tp {tp}: {name} has {heads:g} attention heads, which tensor parallelism "
+                f"splits evenly (vLLM, SGLang and TensorRT-LLM require heads divisible by tp)")
+    kvh = _num(m, "num_kv_heads")
+    if str(m.get("attention_type", "")).upper() == "MLA" or not kvh:
+        return None
+    if (kvh >= tp and kvh % tp) or (kvh < tp and tp % kvh):
+        return (f"tp {tp}: {name} has {kvh:g} KV heads; tensor parallelism needs a tp that "
+                f"divides them, or a multiple of them (each KV head then replicated)")
+    return None
+
+
 def attention_flops_per_token(m: dict[str, Any], context: float, decode: bool = True) -> float:
     """FLOPs of the attention scores and weighted sum for one query token at ``context``.
 

@@ -31,7 +31,11 @@ from dataclasses import replace
 from typing import Any
 
 from servewise.engine.common.deferred import Deferred
-from servewise.engine.domain.perf.architecture import attended_context, attention_flops_per_token
+from servewise.engine.domain.perf.architecture import (
+    attended_context,
+    attention_flops_per_token,
+    tp_split_problem,
+)
 from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, MIXED_PREFILL_BACKENDS, Profile, gpu_class, profile
 from servewise.engine.domain.perf.memory import Layout, memory
 from servewise.engine.domain.perf.precision import check_precision, default_kv_precision
@@ -560,6 +564,9 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     if isl < 1 or osl < 1 or concurrency < 1:
         raise ValueError("isl, osl and concurrency must be positive")
     arrival = _check_arrival(arrival, request_rate)
+    problem = tp_split_problem(model, tp)
+    if problem:
+        raise ValueError(problem)
     lay = Layout(tp, pp, ep, attention_dp)
     kvp = kv_precision or default_kv_precision(gpu, precision)
     prof = profile(gpu, backend, calibration)
