@@ -38,6 +38,14 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 34 (main, base f212116; issue #13): `estimate` refuses a tensor-parallel size that does
+not split the model's attention or KV heads (one check per estimate, before the step model is
+built; the planner's candidate rule already excluded such candidates, so no plan changes); the
+rest of the session is analysis tools and docs. Paired against f212116 (5 runs each, nothing
+beside it): median ratio 0.99, every example within 0.82-1.33 x (chat-70b-online 1.22 -> 1.00 s,
+pilot-32b-3-months the 1.33), `rules test` 2.29 -> 2.31 s, +3,000 rules 1.18 -> 1.34 s: within
+the machine's noise.
+
 Session 33 (main, base 94992cf; issue #13): SGLang's prefill interference split by request
 lengths (one branch per estimate) and SGLang refitted, which re-plans the four DeepSeek examples;
 then `standby_gpus` on the GPU component (one more computed value in select.gpu-component).
