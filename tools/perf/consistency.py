@@ -41,11 +41,10 @@ from collections import defaultdict
 from functools import lru_cache
 from typing import Any
 
-from servewise.engine.domain.perf.data import DEFAULT_FILES, read_rows
 from servewise.engine.domain.perf.serving import _step_model
 from servewise.engine.domain.perf.validate import quantile
 from tools.perf.fit_gemm import GPUS, OPS_DIR, read_table
-from tools.perf.residuals import records
+from tools.perf.residuals import closed_loop_rows, records
 
 # the GEMM dtypes of ops/ that a row's weight precision runs (the fastest of them counts)
 GEMM_DTYPES = {"bf16": ("bfloat16",), "fp16": ("bfloat16",), "fp8": ("fp8", "fp8_block"),
@@ -83,32 +82,27 @@ def kernel_bound(min_share: float = 0.8) -> list[dict[str, Any]]:
     row's precision: sustained FLOP/s per GPU = C / dp x FLOPs per request / lifetime."""
     best = best_gemm_tflops()
     out = []
-    for f in DEFAULT_FILES:
-        for r in read_rows(f)[1]:
-            if (r.skipped or r.offline or r.prefill_only or r.request_rate or r.statistic == "p99"
-                    or not (r.ttft_ms and r.tpot_ms)):
-                continue
-            tops = [best[(r.gpu_name, d)] for d in GEMM_DTYPES.get(r.precision, ())
-                    if (r.gpu_name, d) in best]
-            if not tops:
-                continue
-            try:
-                sm = _step_model(r.model, r.gpu, r.layout, r.precision, r.backend,
-                                 r.kv_precision, None)
-            except ValueError:
-                continue
-            flops = (sm.prefill_once(r.isl)["flops"]
-                     + (r.osl - 1) * sm.decode(1.0, r.isl + r.osl / 2.0)["flops"])
-            life_s = (r.ttft_ms + (r.osl - 1) * r.tpot_ms) / 1e3
-            need = float(r.concurrency or 1) / r.layout.dp * flops / life_s / 1e12
-            top, shape = max(tops)
-            if need >= min_share * top:
-                out.append({"file": f.name, "model": r.model_name, "backend": r.backend,
-                            "gpu": r.gpu_name, "precision": r.precision, "tp": r.layout.tp,
-                            "isl": r.isl, "osl": r.osl, "c": r.concurrency,
-                            "ttft": r.ttft_ms, "tpot": r.tpot_ms, "need_tflops": need,
-                            "best_tflops": top, "best_shape": shape,
-                            "datasheet_tflops": sm.tflops})
+    for name, r in closed_loop_rows():
+        tops = [best[(r.gpu_name, d)] for d in GEMM_DTYPES.get(r.precision, ())
+                if (r.gpu_name, d) in best]
+        if not (tops and r.ttft_ms and r.tpot_ms):
+            continue
+        try:
+            sm = _step_model(r.model, r.gpu, r.layout, r.precision, r.backend, r.kv_precision,
+                             None)
+        except ValueError:
+            continue
+        flops = (sm.prefill_once(r.isl)["flops"]
+                 + (r.osl - 1) * sm.decode(1.0, r.isl + r.osl / 2.0)["flops"])
+        life_s = (r.ttft_ms + (r.osl - 1) * r.tpot_ms) / 1e3
+        need = float(r.concurrency or 1) / r.layout.dp * flops / life_s / 1e12
+        top, shape = max(tops)
+        if need >= min_share * top:
+            out.append({"file": name, "model": r.model_name, "backend": r.backend,
+                        "gpu": r.gpu_name, "precision": r.precision, "tp": r.layout.tp,
+                        "isl": r.isl, "osl": r.osl, "c": r.concurrency, "ttft": r.ttft_ms,
+                        "tpot": r.tpot_ms, "need_tflops": need, "best_tflops": top,
+                        "best_shape": shape, "datasheet_tflops": sm.tflops})
     return sorted(out, key=lambda x: -x["need_tflops"] / x["best_tflops"])
 
 
@@ -132,6 +126,10 @@ def front(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(out, key=lambda x: (x["backend"], x["cls"], x["ttft_med"]))
 
 
+def _median(rows: list[dict[str, Any]], key: str) -> float:
+    return quantile([x[key] for x in rows], 0.5)
+
+
 def load(recs: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
     """Per campaign and configuration (layout, lengths) measured at >= 3 concurrencies spanning
     >= 4x: measured and predicted ``metric`` at the highest over the lowest concurrency."""
@@ -146,13 +144,17 @@ def load(recs: list[dict[str, Any]], metric: str) -> list[dict[str, Any]]:
             continue
         lo = [x for x in xs if x["c"] == cs[0]]
         hi = [x for x in xs if x["c"] == cs[-1]]
-
-        def ratio(key: str, lo: list = lo, hi: list = hi) -> float:
-            return quantile([x[key] for x in hi], 0.5) / quantile([x[key] for x in lo], 0.5)
-
         out.append({"campaign": k[:5], "config": k[5:], "c_lo": cs[0], "c_hi": cs[-1],
-                    "measured": ratio(f"{metric}_meas"), "predicted": ratio(f"{metric}_pred")})
+                    **{name: _median(hi, f"{metric}_{key}") / _median(lo, f"{metric}_{key}")
+                       for name, key in (("measured", "meas"), ("predicted", "pred"))}})
     return out
+
+
+def _slope(xs: list[float], ys: list[float]) -> float:
+    """Least-squares slope of ``ys`` over ``xs``."""
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return (sum((a - mx) * (b - my) for a, b in zip(xs, ys, strict=True))
+            / sum((a - mx) ** 2 for a in xs))
 
 
 def slope(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -168,18 +170,10 @@ def slope(recs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(xs) < 4 or max(cs) < 3 * min(cs):
             continue
         lc = [math.log(c) for c in cs]
-        mean_c = sum(lc) / len(lc)
-        var = sum((v - mean_c) ** 2 for v in lc)
-
-        def fit(key: str, xs: list = xs, lc: list = lc, mean_c: float = mean_c,
-                var: float = var) -> float:
-            ly = [math.log(x[key]) for x in xs]
-            mean_y = sum(ly) / len(ly)
-            return sum((a - mean_c) * (b - mean_y) for a, b in zip(lc, ly, strict=True)) / var
-
         out.append({"campaign": k[:5], "layout": k[5:], "n": len(xs), "c_lo": min(cs),
-                    "c_hi": max(cs), "measured": fit("tpot_meas"),
-                    "predicted": fit("tpot_pred")})
+                    "c_hi": max(cs),
+                    "measured": _slope(lc, [math.log(x["tpot_meas"]) for x in xs]),
+                    "predicted": _slope(lc, [math.log(x["tpot_pred"]) for x in xs])})
     return sorted(out, key=lambda x: x["measured"] - x["predicted"])
 
 

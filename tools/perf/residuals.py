@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,18 +50,20 @@ def _bin(x: float, edges: tuple[float, ...]) -> str:
     return f">{prev:g}"
 
 
+def closed_loop_rows() -> Iterator[tuple[str, Row]]:
+    """(data file name, row) of every closed-loop latency row of the shipped data: measured
+    TTFT or TPOT, not skipped, offline, prefill-only, open-loop or a P99 statistic."""
+    for f in DEFAULT_FILES:
+        for r in read_rows(f)[1]:
+            if (r.skipped or r.offline or r.prefill_only or r.request_rate
+                    or r.statistic == "p99" or not (r.ttft_ms or r.tpot_ms)):
+                continue
+            yield f.name, r
+
+
 def records(cal: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One record per closed-loop latency row: errors and the TTFT terms (ms)."""
-    out = []
-    for f in DEFAULT_FILES:
-        _, rows = read_rows(f)
-        for r in rows:
-            if r.skipped or r.offline or r.prefill_only or r.request_rate or not (r.ttft_ms
-                                                                                  or r.tpot_ms):
-                continue
-            if r.statistic == "p99":
-                continue
-            out.append(_record(r, cal, f.name))
+    out = [_record(r, cal, name) for name, r in closed_loop_rows()]
     return [x for x in out if x]
 
 
