@@ -106,6 +106,10 @@ class Terminal:
     def __init__(self, lang: str):
         self.lang = lang
         self.color = sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        try:  # bytes that are not UTF-8 arrive as lone surrogates (refused by read), never as a crash
+            sys.stdin.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            pass
 
     def s(self, name: str, **kw: Any) -> str:
         return pick(S[name], self.lang).format(**kw)
@@ -121,10 +125,16 @@ class Terminal:
         sys.stdout.flush()
         if meanwhile is not None:
             meanwhile()
-        line = sys.stdin.readline()
-        if not line:
-            raise Stop
-        return normalise_input(line)
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                raise Stop
+            problem = iv.text_problem(line)
+            if problem is None or problem.code != "answer.not_utf8":
+                return normalise_input(line)
+            self.say(self.s("bad", msg=problem.text(self.lang)), {"fg": "red"})  # asked again, never kept
+            sys.stdout.write(shown)
+            sys.stdout.flush()
 
 
 def normalise_input(text: str) -> str:
@@ -201,8 +211,10 @@ def show_why(term: Terminal, q: iv.Question) -> None:
 class Interview:
     """Ask the open questions until none is left (or the operator stops)."""
 
-    def __init__(self, term: Terminal, session: iv.Session, save: Path, rulebase):
-        self.term, self.session, self.save, self.rulebase = term, session, save, rulebase
+    def __init__(self, term: Terminal, session: iv.Session, save: iv.AnswersFile | Path, rulebase):
+        self.term, self.session, self.rulebase = term, session, rulebase
+        self.file = save if isinstance(save, iv.AnswersFile) else iv.AnswersFile(save, session)
+        self._moved_told = False
         self._run_key: str | None = None
         self._run: iv.AskRun | None = None
         self.prepared = False
@@ -217,14 +229,25 @@ class Interview:
             iv.prepare(self.rulebase)
             gc.freeze()
 
+    @property
+    def save(self) -> Path:
+        """The file the answers are saved in (next to a resumed file whose layout cannot be kept)."""
+        return self.file.path
+
     def persist(self) -> None:
+        """Save the answers if they changed (iv.AnswersFile: a resumed file of the operator's is
+        edited in place, keeping its comments; nothing is written when nothing changed)."""
         from servewise.engine.common.messages import message
         from servewise.engine.common.yamlio import OutputError
 
         try:
-            iv.save_answers(self.save, self.session)
+            self.file.save(self.session)
         except OutputError as exc:
             raise InputError(message(exc.code, self.term.lang, **exc.fields)) from None
+        if self.file.moved_from is not None and not self._moved_told:
+            self._moved_told = True
+            self.term.say(message("ask.layout_elsewhere", self.term.lang, file=self.file.moved_from,
+                                  other=self.file.path), {"fg": "yellow"})
 
     def asks(self) -> iv.AskRun | None:
         """What the rules ask for the answers so far (the stages a question needs are run on
@@ -380,21 +403,39 @@ def after_plan(term: Terminal, runner: Interview, plan: dict[str, Any]) -> dict[
             term.say(term.s("unknown_cmd"))
 
 
+def _same_file(a: str | Path, b: str | Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _start(answers: str | None, resume: str | None, save: str | None,
-           lang: str) -> tuple[iv.Session, Path, bool]:
+           lang: str) -> tuple[iv.Session, iv.AnswersFile, bool]:
+    """The session and where it is saved. A resumed file (or ``--answers F -o F``) is written
+    only when an answer changes, in place (its comments kept); a symbolic link, device or
+    folder as the answers file is refused before any question (exit 2)."""
+    from servewise.engine.common.messages import message
+    from servewise.engine.common.yamlio import OutputError, check_output
+
     if answers and resume:
         raise InputError("use --resume FILE to continue an interview or --answers FILE to pre-fill one, not both")
+    source = resume or answers
+    target = Path(save or resume or DEFAULT_SAVE)
     try:
-        if resume:
-            return iv.load_answers(resume), Path(save or resume), True
-        target = Path(save or DEFAULT_SAVE)
-        if target.exists() and not (answers and Path(answers).resolve() == target.resolve()):
+        if not resume and target.exists() and not (answers and _same_file(answers, target)):
             raise InputError(pick(S["exists"], lang).format(file=target))
-        session = iv.load_answers(answers) if answers else iv.Session()
+        session, text = iv.read_answers(source) if source else (iv.Session(), None)
     except WorkloadError as exc:
         raise InputError(exc.text(lang)) from None
-    session.asked, session.skipped, session.done = [], set(), False  # pre-filled answers are not asked
-    return session, target, False
+    try:
+        check_output(target)
+    except OutputError as exc:
+        raise InputError(message(exc.code, lang, **exc.fields)) from None
+    if not resume:
+        session.asked, session.skipped, session.done = [], set(), False  # pre-filled answers are not asked
+    in_place = source is not None and source != "-" and _same_file(source, target)
+    return session, iv.AnswersFile(target, session, text if in_place else None), bool(resume)
 
 
 @click.command("ask")
@@ -409,26 +450,26 @@ def ask(settings, answers: str | None, resume: str | None, save: str | None) -> 
     session, target, resumed = _start(answers, resume, save, settings.lang)
     rulebase = settings.rulebase()
     if resumed:
-        term.say(term.s("resumed", file=target, n=_count(session)))
-    term.say(term.s("intro", file=target))
+        term.say(term.s("resumed", file=target.path, n=_count(session)))
+    term.say(term.s("intro", file=target.path))
     runner = Interview(term, session, target, rulebase)
-    runner.persist()
+    runner.persist()  # a new file at once; a resumed one only when an answer changes
     try:
         plan = runner.run()
     except Stop:
         runner.persist()
-        term.say(term.s("quit", n=_count(session), file=target))
+        term.say(term.s("quit", n=_count(session), file=runner.save))
         return
     except KeyboardInterrupt:
         runner.persist()
         term.say("")
-        term.say(term.s("interrupted", n=_count(session), file=target))
+        term.say(term.s("interrupted", n=_count(session), file=runner.save))
         sys.exit(130)
     session.done = True
     runner.persist()
     term.say("")
     click.echo(wrap(render.to_text(plan, term.lang), output_width()), nl=False)
-    term.say(term.s("finished", file=target))
+    term.say(term.s("finished", file=runner.save))
     try:
         plan = after_plan(term, runner, plan)
     except KeyboardInterrupt:

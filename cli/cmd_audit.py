@@ -15,11 +15,12 @@ import click
 
 from servewise.engine.app import explain as ex
 from servewise.engine.common.text import format_display as fmt
+from servewise.engine.common.text import terminal_safe
 
 from .errors import InputError
 from .i18n import pick
 from .render import component_line, to_json
-from .wrap import output_width, wrap
+from .wrap import output_width, wrap, wrap_line
 
 L: dict[str, dict[str, str]] = {
     "chain": {"en": "Chain ({n} steps, from the result back to the inputs)",
@@ -85,8 +86,12 @@ def load_plan(path: str) -> dict[str, Any]:
 def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
     """Titles and sources of the rules, for display only: explain and why-not work from the plan
     alone, so a rule base that does not load (being edited) only loses the titles."""
-    from servewise.engine.lang.rulebase import RuleLoadError, load_rules
+    from servewise.engine.lang.rulebase import RuleLoadError, check_rule_folder, load_rules
 
+    for d in settings.rules_dirs:  # not a rule folder at all (a FIFO, /dev/null, /etc): a usage error
+        problem = check_rule_folder(d)
+        if problem is not None:
+            raise InputError(problem.text(settings.lang))
     try:
         return ex.rule_index(load_rules(settings.rules_dirs))
     except RuleLoadError:
@@ -186,12 +191,28 @@ def render_explain_brief(result: dict[str, Any], plan: dict[str, Any], lang: str
         shown = ", ".join(f"{c['fact'].removeprefix('components.')} = {_brief_value(c.get('value'))}"
                           for c in facts[:2])
         lines.append(f"  [{s['step']}] {s['rule']}" + (f" ⇒ {shown}" if shown else f" — {title}" if title else ""))
-    for room in range(len(steps), -1, -1):
-        more = ["  " + tr("earlier", lang, n=len(steps) - room)] if room < len(steps) else []
-        text = wrap("\n".join(top + [tr("path", lang, n=len(steps))] + lines[:room] + more + tail) + "\n", width)
-        if text.count("\n") <= BRIEF_LINES:
-            return text
-    return text
+    top = [terminal_safe(x) for x in top + [tr("path", lang, n=len(steps))]]
+    tail = [terminal_safe(x) for x in tail]
+    lines = [terminal_safe(x) for x in lines]
+    # as many steps as fit (the latest first), counted by the lines each takes once wrapped
+    fixed = sum(_rows(x, width) for x in top + tail)
+    upto = [0]  # upto[k]: the lines the first k steps take
+    for line in lines:
+        upto.append(upto[-1] + _rows(line, width))
+
+    def more(room: int) -> list[str]:
+        return ["  " + tr("earlier", lang, n=len(steps) - room)] if room < len(steps) else []
+
+    room = len(steps)
+    while room and fixed + upto[room] + sum(_rows(x, width) for x in more(room)) > BRIEF_LINES:
+        room -= 1
+    return wrap("\n".join(top + lines[:room] + more(room) + tail) + "\n", width)
+
+
+def _rows(text: str, width: int | None) -> int:
+    """Lines ``text`` takes in the output once wrapped to ``width`` (as :func:`wrap` wraps it)."""
+    parts = text.split("\n")
+    return sum(len(wrap_line(part, width)) for part in parts) if width else len(parts)
 
 
 def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> str:
@@ -234,7 +255,7 @@ def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> s
         out.append(f"  {i['fact']} = {fmt(i['value'])}   [{mark}]")
     out += ["", tr("catalog", lang)]
     out += [f"  {c}" for c in result["catalog"]] or ["  —"]
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out) + "\n")
 
 
 def render_why_not(result: dict[str, Any], lang: str) -> str:
@@ -281,12 +302,12 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
     if result.get("field"):
         out += ["", f"  {tr('more_how', lang)}: servewise explain PLAN.json "
                     f"{result['field'].removeprefix('components.')}"]
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out) + "\n")
 
 
 def render_audit(report: dict[str, Any], lang: str) -> str:
     if report["identical"]:
-        return f"audit: {tr('identical', lang)} (knowledge {report['new_knowledge_hash']})\n"
+        return terminal_safe(f"audit: {tr('identical', lang)} (knowledge {report['new_knowledge_hash']})\n")
     key = "edited" if report.get("status") == "edited" else "changed"
     out = [f"audit: {tr(key, lang, old=report['old_knowledge_hash'], new=report['new_knowledge_hash'])}"]
     old_dirs, new_dirs = report.get("old_rules_dirs") or [], report.get("new_rules_dirs") or []
@@ -316,7 +337,7 @@ def render_audit(report: dict[str, Any], lang: str) -> str:
              or report["warnings_removed"] or report["rejected_added"] or report["rejected_removed"])
     if not diffs:
         out.append("  " + tr("same_results" if not report["trace_changed"] else "trace_only", lang))
-    return "\n".join(out) + "\n"
+    return terminal_safe("\n".join(out) + "\n")
 
 
 FORMAT = click.option("--format", "fmt_", type=click.Choice(["text", "json"]), default="text",
@@ -378,28 +399,71 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
     """Re-run PLAN.json's recorded workload under the current knowledge and report whether the result
     is identical, and what changed if not (exit 1 when it changed)."""
     from servewise.engine.app.inputs import WorkloadError
+    from servewise.engine.app.planfile import in_plan_file, recorded_workload
     from servewise.engine.domain.catalog import UnknownEntry
     from servewise.engine.runtime.runner import LoopError, RuleRuntimeError
 
+    from .errors import InternalError, workload_error
+    from .main import is_builtin_rule
+
     plan = load_plan(plan_file)
+    try:  # the recorded workload is validated as `plan` validates a workload file
+        recorded_workload(plan, plan_file)
+    except WorkloadError as exc:
+        raise workload_error(exc, settings.lang) from None
     dirs = settings.rules_dirs
-    if not dirs and plan.get("rules_dirs"):  # re-run with the rule folders the plan was made with
-        dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
-        missing = [str(d) for d in dirs if not d.exists()]
-        if missing:
-            raise InputError(f"{plan_file}: rules_dirs: the plan was made with --rules-dir {', '.join(missing)}, "
-                             f"which no longer exists; give the folder with --rules-dir")
-        settings.rules_dirs = dirs
+    if dirs or not plan.get("rules_dirs"):
+        rulebase = settings.rulebase()  # --rules-dir is checked there (engine/lang/rulebase.py)
+    else:  # re-run with the rule folders the plan was made with, checked as --rules-dir is
+        rulebase = recorded_rulebase(plan_file, [d["path"] for d in plan["rules_dirs"]], settings.lang)
+        dirs = settings.rules_dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
     try:
-        report = ex.audit(plan, settings.rulebase(), dirs)
-    except (WorkloadError, UnknownEntry) as exc:
-        raise InputError(f"{plan_file}: recorded workload: {exc}") from None
-    except (RuleRuntimeError, LoopError) as exc:
+        report = ex.audit(plan, rulebase, dirs)
+    except WorkloadError as exc:
+        raise workload_error(in_plan_file(exc, plan_file), settings.lang) from None
+    except UnknownEntry as exc:
+        raise InputError(f"{plan_file}: workload: {exc}") from None
+    except RuleRuntimeError as exc:
+        if is_builtin_rule(exc.rule.file):  # a validated workload, built-in rule: a knowledge bug (as `plan`)
+            raise InternalError(str(exc), settings.lang) from None
+        raise InputError(f"rule base: {exc}") from None
+    except LoopError as exc:
         raise InputError(f"rule base: {exc}") from None
     click.echo(dump(report) if fmt_ == "json" else wrap(render_audit(report, settings.lang), output_width()),
                nl=False)
     if not report["identical"]:
         sys.exit(1)
+
+
+def recorded_rulebase(plan_file: str, dirs: list[str], lang: str):
+    """The rules with the extra folders a plan file records (``rules_dirs``). The file may have
+    been edited: every folder must pass the check `--rules-dir` gets (no device, FIFO, system
+    folder or folder without rule files), and a rule file that does not load is named, never
+    quoted (its content might be anything, /etc/passwd's for one)."""
+    from servewise.engine.common.messages import message
+    from servewise.engine.lang.rulebase import RuleLoadError, check_rule_folder, load_rules
+
+    for i, d in enumerate(dirs):
+        problem = check_rule_folder(d)  # "" is not found (as a Path it would be the working folder)
+        if problem is None:
+            continue
+        if problem.code == "rules_dir.not_found":
+            raise InputError(shown(message("audit.rules_dir_missing", lang, file=plan_file, index=i, path=str(d))))
+        raise InputError(shown(message("audit.rules_dir", lang, file=plan_file, index=i, text=problem.text(lang))))
+    try:
+        return load_rules([Path(d) for d in dirs])
+    except RuleLoadError as exc:
+        files = list(dict.fromkeys(p.file for p in exc.problems))
+        named = ", ".join(files[:5]) + (f" (+{len(files) - 5})" if len(files) > 5 else "")
+        raise InputError(shown(message("audit.rule_files_invalid", lang, file=plan_file, count=len(files),
+                                       files=named))) from None
+
+
+def shown(text: str, limit: int = 600) -> str:
+    """One printable line (a path from an edited plan file may hold control characters)."""
+    from servewise.engine.app.inputs import shown as one_line
+
+    return one_line(text, limit)
 
 
 COMMANDS = [explain, why_not, audit]

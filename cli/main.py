@@ -10,9 +10,13 @@ import gc
 _GC_WAS_ENABLED = gc.isenabled()
 gc.disable()
 
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import click  # noqa: E402
@@ -56,16 +60,42 @@ def is_builtin_rule(file: str) -> bool:
     return Path(file).resolve().is_relative_to(RULES_DIR.resolve())
 
 
-def write_output(text: str, output: str | None, lang: str = "en") -> None:
+def write_output(text: str, output: str | None, lang: str = "en", utf8: bool = False) -> None:
     """Write to stdout (no file or ``-``) or atomically to a regular file (a device, FIFO, folder or
-    unwritable place is a one-line error, exit 2)."""
+    unwritable place is a one-line error, exit 2). ``utf8``: a document format defined as UTF-8
+    (JSON, RFC 8259 §8.1; the Markdown and HTML reports, which declare it), written to stdout as
+    UTF-8 bytes whatever the terminal's encoding, so nothing of it is replaced."""
     if not output or output == "-":
+        buffer = getattr(sys.stdout, "buffer", None)
+        if utf8 and buffer is not None and not _is_utf8(sys.stdout):
+            sys.stdout.flush()
+            buffer.write(text.encode("utf-8", "surrogateescape"))
+            buffer.flush()
+            return
         click.echo(text, nl=False)
         return
     try:
         write_text_atomic(output, text)
     except OutputError as exc:
         raise InputError(message(exc.code, lang, **exc.fields)) from None
+
+
+def rule_failure(exc: RuleRuntimeError, workload: str, lang: str) -> click.ClickException:
+    """The error to report when a rule failed on a valid workload: a rule of ``--rules-dir`` is the
+    user's (exit 2); a built-in rule whose arithmetic left the rule language's range was given
+    numbers too large to plan (exit 2, naming the inputs it read); any other built-in failure is a
+    knowledge bug (exit 3)."""
+    if not is_builtin_rule(exc.rule.file):
+        return InputError(f"rule base: {exc}")
+    if exc.out_of_range:
+        from servewise.engine.app.inputs import input_defs
+
+        numbers = {d.key for d in input_defs() if d.type in ("number", "integer")}
+        inputs = [n for n in exc.rule.names if n in numbers] or list(exc.rule.names)
+        value = str(exc).rsplit("(", 1)[-1].rstrip(")") if str(exc).endswith(")") else "?"
+        return InputError(message("input.out_of_range", lang, file=workload, rule=exc.rule.id,
+                                  inputs=", ".join(inputs[:8]), value=value))
+    return InternalError(str(exc), lang)
 
 
 GLOBAL_FLAGS = ("--debug",)
@@ -146,9 +176,7 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
     except UnknownEntry as exc:
         raise InputError(f"{workload}: {exc}") from None
     except RuleRuntimeError as exc:
-        if is_builtin_rule(exc.rule.file):  # valid input, built-in rule: a knowledge bug
-            raise InternalError(str(exc), settings.lang) from None
-        raise InputError(f"rule base: {exc}") from None
+        raise rule_failure(exc, workload, settings.lang) from None
     except LoopError as exc:
         raise InputError(f"rule base: {exc}") from None
     if fmt == "json":
@@ -161,7 +189,7 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
         text = to_html(result.plan, settings.lang)
     else:
         text = wrap(render.to_text(result.plan, settings.lang), output_width() if not output else NOT_A_TTY_WIDTH)
-    write_output(text, output, settings.lang)
+    write_output(text, output, settings.lang, utf8=fmt != "text")
     if not result.feasible:
         sys.exit(1)
 
@@ -238,9 +266,75 @@ def _lang_of(args: list[str]) -> str:
     return default_lang()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, SIGHUP or SIGQUIT received: handled as Ctrl-C is (what catches KeyboardInterrupt
+    cleans up: fork_map's workers and files, `ask` saving the answers), exit 128 + the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+TERMINATION_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT")
+                            if hasattr(signal, name))
+_RECEIVED: list[int] = []  # the termination signal this run received (the first)
+
+
+_HANDLER_PID: list[int] = []  # the process that installed the handlers
+
+
+def _on_termination(signum: int, frame: object) -> None:
+    if _HANDLER_PID and os.getpid() != _HANDLER_PID[0]:
+        # a forked child that inherited the handler (a multiprocessing pool's worker in `rules test`,
+        # which the pool ends with SIGTERM): it dies of the signal as a child should, silently
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
+    if _RECEIVED:  # already ending for one: let its clean-up finish
+        return
+    _RECEIVED.append(signum)
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _termination_as_interrupt() -> Iterator[None]:
+    """Meanwhile the termination signals raise :class:`Terminated` (those with their default
+    action only: an ignored one, e.g. SIGHUP under nohup, stays ignored; only in the main thread)."""
+    _RECEIVED.clear()
+    _HANDLER_PID[:] = [os.getpid()]
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in TERMINATION_SIGNALS:
+            if signal.getsignal(sig) is signal.SIG_DFL:
+                previous[sig] = signal.signal(sig, _on_termination)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _interrupted(lang: str) -> str:
+    if _RECEIVED:
+        return message("interrupted.signal", lang, signal=signal.Signals(_RECEIVED[0]).name)
+    return message("interrupted", lang)
+
+
 def run(args: list[str] | None = None) -> int:
     """Run the CLI and return the exit code of CONTRACTS §4: 0 ok, 1 infeasible / differs, 2 bad
-    input, 3 internal error (traceback only with --debug), 130 interrupted."""
+    input, 3 internal error (traceback only with --debug), 130 interrupted (Ctrl-C), 128 + the
+    signal's number after SIGTERM (143), SIGHUP (129) or SIGQUIT (131), which are handled as Ctrl-C
+    is."""
+    try:
+        with _termination_as_interrupt():
+            code = _run(args)
+    except KeyboardInterrupt:  # one arriving as the command ended, after _run's handlers
+        click.echo(_interrupted(_lang_of(list(sys.argv[1:] if args is None else args))), err=True)
+        code = 130
+    return 128 + _RECEIVED[0] if _RECEIVED else code
+
+
+def _run(args: list[str] | None) -> int:
     args = list(sys.argv[1:] if args is None else args)
     lang = _lang_of(args)
     debug = "--debug" in args[: args.index("--")] if "--" in args else "--debug" in args
@@ -256,12 +350,12 @@ def run(args: list[str] | None = None) -> int:
             exc.show()
             code = exc.exit_code
         except click.exceptions.Abort:
-            click.echo(message("interrupted", lang), err=True)
+            click.echo(_interrupted(lang), err=True)
             code = 130
         sys.stdout.flush()
         return code
     except KeyboardInterrupt:
-        click.echo(message("interrupted", lang), err=True)
+        click.echo(_interrupted(lang), err=True)
         return 130
     except BrokenPipeError:  # the reader went away (`servewise plan W | head`): nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -291,7 +385,29 @@ def _internal(exc: BaseException, lang: str, debug: bool) -> int:
     return 3
 
 
+def _is_utf8(stream) -> bool:
+    import codecs
+
+    try:
+        return codecs.lookup(getattr(stream, "encoding", None) or "ascii").name == "utf-8"
+    except LookupError:
+        return False
+
+
+def tolerant_streams() -> None:
+    """stdout and stderr in an encoding that cannot show every character (``PYTHONIOENCODING=cp1252``,
+    a latin-1 or Shift-JIS locale): what it cannot encode is replaced (``?``) instead of failing
+    the command; the plan's JSON, Markdown and HTML bypass it (``write_output(utf8=True)``)."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None and not _is_utf8(stream) and hasattr(stream, "reconfigure"):
+            try:
+                stream.reconfigure(errors="replace")
+            except (ValueError, OSError):  # a closed or odd stream: left as it is
+                pass
+
+
 def main() -> None:
+    tolerant_streams()
     # what the imports made lives as long as the process, and so do the plans and rules this
     # command makes: later collections need not walk them (engine/common/gctune.py)
     gc.freeze()

@@ -482,7 +482,7 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     """A report for GitHub-flavoured Markdown: tables, a mermaid graph, collapsed long lists."""
     w = plan["workload"]
     o: list[str] = []
-    o.append(f"# servewise plan: {w.get('model') if isinstance(w.get('model'), str) else w['model']['name']}")
+    o.append(f"# servewise plan: {_md_escape(plan_title(w))}")
     o.append("")
     o.append(f"- servewise {plan['servewise_version']}, knowledge `{plan['knowledge_hash']}`")
     o.append(f"- feasible: **{_v(plan['feasible'])}**")

@@ -36,35 +36,68 @@ def _continuation(line: str) -> str:
     return " " * display_width(lead) if lead.strip() else " " * (display_width(lead) + 4)
 
 
+_CHAR_WIDTHS: dict[str, int] = {}
+
+
+def _width(text: str) -> int:
+    """:func:`display_width`, at once for ASCII (one column a character)."""
+    return len(text) if text.isascii() else display_width(text)
+
+
+def _width_of(c: str) -> int:
+    w = _CHAR_WIDTHS.get(c)
+    if w is None:
+        w = _CHAR_WIDTHS[c] = display_width(c)
+    return w
+
+
+def _split_word(token: str, w: int, room: int, indent: str, out: list[str]) -> tuple[str, int]:
+    """A word wider than the ``room`` after ``indent``: whole lines of it cut by columns onto ``out``
+    (at least one character per line), and the rest with its width. Linear in the word's length."""
+    widths = [1] * len(token) if token.isascii() else [_width_of(c) for c in token]
+    p, n = 0, len(token)
+    while w > room and p < n:
+        start, cols = p, 0
+        while p < n and cols + widths[p] <= room:
+            cols += widths[p]
+            p += 1
+        if p == start:  # not even one character fits: it takes a line of its own
+            cols = widths[p]
+            p += 1
+        out.append(indent + token[start:p])
+        w -= cols
+    return token[p:], w
+
+
 def wrap_line(line: str, width: int) -> list[str]:
-    if display_width(line) <= width:
+    """``line`` cut into lines of at most ``width`` columns at spaces (a longer word cut by columns),
+    continuations indented (see :func:`_continuation`). Linear in the line's length."""
+    if _width(line) <= width:
         return [line]
     indent = _continuation(line)
+    indent_w = display_width(indent)
+    if indent_w >= width:  # a line led by more spaces than fit: continuations leave room for text
+        indent, indent_w = " " * (width // 2), width // 2
     out: list[str] = []
-    current, used = "", 0
+    parts: list[str] = []  # the line being filled, in pieces
+    used = 0
+    text = False  # it holds more than spaces
     for token in _TOKEN.findall(line):
-        w = display_width(token)
-        no_break = token in _CLOSING and current.strip()  # CJK: no line starts with "，" or "。"
-        if current and used + w > width and not token.isspace() and not no_break:
-            out.append(current.rstrip())
-            current, used = indent, display_width(indent)
+        w = _width(token)
+        space = token.isspace()
+        no_break = text and token in _CLOSING  # CJK: no line starts with "，" or "。"
+        if parts and used + w > width and not space and not no_break:
+            out.append("".join(parts).rstrip())
+            parts, used, text = [indent], indent_w, False
             if w > width - used:  # a word longer than the line: split it by columns
-                while w > width - used:
-                    cut, cols = 0, 0
-                    while cut < len(token) and cols + display_width(token[cut]) <= width - used:
-                        cols += display_width(token[cut])
-                        cut += 1
-                    cut = max(cut, 1)
-                    out.append(current + token[:cut])
-                    token = token[cut:]
-                    current, used = indent, display_width(indent)
-                    w = display_width(token)
-        if token.isspace() and current.strip() == "" and out:
+                token, w = _split_word(token, w, width - used, indent, out)
+        if space and not text and out:
             continue
-        current += token
+        parts.append(token)
         used += w
-    if current.strip():
-        out.append(current.rstrip())
+        text = text or (bool(token) and not space)
+    if text:
+        out.append("".join(parts).rstrip())
     return out
 
 

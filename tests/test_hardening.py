@@ -71,7 +71,7 @@ def test_output_refuses_fifo_folder_and_missing_folder(tmp_path):
 
 
 def test_output_respects_umask_and_keeps_a_replaced_files_mode(tmp_path):
-    from servewise.engine.common.yamlio import write_text_atomic
+    from servewise.engine.common.yamlio import OutputError, write_text_atomic
 
     old = os.umask(0o027)
     try:
@@ -86,8 +86,9 @@ def test_output_respects_umask_and_keeps_a_replaced_files_mode(tmp_path):
     assert kept.read_text() == "new" and stat.S_IMODE(os.stat(kept).st_mode) == 0o604
     link = tmp_path / "link.txt"
     link.symlink_to(kept)
-    write_text_atomic(link, "via link")
-    assert link.is_symlink() and kept.read_text() == "via link"
+    with pytest.raises(OutputError, match="output.symlink"):  # #42: -o never follows a link
+        write_text_atomic(link, "via link")
+    assert link.is_symlink() and kept.read_text() == "new"
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".servewise-")]
 
 

@@ -8,6 +8,7 @@ recorded workload with a rule base and compares. Nothing here prints; the CLI re
 from __future__ import annotations
 
 import difflib
+import heapq
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -146,17 +147,20 @@ def explain(plan: dict[str, Any], target: str, rules: dict[str, dict[str, Any]] 
     roots = _steps_setting(plan, facts)
     wanted: dict[int, set[str]] = {n: set(facts) for n in roots}
     order: list[int] = []
-    todo = list(roots)
+    visited: set[int] = set()
+    todo = [-n for n in roots]  # a heap of negated step numbers: the highest step first, so that
+    heapq.heapify(todo)         # every dependant is visited before its premises
     while todo:
-        n = max(todo)  # highest step first: every dependant is visited before its premises
-        todo = [x for x in todo if x != n]
-        if n in order or n not in by_no:
+        n = -heapq.heappop(todo)
+        if n in visited or n not in by_no:
             continue
+        visited.add(n)
         order.append(n)
         for p in by_no[n]["premises"]:
             if "step" in p:
                 wanted.setdefault(p["step"], set()).add(p["fact"])
-                todo.append(p["step"])
+                if p["step"] not in visited:
+                    heapq.heappush(todo, -p["step"])
     steps: list[dict[str, Any]] = []
     inputs: dict[str, dict[str, Any]] = {}
     catalog: list[str] = []

@@ -17,8 +17,13 @@ from servewise.engine.common.yamlio import Lines, YamlError, line_of, load_file
 
 INPUTS_FILE = PACKAGE_ROOT / "facts" / "inputs.yaml"
 
+# Bounds of a custom model's dimensions: each 10-100x the largest published model's (2026:
+# Llama-3.1-405B hidden 16,384 / FFN 53,248 / 128 heads; DeepSeek-V3 kv_lora_rank 512, 256
+# experts, 8 per token; Kimi-K2 384 experts; vocabularies <= 262,144; contexts <= 10 M tokens,
+# Llama-4-Scout), so no real architecture is refused and no product of them overflows the rules'
+# arithmetic (engine/lang/expr.py MAX_NUMBER).
 CUSTOM_MODEL_FIELDS: dict[str, dict[str, Any]] = {
-    "name": {"type": "string"},
+    "name": {"type": "string", "minLength": 1, "maxLength": 200},
     "params_b": {"type": "number", "exclusiveMinimum": 0, "maximum": 100000},
     "active_params_b": {"type": "number", "exclusiveMinimum": 0, "maximum": 100000},
     "num_layers": {"type": "integer", "minimum": 1, "maximum": 1000},
@@ -26,14 +31,14 @@ CUSTOM_MODEL_FIELDS: dict[str, dict[str, Any]] = {
     "num_attention_heads": {"type": "integer", "minimum": 1, "maximum": 10000},
     "num_kv_heads": {"type": "integer", "minimum": 1, "maximum": 10000},
     "head_dim": {"type": "integer", "minimum": 1, "maximum": 10000},
-    "intermediate_size": {"type": "integer", "minimum": 1},
-    "vocab_size": {"type": "integer", "minimum": 1},
-    "max_context": {"type": "integer", "minimum": 1},
+    "intermediate_size": {"type": "integer", "minimum": 1, "maximum": 4000000},
+    "vocab_size": {"type": "integer", "minimum": 1, "maximum": 10000000},
+    "max_context": {"type": "integer", "minimum": 1, "maximum": 100000000},
     "attention_type": {"enum": ["MHA", "GQA", "MQA", "MLA"]},
-    "kv_lora_rank": {"type": "integer", "minimum": 1},
-    "qk_rope_head_dim": {"type": "integer", "minimum": 1},
-    "num_experts": {"type": "integer", "minimum": 1},
-    "experts_per_token": {"type": "integer", "minimum": 1},
+    "kv_lora_rank": {"type": "integer", "minimum": 1, "maximum": 100000},
+    "qk_rope_head_dim": {"type": "integer", "minimum": 1, "maximum": 10000},
+    "num_experts": {"type": "integer", "minimum": 1, "maximum": 100000},
+    "experts_per_token": {"type": "integer", "minimum": 1, "maximum": 1000},
 }
 
 
@@ -64,6 +69,9 @@ def _error(file: str, line: int, path: str, code: str, **args: Any) -> WorkloadE
     """A WorkloadError whose English text comes from the same catalog entry as its translations."""
     from servewise.engine.common.messages import message
     return WorkloadError(file, line, path, message(code, "en", **args), code, **args)
+
+
+input_error = _error  # for the modules that check a workload against the catalog (engine/app/plan.py)
 
 
 @dataclass(frozen=True)
@@ -117,12 +125,15 @@ def _field_schema(d: InputDef) -> dict[str, Any]:
              "additionalProperties": False},
         ]}
     elif d.type == "models":
+        qps = input_def("traffic.peak_qps")
         s = {"type": "array", "minItems": 1, "items": {
             "type": "object",
             "properties": {"model": _field_schema(input_def("model")),
-                           "peak_qps": {"type": "number", "exclusiveMinimum": 0},
-                           "tenant": {"type": "string"}},
+                           "peak_qps": {"type": "number", "exclusiveMinimum": 0, "maximum": qps.maximum},
+                           "tenant": {"type": "string", "maxLength": 200}},
             "required": ["model"], "additionalProperties": False}}
+        if d.maximum is not None:
+            s["maxItems"] = int(d.maximum)
     elif d.type == "choice":
         s = {"enum": list(d.choices or ())}
     elif d.type == "choices":
@@ -226,6 +237,50 @@ def _check_plain(node: Any, path: tuple, file: str, lines: Lines) -> None:
         raise _error(file, line_of(lines, path), ".".join(map(str, path)), "input.not_finite", got=repr(node))
 
 
+def _specific(err: Any) -> Any:
+    """The error inside a ``nullable`` or ``models`` alternative (anyOf/oneOf) that names the field
+    at fault: the one in the branch of the value's own JSON type (a list, not null), deepest first.
+    A model field's alternatives (name or mapping) are described by validate_workload itself."""
+    while err.validator in ("anyOf", "oneOf") and err.context:
+        d = _def_at(list(err.absolute_path))
+        if d is not None and d.type == "model":
+            return err
+        want = _json_types(err.instance)
+        typed = [e for e in err.context if _branch_type(err, e) in want]
+        if not typed:
+            return err
+        err = max(typed, key=lambda e: len(e.absolute_path))
+    return err
+
+
+def _json_types(value: Any) -> set[str | None]:
+    """The JSON Schema types ``value`` has (None: a branch that names no type)."""
+    if isinstance(value, bool):
+        return {"boolean", None}
+    if isinstance(value, (int, float)):
+        return {"number", "integer", None}
+    kinds = {dict: "object", list: "array", str: "string", type(None): "null"}
+    return {kinds.get(type(value)), None}
+
+
+def _branch_type(parent: Any, sub: Any) -> str | None:
+    schema = parent.validator_value[sub.relative_schema_path[0]] if sub.relative_schema_path else {}
+    return schema.get("type") if isinstance(schema, dict) else None
+
+
+def _def_at(path_items: list) -> InputDef | None:
+    """The input definition of a path in the workload (``models.2.model`` is a model field)."""
+    dotted = ".".join(str(p) for p in path_items)
+    if len(path_items) == 3 and path_items[0] == "models" and path_items[2] == "model":
+        dotted = "model"
+    elif len(path_items) == 3 and path_items[0] == "models" and path_items[2] == "peak_qps":
+        dotted = "traffic.peak_qps"
+    try:
+        return input_def(dotted)
+    except KeyError:
+        return None
+
+
 def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None = None) -> None:
     """Raise :class:`WorkloadError` for the first problem (unknown key, wrong type, range)."""
     lines = lines or {}
@@ -233,6 +288,8 @@ def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None =
         raise _error(file, 1, "", "input.not_mapping")
     _check_plain(data, (), file, lines)
     if valid(_fast_check(), data):
+        _check_custom_models(data, file, lines)
+        _check_traffic(data, file, lines)
         return
     schema = workload_schema()
     validator = _validator()
@@ -253,23 +310,68 @@ def validate_workload(data: Any, file: str = "<workload>", lines: Lines | None =
         err = errors[0]
         if err.validator == "anyOf" and not err.absolute_path:
             raise _error(file, 1, "model", "input.missing_model")
+        err = _specific(err)
         path_items = list(err.absolute_path)
         dotted = ".".join(map(str, path_items))
-        try:
-            d = input_def(dotted)
-        except KeyError:
-            d = None
+        d = _def_at(path_items)
+        if err.validator == "maxItems" and d is not None and d.type == "models":
+            raise _error(file, line_of(lines, tuple(path_items)), dotted, "input.too_many_models",
+                         max=int(d.maximum or 0), got=len(err.instance))
         if err.validator in ("oneOf", "anyOf") and d is not None and d.type == "model":
             branch = 1 if isinstance(err.instance, dict) else 0
             sub = [e for e in err.context if e.relative_schema_path[0] == branch]
             line = line_of(lines, tuple(path_items))
             if sub:
+                where = list(sub[0].absolute_path)
+                if len(where) > len(path_items):  # a field of a custom model: named
+                    dotted, line = ".".join(map(str, where)), line_of(lines, tuple(where))
                 raise _error(file, line, dotted, "input.model_expected_detail", detail=sub[0].message)
             raise _error(file, line, dotted, "input.model_expected")
         described = _describe(err, d)
         if described is None:
             raise WorkloadError(file, line_of(lines, tuple(path_items)), dotted, err.message)
         raise _error(file, line_of(lines, tuple(path_items)), dotted, described[0], **described[1])
+    _check_custom_models(data, file, lines)
+    _check_traffic(data, file, lines)
+
+
+def _check_traffic(data: dict[str, Any], file: str, lines: Lines) -> None:
+    """Requests per day cannot exceed a whole day at the peak rate (one model's traffic; with
+    ``models:`` each pool has its own peak)."""
+    traffic = data.get("traffic") or {}
+    per_day = traffic.get("requests_per_day")
+    if per_day is None or data.get("models"):
+        return
+    peak = traffic.get("peak_qps", input_def("traffic.peak_qps").default)
+    if per_day > peak * 86400:
+        where = ("traffic", "requests_per_day")
+        raise _error(file, line_of(lines, where), "traffic.requests_per_day", "input.day_above_peak",
+                     per_day=f"{per_day:,.0f}", peak=f"{peak:g}", most=f"{peak * 86400:,.0f}")
+
+
+def _check_custom_models(data: dict[str, Any], file: str, lines: Lines) -> None:
+    """What the schema cannot say of a custom model (its fields are each in range already): the
+    dimensions must describe a transformer the serving engines can run."""
+    specs: list[tuple[tuple, Any]] = [(("model",), data.get("model"))]
+    specs += [(("models", i, "model"), e.get("model")) for i, e in enumerate(data.get("models") or [])]
+    for path, spec in specs:
+        if not isinstance(spec, dict):
+            continue
+        heads, kv = spec["num_attention_heads"], spec.get("num_kv_heads")
+        problem: tuple[str, str, dict[str, Any]] | None = None
+        if "head_dim" not in spec and spec["hidden_size"] < heads:
+            problem = ("hidden_size", "input.custom_head_dim", {"hidden": spec["hidden_size"], "heads": heads})
+        elif kv is not None and (kv > heads or heads % kv):
+            problem = ("num_kv_heads", "input.custom_kv_heads", {"heads": heads, "kv": kv})
+        elif spec.get("num_experts", 1) > 1 and spec.get("experts_per_token", 0) >= spec["num_experts"]:
+            problem = ("experts_per_token", "input.custom_experts",
+                       {"k": spec["experts_per_token"], "n": spec["num_experts"]})
+        elif spec.get("active_params_b", 0) > spec["params_b"]:
+            problem = ("active_params_b", "input.custom_active",
+                       {"active": spec["active_params_b"], "total": spec["params_b"]})
+        if problem:
+            where = (*path, problem[0])
+            raise _error(file, line_of(lines, where), ".".join(map(str, where)), problem[1], **problem[2])
 
 
 def set_path(data: dict[str, Any], key: str, value: Any) -> None:

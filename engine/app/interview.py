@@ -24,6 +24,8 @@ questions, in the same order, with the same reasons.
 from __future__ import annotations
 
 import copy
+import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -46,7 +48,15 @@ from servewise.engine.app.inputs import (
     validate_workload,
 )
 from servewise.engine.app.plan import PlanResult
-from servewise.engine.common.yamlio import YamlError, display_name, load_text, read_text, write_text_atomic
+from servewise.engine.common.yamlio import (
+    MAX_NUMBER_CHARS,
+    MAX_SCALAR_CHARS,
+    YamlError,
+    display_name,
+    load_text,
+    read_text,
+    write_text_atomic,
+)
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.lang.expr import EvalError, ExprError, compile_expr
 from servewise.engine.lang.rulebase import RuleBase
@@ -79,14 +89,23 @@ NONE = frozenset({"none", "null", "-", "无"})
 class AnswerError(ValueError):
     """An answer cannot be used; the message says what was expected."""
 
-    def __init__(self, message: str, cause: WorkloadError | None = None):
+    def __init__(self, message: str, cause: WorkloadError | None = None, code: str | None = None,
+                 **args: Any):
         super().__init__(message)
-        self.cause = cause
+        self.cause, self.code, self.args_ = cause, code, args
+
+    @classmethod
+    def coded(cls, code: str, **args: Any) -> AnswerError:
+        """An error whose text is the message ``code`` of facts/messages (English as its str)."""
+        from servewise.engine.common.messages import message
+        return cls(message(code, "en", **args), code=code, **args)
 
     def text(self, lang: str) -> str:
         """The message in ``lang`` (validation messages come from facts/messages/inputs.yaml)."""
+        from servewise.engine.common.messages import message
+        if self.code is not None:
+            return message(self.code, lang, **self.args_)
         if self.cause is not None and self.cause.code is not None:
-            from servewise.engine.common.messages import message
             return message(self.cause.code, lang, **self.cause.args_)
         return str(self)
 
@@ -294,8 +313,30 @@ def why(question: Question) -> list[Reason]:
 
 # ----- answers ---------------------------------------------------------------------------------
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_NUMERIC = re.compile(r"[+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?")
+
+
+def text_problem(text: str) -> AnswerError | None:
+    """Why a typed line cannot be an answer, before it is parsed: bytes that are not UTF-8 (read
+    as lone surrogates, which no file may hold) or an absurd length; None when it can be one."""
+    if _SURROGATE.search(text):
+        return AnswerError.coded("answer.not_utf8")
+    if len(text) > MAX_SCALAR_CHARS:
+        return AnswerError.coded("answer.too_long", length=f"{len(text):,}", limit=f"{MAX_SCALAR_CHARS:,}")
+    return None
+
+
+def _digits_checked(text: str) -> str:
+    """``text``; :class:`AnswerError` when it is a number longer than any meant (int() of 5,000
+    digits is slow and refused beyond 4,300 digits; YAML files have the same limit)."""
+    if len(text) > MAX_NUMBER_CHARS and _NUMERIC.fullmatch(text):
+        raise AnswerError.coded("answer.number_too_long", length=f"{len(text):,}", limit=MAX_NUMBER_CHARS)
+    return text
+
+
 def _number(text: str) -> Any:
-    clean = text.replace(",", "").replace("_", "").strip()
+    clean = _digits_checked(text.replace(",", "").replace("_", "").strip())
     for conv in (int, float):
         try:
             return conv(clean)
@@ -309,13 +350,24 @@ def _pick_choice(d: InputDef, text: str) -> Any:
     for c in choices:
         if str(c).lower() == text.lower() or any(names.get(str(c)) == text for names in d.labels.values()):
             return c
-    if text.isdigit() and 1 <= int(text) <= len(choices):
-        return choices[int(text) - 1]
+    if text.isdigit():
+        _digits_checked(text)
+        try:
+            number = int(text)
+        except ValueError:  # a digit int() does not take ('²')
+            return text
+        if 1 <= number <= len(choices):
+            return choices[number - 1]
     return text
 
 
 def parse_answer(d: InputDef, text: str) -> Any:
-    """The typed value of an answer (a string the checks will reject is returned as is)."""
+    """The typed value of an answer (a string the checks will reject is returned as is);
+    :class:`AnswerError` for text that is no answer at all (:func:`text_problem`) or a number
+    too long to mean anything."""
+    problem = text_problem(text)
+    if problem is not None:
+        raise problem
     text = text.strip()
     if d.nullable and text.lower() in NONE:
         return None
@@ -394,10 +446,7 @@ def dump_answers(session: Session) -> str:
     for d in input_defs():
         if session.answered(d.key):
             set_path(ordered, d.key, session.value(d.key))
-    lines = [HEADER,
-             f"# asked: {', '.join(session.asked)}",
-             f"# skipped: {', '.join(k for k in askable_keys() if k in session.skipped)}",
-             f"# status: {'done' if session.done else 'open'}"]
+    lines = [HEADER, *_state_lines(session).values()]
     body = yaml.safe_dump(ordered, sort_keys=False, allow_unicode=True, default_flow_style=False) if ordered else ""
     return "\n".join(lines) + "\n" + body
 
@@ -408,8 +457,229 @@ def askable_keys() -> list[str]:
 
 def save_answers(path: str | Path, session: Session) -> None:
     """Atomic write (temporary file in the same folder, then rename): never a half-written file;
-    raises :class:`~.yamlio.OutputError` for a device, FIFO, folder or unwritable place."""
+    raises :class:`~.yamlio.OutputError` for a device, FIFO, folder, symbolic link or unwritable
+    place."""
     write_text_atomic(path, dump_answers(session), fsync=True)
+
+
+def _state_lines(session: Session) -> dict[str, str]:
+    return {"asked": f"# asked: {', '.join(session.asked)}",
+            "skipped": f"# skipped: {', '.join(k for k in askable_keys() if k in session.skipped)}",
+            "status": f"# status: {'done' if session.done else 'open'}"}
+
+
+class AnswersFile:
+    """Where the interview saves its answers, written only when they changed.
+
+    A file servewise made (or a new one) is written whole (:func:`dump_answers`). A file the
+    operator wrote (``--resume`` of a workload, an example) is edited in place: the changed
+    values are replaced where they are, removed keys deleted, new keys added at the end of their
+    section (block or flow style, as the file writes it), and the interview state written as
+    comment lines after its leading comments, so its other comments and layout stay as they were.
+    When that is impossible (an anchor that is changed, and such: every edit is read back), the
+    answers go to a file next to it (:attr:`moved_from` says so) and the operator's file is left
+    alone."""
+
+    def __init__(self, path: str | Path, session: Session, text: str | None = None):
+        self.path = Path(path)
+        self.moved_from: Path | None = None
+        # edit in place only what servewise did not write itself (its own layout is dump_answers)
+        self.text = text if text is not None and text != dump_answers(session) else None
+        self.written = self._state(session) if text is not None else None
+
+    def _state(self, session: Session) -> str:
+        """What a write records: the answers and skipped inputs, and for servewise's own files
+        also the questions' order and status (an operator's file is written for answers only)."""
+        state: dict[str, Any] = {"answers": session.answers, "skipped": sorted(session.skipped)}
+        if self.text is None:
+            state |= {"asked": session.asked, "done": session.done}
+        return json.dumps(state, sort_keys=True, default=str)
+
+    def save(self, session: Session) -> bool:
+        """Write the answers if they changed since read or last written; whether it wrote.
+        Raises :class:`~.yamlio.OutputError` as :func:`save_answers`."""
+        state = self._state(session)
+        if state == self.written:
+            return False
+        if self.text is not None:
+            edited = edit_answers_text(self.text, session)
+            if edited is None:
+                self.moved_from, self.path, self.text = self.path, sibling_answers_file(self.path), None
+                state = self._state(session)
+            else:
+                write_text_atomic(self.path, edited, fsync=True)
+                self.text, self.written = edited, state
+                return True
+        save_answers(self.path, session)
+        self.written = state
+        return True
+
+
+def sibling_answers_file(path: Path) -> Path:
+    """``NAME.answers.yaml`` next to ``path`` (``NAME.answers-2.yaml``... when that is not an
+    answers file of servewise's own)."""
+    stem = path.name.removesuffix(".yaml").removesuffix(".yml")
+    for n in range(1, 100):
+        candidate = path.with_name(f"{stem}.answers{'' if n == 1 else f'-{n}'}.yaml")
+        try:
+            first = read_text(candidate).split("\n", 1)[0]
+        except YamlError:
+            if not candidate.exists():
+                return candidate
+            continue
+        if first == HEADER:
+            return candidate
+    return path.with_name(f"{stem}.answers.yaml")
+
+
+# --- editing an operator's YAML file in place (engine-made edits, checked by reading them back)
+
+def _compose(text: str) -> yaml.Node | None:
+    return yaml.compose(text, Loader=yaml.SafeLoader)  # the Python loader: marks index characters
+
+
+def _flow(value: Any) -> str:
+    """``value`` as one line of flow-style YAML."""
+    return yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=1 << 30,
+                          sort_keys=False).strip()[1:-1]
+
+
+def _end(node: yaml.Node) -> int:
+    """Where the content of ``node`` ends (a block collection: where its last value ends)."""
+    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and not node.flow_style and node.value:
+        last = node.value[-1]
+        return _end(last[1] if isinstance(node, yaml.MappingNode) else last)
+    return node.end_mark.index
+
+
+def _line_start(text: str, i: int) -> int:
+    return text.rfind("\n", 0, i) + 1
+
+
+def _after_line(text: str, i: int) -> int:
+    """The start of the line after the one ``i`` is on (``i`` already there: ``i``)."""
+    if i > 0 and text[i - 1] == "\n":
+        return i
+    j = text.find("\n", i)
+    return len(text) if j < 0 else j + 1
+
+
+def _pairs(node: yaml.Node | None) -> list[tuple[yaml.Node, yaml.Node]] | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    return [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
+
+
+def _lookup(root: yaml.Node | None, parts: list[str]) -> list[tuple[yaml.MappingNode, yaml.Node, yaml.Node]]:
+    """The (mapping, key, value) nodes along ``parts``, as far as they exist."""
+    chain: list[tuple[yaml.MappingNode, yaml.Node, yaml.Node]] = []
+    node = root
+    for part in parts:
+        pairs = _pairs(node)
+        found = next(((k, v) for k, v in pairs or [] if k.value == part), None)
+        if found is None:
+            break
+        chain.append((node, *found))  # type: ignore[arg-type]
+        node = found[1]
+    return chain
+
+
+class _CannotEdit(Exception):
+    pass
+
+
+def _edit_one(text: str, key: str, has: bool, value: Any) -> str:
+    """``text`` with the input ``key`` set to ``value`` (``has``) or removed, in block or flow
+    style as the file writes that mapping; :class:`_CannotEdit` when the layout does not allow it."""
+    parts = key.split(".")
+    root = _compose(text)
+    chain = _lookup(root, parts)
+    if len(chain) == len(parts) and has:  # replace the value, keep the rest of its line
+        _, k, v = chain[-1]
+        end = _end(v)
+        tail = "\n" if end > 0 and text[end - 1] == "\n" else ""
+        return text[:k.end_mark.index] + ": " + _flow(value) + tail + text[end:]
+    if len(chain) == len(parts):  # delete the key, and each mapping it leaves empty
+        depth = len(chain) - 1
+        while depth > 0 and len(chain[depth][0].value) == 1:
+            depth -= 1
+        mapping, k, v = chain[depth]
+        if mapping.flow_style:
+            i = next(i for i, (key_node, _) in enumerate(mapping.value) if key_node is k)
+            if i > 0:  # ", key: value" after the previous value
+                return text[:_end(mapping.value[i - 1][1])] + text[_end(v):]
+            return text[:k.start_mark.index] + text[mapping.value[1][0].start_mark.index:]
+        start = _line_start(text, k.start_mark.index)
+        if text[start:k.start_mark.index].strip():
+            raise _CannotEdit
+        return text[:start] + text[_after_line(text, _end(v)):]
+    if not has:
+        return text
+    # add the key at the end of the deepest mapping the file has on its path
+    parent = chain[-1][2] if chain else root
+    rest = parts[len(chain):]
+    if parent is None and not chain:
+        indent, at = 0, len(text)
+    elif not isinstance(parent, yaml.MappingNode):
+        raise _CannotEdit
+    elif parent.flow_style:
+        flow = _flow(value)
+        for p in reversed(rest[1:]):
+            flow = "{" + f"{p}: {flow}" + "}"
+        if parent.value:
+            at = _end(parent.value[-1][1])
+            return text[:at] + f", {rest[0]}: {flow}" + text[at:]
+        at = parent.end_mark.index - 1
+        if text[at] != "}":
+            raise _CannotEdit
+        return text[:at] + f"{rest[0]}: {flow}" + text[at:]
+    elif parent.value:
+        indent, at = parent.value[0][0].start_mark.column, _after_line(text, _end(parent))
+    else:
+        raise _CannotEdit
+    block = "".join(" " * (indent + 2 * i) + f"{p}:" + (f" {_flow(value)}" if i == len(rest) - 1 else "") + "\n"
+                    for i, p in enumerate(rest))
+    head = text[:at] if not at or text[at - 1] == "\n" else text[:at] + "\n"
+    return head + block + text[at:]
+
+
+def _with_state(text: str, session: Session) -> str:
+    """The interview state as leading comment lines (:func:`load_answers` reads them there):
+    replaced where they are, else added after the file's leading comments."""
+    lines = text.split("\n")
+    lead = 0
+    while lead < len(lines) and lines[lead].startswith("#"):
+        lead += 1
+    todo = _state_lines(session)
+    for i in range(lead):
+        name = lines[i][1:].strip().split(":", 1)[0]
+        if name in todo and lines[i][1:].strip().startswith(name + ":"):
+            lines[i] = todo.pop(name)
+    lines[lead:lead] = list(todo.values())
+    return "\n".join(lines)
+
+
+def edit_answers_text(text: str, session: Session) -> str | None:
+    """``text`` (a workload file) with the session's answers and state written into it, changing
+    only the lines of the inputs that differ; None when that cannot be done faithfully (the result
+    is read back and must give exactly the answers)."""
+    try:
+        old, _ = load_text(text, "<answers>")
+        old = old or {}
+        new = text
+        for d in input_defs():
+            was, now = has_path(old, d.key), session.answered(d.key)
+            if was != now or (now and get_path(old, d.key) != session.value(d.key)):
+                new = _edit_one(new, d.key, now, session.value(d.key))
+        new = _with_state(new, session)
+        back, _ = load_text(new, "<answers>")
+    except (_CannotEdit, YamlError, yaml.YAMLError, ValueError, IndexError, RecursionError):
+        return None
+    same = json.dumps(back or {}, sort_keys=True, default=str) == json.dumps(session.answers, sort_keys=True,
+                                                                            default=str)
+    if not same or (_comment(new, "asked") or []) != session.asked:
+        return None
+    return new
 
 
 def _comment(text: str, name: str) -> list[str] | None:
@@ -426,6 +696,11 @@ def load_answers(path: str | Path) -> Session:
     """Read an answers file (or any workload file): answers, and the interview state if recorded.
 
     Raises :class:`WorkloadError` (file, field, message) when it is not a valid partial workload."""
+    return read_answers(path)[0]
+
+
+def read_answers(path: str | Path) -> tuple[Session, str]:
+    """:func:`load_answers`, and the file's text (to edit it in place: :class:`AnswersFile`)."""
     name = display_name(path)
     try:
         text = read_text(path)
@@ -441,4 +716,4 @@ def load_answers(path: str | Path) -> Session:
     asked = [k for k in (_comment(text, "asked") or []) if k in keys]
     skipped = {k for k in (_comment(text, "skipped") or []) if k in keys}
     status = _comment(text, "status") or []
-    return Session(answers=data, asked=asked, skipped=skipped, done=status == ["done"])
+    return Session(answers=data, asked=asked, skipped=skipped, done=status == ["done"]), text

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, load_workload
+from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, input_error, load_workload
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
 from servewise.engine.app.pools import combine, portable, sub_workload
@@ -22,6 +22,10 @@ from servewise.engine.lang.factdict import MODEL_FACT_FIELDS
 from servewise.engine.lang.rulebase import RuleBase, load_rules
 from servewise.engine.runtime.memory import Memory, Origin
 from servewise.engine.runtime.runner import WORK, Runner
+
+# The architecture fields every sizing rule reads (weights, KV cache, FLOPs per token); a catalog
+# model without them cannot be planned (tests/test_catalog_data.py lists which entries lack them).
+SIZING_FIELDS = ("total_params_b", "num_layers", "hidden_size", "num_attention_heads")
 
 
 def servewise_version() -> str:
@@ -42,6 +46,20 @@ def custom_model(spec: dict[str, Any]) -> dict[str, Any]:
     return entry
 
 
+def catalog_model(catalog: Any, name: str, file: str, path: str) -> dict[str, Any]:
+    """The catalog entry of a model named in a workload at ``path``, or a WorkloadError: an unknown
+    name (with suggestions), or an entry without the dimensions sizing needs (SIZING_FIELDS)."""
+    try:
+        entry = catalog.model(name)
+    except UnknownEntry as exc:
+        raise WorkloadError(file, 0, path, str(exc)) from None
+    missing = [f for f in SIZING_FIELDS if entry.get(f) is None]
+    if missing:  # e.g. a diffusion model, listed for the seeds' co-hosting passages only
+        raise input_error(file, 0, path, "input.model_not_sizable", model=entry["id"],
+                          task=entry.get("task") or "?", missing=", ".join(missing))
+    return entry
+
+
 def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunContext,
                 file: str = "<workload>") -> dict[str, tuple[Any, Origin]]:
     """Every input as a fact, plus the model's architecture from the catalog."""
@@ -59,10 +77,7 @@ def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunCont
         ctx.custom_models[entry["id"]] = entry
         ref = "workload:model"
     else:
-        try:
-            entry = ctx.catalog.model(model_spec)
-        except UnknownEntry as exc:
-            raise WorkloadError(file, 0, "model", str(exc)) from None
+        entry = catalog_model(ctx.catalog, model_spec, file, "model")
         ref = f"catalog:models/{entry['id']}"
     facts["model"] = (entry["id"], Origin("input", "workload:model"))
     facts["model.id"] = (entry["id"], Origin("catalog", ref))
@@ -173,6 +188,10 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
     rulebase = rulebase or load_rules()
     if workload.get("model") is None and workload.get("models"):
         entries = workload["models"]
+        catalog = load_catalog()
+        for i, e in enumerate(entries):  # every pool's model, before any is planned
+            if isinstance(e.get("model"), str):
+                catalog_model(catalog, e["model"], file, f"models.{i}.model")
         # the pools of this plan remember domain-function results together (pure functions of
         # their arguments and the catalog), unless a pool brings its own model definition
         shared: dict[tuple, Any] | None = {} if all(isinstance(e.get("model"), str) for e in entries) else None

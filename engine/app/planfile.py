@@ -19,6 +19,7 @@ from servewise.engine.common.yamlio import YamlError, read_text
 
 SCHEMA_FILE = PACKAGE_ROOT / "facts" / "schemas" / "plan.schema.json"
 MAX_PLAN_BYTES = 64 << 20  # the largest example plan is about 1 MB
+MAX_PLAN_DEPTH = 64  # nesting of objects and arrays; a plan written by servewise is about 11 deep
 
 
 class PlanFileError(ValueError):
@@ -77,8 +78,41 @@ def parse_plan(text: str, file: str) -> dict[str, Any]:
         raise PlanFileError(file, "", "not a plan JSON file: nested too deeply") from None
     except ValueError as exc:
         raise PlanFileError(file, "", f"not a plan JSON file: {exc}") from None
+    check_depth(data, file)
     validate_plan(data, file)
     return data
+
+
+def check_depth(data: Any, file: str, limit: int = MAX_PLAN_DEPTH) -> None:
+    """Raise :class:`PlanFileError` (naming the JSON path) when objects and arrays are nested more
+    than ``limit`` deep: the auditor's tools (schema check, explain, audit's re-run and comparison)
+    walk a plan recursively and would fail with a RecursionError far below Python's limit.
+    Level by level, containers only (~6 ms for a 1.4 MB plan)."""
+    level, depth = ([data] if isinstance(data, (dict, list)) else []), 0
+    while level:
+        depth += 1
+        if depth > limit:
+            raise PlanFileError(file, _too_deep_path(data, limit), _too_deep_message(limit))
+        level = [v for node in level for v in (node.values() if isinstance(node, dict) else node)
+                 if isinstance(v, (dict, list))]
+
+
+def _too_deep_message(limit: int) -> str:
+    from servewise.engine.common.messages import message
+
+    return message("plan.too_deep", "en", limit=limit)
+
+
+def _too_deep_path(data: Any, limit: int) -> str:
+    """The JSON path (its first parts) of a container nested more than ``limit`` deep."""
+    stack: list[tuple[Any, tuple]] = [(data, ())]
+    while stack:
+        node, path = stack.pop()
+        if len(path) >= limit:
+            return _json_path(path[:8]) + ("..." if len(path) > 8 else "")
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        stack.extend((v, (*path, k)) for k, v in items if isinstance(v, (dict, list)))
+    return "(top level)"
 
 
 def validate_plan(data: Any, file: str = "<plan>") -> None:
@@ -112,3 +146,45 @@ def load_plan_file(path: str | Path) -> dict[str, Any]:
     except YamlError as exc:
         raise PlanFileError(str(path), "", exc.message) from None
     return parse_plan(text, "<stdin>" if str(path) == "-" else str(path))
+
+
+def recorded_workload(plan: dict[str, Any], file: str) -> tuple[dict[str, Any], list[str]]:
+    """The workload a plan records and its ``defaults_used``, validated as `servewise plan`
+    validates a workload file (:func:`~servewise.engine.app.inputs.validate_workload`, the same
+    messages) before `audit` re-plans it; raise
+    :class:`~servewise.engine.app.inputs.WorkloadError` naming the plan file and the field path
+    (``workload.traffic.peak_qps``, ``defaults_used[2]``).
+
+    A plan records the workload with every default filled in, so an input missing from it means
+    the file was edited (or written by another version): refused too, as planning it would leave
+    the input unset and a rule would fail on it."""
+    from servewise.engine.app.inputs import WorkloadError, has_path, input_defs, validate_workload
+    from servewise.engine.common.messages import message
+
+    workload = plan["workload"]
+    try:
+        validate_workload(workload, file)
+    except WorkloadError as exc:
+        raise in_plan_file(exc, file) from None
+    keys = [d.key for d in input_defs()]
+    for key in keys:
+        if key in ("model", "models"):  # one of them (validated above); a one-model plan lacks `models`
+            continue
+        if not has_path(workload, key):
+            raise WorkloadError(file, 0, f"workload.{key}", message("audit.workload_missing", "en"),
+                                "audit.workload_missing")
+    defaults = plan.get("defaults_used", [])
+    for i, key in enumerate(defaults):
+        if key not in keys:
+            raise WorkloadError(file, 0, f"defaults_used[{i}]", message("audit.default_unknown", "en", key=key),
+                                "audit.default_unknown", key=key)
+    return workload, list(defaults)
+
+
+def in_plan_file(exc: Any, file: str) -> Any:
+    """A WorkloadError about a plan's recorded workload, as one about the plan file: ``file``,
+    and the field path under ``workload.`` (its message and translations unchanged)."""
+    from servewise.engine.app.inputs import WorkloadError
+
+    path = f"workload.{exc.path}" if exc.path else "workload"
+    return WorkloadError(file, 0, path, exc.message, exc.code, **exc.args_)

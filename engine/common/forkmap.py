@@ -9,7 +9,10 @@ the same, in the same order, as ``[fn(x) for x in items]``:
 - a worker that fails on an item (any exception) stops, and the caller computes that item and
   the ones the worker did not return itself, so errors surface in the caller as they would
   without workers;
-- an interrupt of the caller (Ctrl-C) kills the workers and removes their files;
+- an interrupt of the caller (Ctrl-C, or SIGTERM, SIGHUP, SIGQUIT, which cli/main.py makes one)
+  kills the workers and removes their files; a worker's interrupt, terminate, hang-up and quit
+  signals have their default action (it ends at once), and on Linux a worker is killed when its
+  caller dies, even of SIGKILL (``prctl(PR_SET_PDEATHSIG)``);
 - ``counters`` (e.g. the engine's work counters) get the workers' increments added.
 
 Workers are used where ``fork`` exists (Linux, macOS) and more than one core is available to
@@ -21,10 +24,12 @@ N ≥ 1, caps the processes at N). A worker that cannot be forked leaves its sha
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import pickle
 import signal
 import struct
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -35,6 +40,10 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 _INDEX = struct.Struct("<I")  # one item number in the queue pipe (4 bytes: reads of it are whole)
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# what ends a worker at once (their default action) instead of a handler inherited from the caller
+_WORKER_DEFAULT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+                                if hasattr(signal, name))
 
 
 def processes_available() -> int:
@@ -73,6 +82,8 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
         _remove(paths)
     if n_workers < 1:
         return [fn(x) for x in items]
+    die_with_caller = _pdeathsig()  # looked up once, before forking
+    caller = os.getpid()
     read_end, write_end = os.pipe()
     os.write(write_end, b"".join(_INDEX.pack(i) for i in range(1, len(items))))
     os.close(write_end)
@@ -80,24 +91,26 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
     workers: list[tuple[int, str]] = []
     try:
         for path in paths:
-            try:
-                pid = os.fork()
-            except OSError:  # no more processes allowed: the caller takes what is left
-                break
-            if pid == 0:  # pragma: no cover - runs in the worker (its coverage is not collected)
-                _work(fn, items, read_end, path, portable, counters)
-            workers.append((pid, path))
+            with _signals_deferred() as mask:  # a signal's exception comes once the worker is listed
+                try:
+                    pid = os.fork()
+                except OSError:  # no more processes allowed: the caller takes what is left
+                    break
+                if pid == 0:  # pragma: no cover - runs in the worker (its coverage is not collected)
+                    _work(fn, items, read_end, path, portable, counters, caller, die_with_caller, mask)
+                workers.append((pid, path))
         results[0] = fn(items[0])
         for i in _take(read_end):
             results[i] = fn(items[i])
-        for pid, path in workers:
+        while workers:
+            pid, path = workers[0]
             _, status = os.waitpid(pid, 0)
+            del workers[0]  # reaped: not to be killed (its pid may be another process's soon)
             returned, increments = _collect(path) if os.waitstatus_to_exitcode(status) == 0 else ({}, [])
             _remove([path])
             results.update(returned)
             for counter, inc in zip(counters, increments, strict=False):
                 counter.update(inc)
-        workers.clear()
     finally:
         os.close(read_end)
         for pid, _ in workers:  # the caller failed or was interrupted: stop the workers
@@ -141,13 +154,53 @@ def _collect(path: str) -> tuple[dict[int, Any], list[Counter]]:
     return returned, increments
 
 
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[set[int] | None]:
+    """Block the signals of ``_WORKER_DEFAULT_SIGNALS`` meanwhile (one arriving is handled after);
+    gives the signal mask to restore (None where masks do not exist)."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield None
+        return
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _WORKER_DEFAULT_SIGNALS)
+    try:
+        yield mask
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+
+
+@functools.lru_cache(maxsize=1)
+def _pdeathsig() -> Callable[[], object] | None:
+    """A call asking the kernel to SIGKILL this process when its parent dies (Linux'
+    ``prctl(PR_SET_PDEATHSIG, SIGKILL)``), or None where there is no such call."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (ImportError, OSError, AttributeError):
+        return None
+    prctl.restype = ctypes.c_int
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return lambda: prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def _work(fn: Callable[[Any], Any], items: Sequence[Any], read_end: int, path: str,
-          portable: Callable[[Any], Any], counters: Sequence[Counter]) -> None:  # pragma: no cover
+          portable: Callable[[Any], Any], counters: Sequence[Counter], caller: int,
+          die_with_caller: Callable[[], object] | None, mask: set[int] | None) -> None:  # pragma: no cover
     """A worker's life: take items until the queue is empty or one fails, write the results,
-    exit without running the caller's clean-up (``os._exit``)."""
+    exit without running the caller's clean-up (``os._exit``). It dies with its caller."""
     code = 1
     try:
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # an interrupt ends a worker at once
+        for sig in _WORKER_DEFAULT_SIGNALS:  # these end a worker at once (unless the caller ignores them)
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        if die_with_caller is not None:
+            die_with_caller()
+        if os.getppid() != caller:  # the caller died before the request above took effect
+            return
+        if mask is not None:  # the caller's signal mask again (they were blocked around the fork)
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         before = [Counter(c) for c in counters]
         returned: dict[int, Any] = {}
         for i in _take(read_end):

@@ -20,23 +20,39 @@ Any change to one of these gives a new key. Entries are written atomically (engi
 cannot be read or written is ignored: loading then works as without it. At most ``MAX_ENTRIES``
 entries of each kind are kept (the most recently written).
 
-Location: ``$SERVEWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/servewise``, else ``~/.cache/servewise``.
-``SERVEWISE_NO_CACHE=1`` disables it.
+Safety (an entry is a pickle: unpickling a planted one would run its code):
+
+- every entry is ``HMAC-SHA256(secret, name + pickle) + pickle``; its MAC is checked before it is
+  unpickled, and an entry whose MAC does not verify is a miss (and is removed). The secret is 32
+  random bytes in the folder's ``key`` file, made with mode 0600 the first time it is needed (by
+  whichever process comes first: it is linked into place, never overwritten);
+- the folder is made with mode 0700 and used only while it is a real folder (not a symbolic link)
+  owned by this user and writable by no one else, and its ``key`` file a regular file of this user
+  that no one else may read or write. Otherwise, or when no folder can be found (``HOME`` empty or
+  ``/``), nothing is cached: loading works as without a cache.
+
+Location: ``$SERVEWISE_CACHE_DIR``, else ``$XDG_CACHE_HOME/servewise``, else ``~/.cache/servewise``
+(the same checks for all three). ``SERVEWISE_NO_CACHE=1`` disables it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import hmac
 import os
 import pickle
+import secrets
+import stat
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from servewise.engine.common.paths import PACKAGE_ROOT
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2  # 2: entries carry a MAC (see the module docstring)
 MAX_ENTRIES = 16  # older entries (other rule sets, earlier versions) are removed beyond this
 _PRODUCERS = ("lang/rulebase.py", "common/yamlio.py", "common/rulecache.py")  # code whose output is cached
 
@@ -47,8 +63,133 @@ def cache_dir() -> Path | None:
         return None
     if os.environ.get("SERVEWISE_CACHE_DIR"):
         return Path(os.environ["SERVEWISE_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "servewise"
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "servewise"
+    home = os.path.expanduser("~")
+    if home in ("", "~") or home.rstrip("/") == "":  # no home (HOME="" or "/"): no cache, not /.cache
+        return None
+    return Path(home) / ".cache" / "servewise"
+
+
+_KEY_FILE = "key"
+_MAC = hashlib.sha256().digest_size  # bytes of an entry's MAC, before its pickle
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_DIR_FD = os.open in os.supports_dir_fd and hasattr(os, "O_DIRECTORY")
+
+
+def _private(st: os.stat_result, kind: int, others: int) -> bool:
+    """Whether ``st`` is of ``kind`` (S_IFDIR, S_IFREG), owned by this user, and grants none of the
+    ``others`` permission bits."""
+    getuid = getattr(os, "getuid", None)
+    return (stat.S_IFMT(st.st_mode) == kind and (getuid is None or st.st_uid == getuid())
+            and not st.st_mode & others)
+
+
+def _safe_dir(create: bool) -> Path | None:
+    """The cache folder if it is safe to use (module docstring), made (mode 0700) when ``create``;
+    None when caching is disabled, the folder is missing (and not ``create``), unsafe or cannot be
+    made."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        st = os.lstat(folder)  # lstat: a symbolic link is not a folder here
+    except FileNotFoundError:
+        if not create:
+            return None
+        try:
+            folder.parent.mkdir(parents=True, exist_ok=True)
+            os.mkdir(folder, 0o700)
+            st = os.lstat(folder)
+        except OSError:
+            return None
+    except OSError:
+        return None
+    return folder if _private(st, stat.S_IFDIR, 0o022) else None
+
+
+class _Folder:
+    """The safe cache folder opened once (its descriptor, where ``dir_fd`` exists), so that what is
+    checked is what is read: a folder renamed or replaced meanwhile is not followed."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+        if _DIR_FD:
+            self.fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW)
+            if not _private(os.fstat(self.fd), stat.S_IFDIR, 0o022):
+                self.close()
+                raise OSError(f"{path}: not a private folder")
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def open(self, name: str) -> int:
+        if self.fd is None:
+            return os.open(self.path / name, os.O_RDONLY | _NOFOLLOW)
+        return os.open(name, os.O_RDONLY | _NOFOLLOW, dir_fd=self.fd)
+
+    def unlink(self, name: str) -> None:
+        with contextlib.suppress(OSError):
+            if self.fd is None:
+                os.unlink(self.path / name)
+            else:
+                os.unlink(name, dir_fd=self.fd)
+
+    def read(self, name: str, private: bool = False) -> bytes:
+        """The bytes of the regular file ``name`` (not a link; if ``private``, this user's, that
+        no one else may read or write); OSError when it is missing or not such a file."""
+        fd = self.open(name)
+        try:
+            st = os.fstat(fd)
+            if not (_private(st, stat.S_IFREG, 0o077) if private else stat.S_ISREG(st.st_mode)):
+                raise OSError(f"{name}: not a private file")
+            chunks = []
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
+    def secret(self, create: bool) -> bytes | None:
+        """The folder's MAC key (made when missing and ``create``), or None (missing, unsafe,
+        malformed)."""
+        for _ in range(2):
+            try:
+                key = self.read(_KEY_FILE, private=True)
+            except FileNotFoundError:
+                if not create or not _make_secret(self.path):
+                    return None
+                continue
+            except OSError:  # a symbolic link, another user's, readable by others, unreadable
+                return None
+            return key if len(key) == 32 else None
+        return None
+
+
+def _make_secret(folder: Path) -> bool:
+    """Write a new key file, whole before it appears (a private temporary file linked into place,
+    so a concurrent process reads the one that won); False when impossible."""
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".servewise-key-")  # mode 0600
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(secrets.token_bytes(32))
+        with contextlib.suppress(FileExistsError):  # another process made it first: theirs is used
+            os.link(tmp, folder / _KEY_FILE)
+        return True
+    except OSError:
+        return False
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _mac(secret: bytes, name: str, blob: bytes) -> bytes:
+    return hmac.new(secret, name.encode() + b"\0" + blob, hashlib.sha256).digest()
 
 
 def cache_key(files: list[tuple[str, bool, bytes]], schema: bytes) -> str:
@@ -107,13 +248,31 @@ def cached_yaml(path: Path) -> Any:
 
 
 def read(key: str, kind: str = "rules") -> Any | None:
-    """The entry stored under ``key``, or None (missing, unreadable, corrupt or disabled)."""
-    folder = cache_dir()
-    if folder is None:
+    """The entry stored under ``key``, or None (missing, unreadable, corrupt, not verified, disabled
+    or an unsafe folder). An entry whose MAC does not verify is removed, never unpickled."""
+    path = _safe_dir(create=False)
+    if path is None:
+        return None
+    name = f"{kind}-{key}.pickle"
+    try:
+        folder = _Folder(path)
+    except OSError:
         return None
     try:
-        with open(folder / f"{kind}-{key}.pickle", "rb") as fh:
-            entry = pickle.load(fh)  # noqa: S301 - our own file, in the user's own cache folder
+        raw = folder.read(name)  # who wrote it does not matter: its MAC does
+        secret = folder.secret(create=False)
+    except OSError:
+        return None
+    else:
+        if secret is None:
+            return None
+        if len(raw) <= _MAC or not hmac.compare_digest(raw[:_MAC], _mac(secret, name, raw[_MAC:])):
+            folder.unlink(name)  # planted, corrupt or made with another key
+            return None
+    finally:
+        folder.close()
+    try:
+        entry = pickle.loads(raw[_MAC:])  # noqa: S301 - its MAC verified: written with this folder's key
     except Exception:  # noqa: BLE001 - any unreadable entry is a cache miss
         return None
     if not isinstance(entry, dict) or entry.get("version") != CACHE_VERSION or entry.get("key") != key:
@@ -125,15 +284,22 @@ def write(key: str, data: Any, kind: str = "rules") -> bool:
     """Store ``data`` under ``key`` atomically; False (and nothing raised) when that is impossible."""
     from servewise.engine.common.yamlio import write_bytes_atomic
 
-    folder = cache_dir()
-    if folder is None:
-        return False
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        path = _safe_dir(create=True)
+        if path is None:
+            return False
+        folder = _Folder(path)
+        try:
+            secret = folder.secret(create=True)
+        finally:
+            folder.close()
+        if secret is None:
+            return False
+        name = f"{kind}-{key}.pickle"
         blob = pickle.dumps({"version": CACHE_VERSION, "key": key, "data": data},
                             protocol=pickle.HIGHEST_PROTOCOL)
-        write_bytes_atomic(folder / f"{kind}-{key}.pickle", blob)
-        _prune(folder, kind)
+        write_bytes_atomic(path / name, _mac(secret, name, blob) + blob)
+        _prune(path, kind)
         return True
     except Exception:  # noqa: BLE001 - an unwritable cache must never break loading
         return False

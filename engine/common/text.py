@@ -3,6 +3,7 @@ sentence (``because`` templates) and in the auditor's tables."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from servewise.engine.common.messages import message
@@ -67,3 +68,19 @@ def format_display(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {format_display(v)}" for k, v in value.items()) + "}"
     return str(value)
+
+
+# C0 controls but newline and tab, DEL and the C1 controls (U+0080-U+009F: a terminal may take
+# U+009B as CSI): shown as their escapes, so that no escape sequence reaches the terminal whole
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\x{ord(m.group()):02x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as its escape (``\\x1b``,
+    ``\\x07``): what a file supplied (a plan's texts) can then change no terminal's state (title,
+    colours, cursor, clipboard) and hide nothing. For text output; JSON escapes them itself."""
+    return _CONTROL.sub(_escape, text)

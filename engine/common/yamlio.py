@@ -174,29 +174,50 @@ def _umask() -> int:
 
 def write_text_atomic(output: Path | str, text: str, fsync: bool = False) -> None:
     """Write ``text`` to a new path or over an existing regular file, atomically (temporary file in
-    the same folder, then rename; a symlink is followed to its target).
+    the same folder, then rename over the path itself).
 
-    A device, FIFO, folder or unwritable place raises :class:`OutputError` and is never replaced.
-    A new file gets the umask's permissions, a replaced file keeps its own."""
-    write_bytes_atomic(output, text.encode("utf-8"), fsync)
-
-
-def write_bytes_atomic(output: Path | str, data: bytes, fsync: bool = False) -> None:
-    """As :func:`write_text_atomic`, for bytes: the project's one atomic writer."""
-    target = Path(os.path.realpath(output))
-    folder = target.parent
+    A symbolic link as the final component is refused, never followed (O_NOFOLLOW semantics: the
+    link could point into another folder, or dangle where a file would be created); a device,
+    FIFO, folder or unwritable place raises :class:`OutputError` too and is never replaced. Text
+    that is not valid Unicode (lone surrogates) is refused before anything is written. A new file
+    gets the umask's permissions, a replaced file keeps its own."""
     try:
-        st = os.stat(target)
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise OutputError("output.not_unicode", path=str(output), position=str(exc.start)) from None
+    write_bytes_atomic(output, data, fsync)
+
+
+def check_output(output: Path | str) -> os.stat_result | None:
+    """Raise :class:`OutputError` unless ``output`` may be written by :func:`write_bytes_atomic`:
+    a regular file (not a symbolic link) or a new name in an existing folder. Returns the
+    ``lstat`` of the existing file, None for a new one (a command checks its output this way
+    before doing the work, the writer again when writing)."""
+    name = str(output)
+    try:
+        st = os.lstat(output)
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise OutputError("output.cannot_write", path=str(output), reason=str(exc.strerror)) from None
+        raise OutputError("output.cannot_write", path=name, reason=str(exc.strerror or exc)) from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise OutputError("output.symlink", path=name)
     if st is not None and stat.S_ISDIR(st.st_mode):
-        raise OutputError("output.is_dir", path=str(output))
+        raise OutputError("output.is_dir", path=name)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise OutputError("output.not_regular", path=str(output))
+        raise OutputError("output.not_regular", path=name)
+    folder = Path(output).parent
     if not folder.is_dir():
-        raise OutputError("output.no_dir", path=str(output), folder=str(Path(output).parent))
+        raise OutputError("output.no_dir", path=name, folder=str(folder))
+    return st
+
+
+def write_bytes_atomic(output: Path | str, data: bytes, fsync: bool = False) -> None:
+    """As :func:`write_text_atomic`, for bytes: the project's one atomic writer. The path is used
+    as given (not resolved): the temporary file is made in its folder and renamed over its last
+    component, which ``rename(2)`` replaces itself, never a link's target."""
+    st = check_output(output)
+    folder = Path(output).parent
     mode = stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask()
     tmp = None
     try:
@@ -207,7 +228,7 @@ def write_bytes_atomic(output: Path | str, data: bytes, fsync: bool = False) -> 
                 fh.flush()
                 os.fsync(fh.fileno())
         os.chmod(tmp, mode)
-        os.replace(tmp, target)
+        os.replace(tmp, output)
     except OSError as exc:
         if tmp:
             Path(tmp).unlink(missing_ok=True)

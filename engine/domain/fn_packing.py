@@ -124,22 +124,23 @@ def _shared_gpus(demands: list[Demand]) -> list[list[tuple[str, str, float, floa
 def pack_servers(demands: list[Demand], capacity: int) -> list[Server]:
     """Servers of ``capacity`` GPUs holding every demand: pools with ``own_servers`` alone, the rest
     first-fit decreasing (largest group first; a group never spans servers); then a pool that must
-    ``spread`` and landed in one server moves one replica to another server (:func:`_spread`)."""
+    ``spread`` and landed in one server moves one replica to another server (:func:`_spread`).
+    Groups are placed by count (how many fit in each server), so the work grows with the servers
+    made, not with the replicas times the servers."""
     servers: list[Server] = []
     for d in demands:  # dedicated servers first, in pool order
         if not d.own_servers:
             continue
         first = len(servers)
-        groups = [[(d.pool, "whole GPU")] * d.group_size for _ in range(d.groups)]
-        groups += [[(d.pool, d.share_label or "share")] for _ in d.shares]
-        _ffd(servers, groups, capacity, new_only_from=first)
+        _ffd(servers, [(d.group_size, d.groups, (d.pool, "whole GPU"))], capacity, first)
+        for _ in d.shares:
+            _place(servers, [[(d.pool, d.share_label or "share")]], capacity, first)
         _spread(servers, d, capacity, first)
-    groups = [[(d.pool, "whole GPU")] * d.group_size for d in demands if not d.own_servers for _ in range(d.groups)]
-    groups += [[(p, w) for p, w, _, _ in g] for g in _shared_gpus(demands)]
     start = len(servers)
-    _ffd(servers, [g for g in groups if len(g) and g[0][1] == "whole GPU"], capacity, start)
-    for shared in (g for g in groups if not (len(g) and g[0][1] == "whole GPU")):
-        _place(servers, [shared], capacity, start)
+    _ffd(servers, [(d.group_size, d.groups, (d.pool, "whole GPU")) for d in demands if not d.own_servers],
+         capacity, start)
+    for shared in _shared_gpus(demands):
+        _place(servers, [[(p, w) for p, w, _, _ in shared]], capacity, start)
     for d in demands:
         if not d.own_servers:
             _spread(servers, d, capacity, start)
@@ -168,14 +169,25 @@ def _spread(servers: list[Server], d: Demand, capacity: int, start: int) -> None
     servers.append(Server(capacity, moved))
 
 
-def _ffd(servers: list[Server], groups: list[list[tuple[str, str]]], capacity: int, new_only_from: int) -> None:
-    """Whole-GPU groups, largest first; a group of n GPUs takes n GPU slots in one server."""
-    by_size: dict[int, list[list[tuple[str, str]]]] = {}
-    for g in groups:
-        by_size.setdefault(len(g), []).append(g)
-    for size in sorted(by_size, reverse=True):
-        for g in by_size[size]:
-            _place(servers, [[r] for r in g], capacity, new_only_from)
+def _ffd(servers: list[Server], groups: list[tuple[int, int, tuple[str, str]]], capacity: int,
+         new_only_from: int) -> None:
+    """Whole-GPU groups ``(size, count, resident)``, largest size first (stable among equal sizes);
+    a group of n GPUs takes n GPU slots in one server, in the first server from ``new_only_from``
+    with room (first-fit), as many groups at once as fit there."""
+    for size, count, resident in sorted((g for g in groups if g[1] > 0 and g[0] > 0), key=lambda g: -g[0]):
+        left = count
+        for s in servers[new_only_from:]:
+            fit = min(left, (capacity - s.used) // size)
+            if fit > 0:
+                s.gpus.extend([resident] for _ in range(fit * size))
+                left -= fit
+                if not left:
+                    break
+        per_server = max(1, capacity // size)
+        while left > 0:
+            fit = min(left, per_server)
+            servers.append(Server(capacity, [[resident] for _ in range(fit * size)]))
+            left -= fit
 
 
 def _place(servers: list[Server], gpus: list[list[tuple[str, str]]], capacity: int, start: int) -> None:

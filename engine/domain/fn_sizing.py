@@ -137,7 +137,9 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                 return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms)
 
             n = 0
-            if ok(1):
+            from servewise.engine.domain.perf.architecture import tp_split_problem
+
+            if not tp_split_problem(ctx.model(model), int(tp)) and ok(1):
                 lo, hi = 1, 1024
                 if ok(hi):
                     lo = hi

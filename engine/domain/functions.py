@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servewise.engine.domain.catalog import Catalog, UnknownEntry, load_catalog
+from servewise.engine.lang.expr import check_text
 
 
 @dataclass
@@ -323,6 +324,39 @@ def _load_function_modules() -> None:
 
 
 _load_function_modules()
+
+
+def _joined_size(items: Any = None, sep: Any = ", ", *_rest: Any) -> None:
+    """``joined(items, sep)`` repeats ``sep`` between the items: a text of a million characters
+    between 20,000 items is 20 GB, so the separators' total length is checked before joining
+    (the items' texts are bounded by the items' own size; the result is measured as it returns)."""
+    if isinstance(items, (list, tuple)) and isinstance(sep, str) and len(items) > 1:
+        check_text(len(sep) * (len(items) - 1), "joined()")
+
+
+# Size checks run on the arguments before the function builds its list or text (engine/lang/expr.py
+# bounds every value a rule builds; these are the functions whose result may be much larger than
+# their arguments).
+SIZE_CHECKS: dict[str, Callable[..., None]] = {"joined": _joined_size}
+
+
+def _size_checked(fn: Callable[..., Any], check: Callable[..., None]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def wrapper(*args: Any) -> Any:
+        check(*args)
+        return fn(*args)
+
+    return wrapper
+
+
+def _check_sizes() -> None:
+    for name, check in SIZE_CHECKS.items():
+        if name in FUNCTIONS and not getattr(FUNCTIONS[name], "size_checked", False):
+            FUNCTIONS[name] = _size_checked(FUNCTIONS[name], check)
+            FUNCTIONS[name].size_checked = True  # type: ignore[attr-defined]
+
+
+_check_sizes()
 
 
 # Cheaper to run than to look up: never remembered.

@@ -33,6 +33,13 @@ MAX_LITERAL_ITEMS = 64
 MAX_STRING = 200
 MAX_NUMBER = 1e18
 MAX_ROUND_DIGITS = 15
+# A value an expression builds holds at most MAX_ITEMS items (the items of nested lists and records
+# counted too) and MAX_TEXT characters (all its texts together); every operation that builds a list
+# or a text checks the size it would have before building it (sum with a list start here, propose's
+# combinations in engine/runtime/actions.py, joined in engine/domain/functions.py), and every
+# value an operation, a call or a list literal gives is measured (_sized), so none grows past them.
+MAX_ITEMS = 20_000
+MAX_TEXT = 1_000_000
 
 
 class ExprError(ValueError):
@@ -41,6 +48,52 @@ class ExprError(ValueError):
 
 class EvalError(ValueError):
     """An expression could not be evaluated with the facts at hand (raised at run time)."""
+
+
+class NumberRangeError(EvalError):
+    """A result beyond ±MAX_NUMBER: for a built-in rule on valid input, the workload's numbers are
+    beyond what the rules compute with (cli/main.py reports it as an input error, exit 2)."""
+
+
+class SizeLimitError(EvalError):
+    """A value would hold more than MAX_ITEMS items or MAX_TEXT characters (raised before it is built
+    where its size is known beforehand; :meth:`Expr.evaluate` prefixes the expression)."""
+
+
+def check_items(n: int, what: str) -> None:
+    """Raise :class:`SizeLimitError` if ``what`` would hold ``n`` > MAX_ITEMS items."""
+    if n > MAX_ITEMS:
+        raise SizeLimitError(f"{what} would hold {n} items (limit {MAX_ITEMS})")
+
+
+def check_text(n: int, what: str) -> None:
+    """Raise :class:`SizeLimitError` if ``what`` would be ``n`` > MAX_TEXT characters long."""
+    if n > MAX_TEXT:
+        raise SizeLimitError(f"{what} would be {n} characters long (limit {MAX_TEXT})")
+
+
+def _sized(value: Any) -> Any:
+    """``value`` (a list or record) unless it holds more than MAX_ITEMS items or MAX_TEXT characters,
+    nested ones included: a list of 64 references to one list of 20,000 items is 1.28 million
+    items to whatever prints or saves it. Walks at most MAX_ITEMS items."""
+    items = chars = 0
+    todo = [value]
+    pop, push = todo.pop, todo.extend
+    while todo:
+        v = pop()
+        kind = type(v)
+        if kind is str:
+            chars += len(v)
+            if chars > MAX_TEXT:
+                raise SizeLimitError(f"a value of more than {MAX_TEXT} characters (limit {MAX_TEXT})")
+        elif kind is list or kind is tuple or kind is dict:
+            items += len(v)
+            if items > MAX_ITEMS:
+                raise SizeLimitError(f"a value of more than {MAX_ITEMS} items (limit {MAX_ITEMS})")
+            push(v.values() if kind is dict else v)
+            if kind is dict:
+                push(v)  # its keys
+    return value
 
 
 def _round(x: float, ndigits: int = 0) -> float:
@@ -54,6 +107,20 @@ def _clamp(x: float, lo: float, hi: float) -> float:
     return max(lo, min(hi, x))
 
 
+def _sum(items: Any, start: Any = 0) -> Any:
+    """``sum``; with a list start, the lists joined (their total length checked first), in linear time."""
+    if type(start) is not list:
+        return sum(items, start)
+    parts = list(items)
+    check_items(len(start) + sum(len(x) for x in parts if type(x) is list), "sum()")
+    out = list(start)
+    for x in parts:
+        if type(x) is not list:
+            raise TypeError(f'can only concatenate list (not "{type(x).__name__}") to list')
+        out += x
+    return out
+
+
 BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "min": min,
     "max": max,
@@ -65,7 +132,7 @@ BUILTIN_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "log2": math.log2,
     "clamp": _clamp,
     "len": len,
-    "sum": sum,
+    "sum": _sum,
     "int": int,
     "float": float,
 }
@@ -140,17 +207,23 @@ def _num_guard(value: Any) -> Any:
         if value != value:
             raise EvalError("result is not a number (NaN)")
         if abs(value) > MAX_NUMBER:
-            raise EvalError(f"number out of range ({value:.3g})")
+            raise NumberRangeError(f"number out of range ({value:.3g})")
         return value
-    if kind is str or kind is bool or value is None or kind is list or kind is dict:
+    if kind is str:
+        if len(value) > MAX_TEXT:
+            raise SizeLimitError(f"a text of {len(value)} characters (limit {MAX_TEXT})")
         return value
+    if kind is bool or value is None:
+        return value
+    if kind is list or kind is dict:
+        return _sized(value)
     if isinstance(value, complex):
         raise EvalError(f"complex result ({value})")
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if value != value:
             raise EvalError("result is not a number (NaN)")
         if abs(value) > MAX_NUMBER:
-            raise EvalError(f"number out of range ({value:.3g})")
+            raise NumberRangeError(f"number out of range ({value:.3g})")
     return value
 
 
@@ -177,6 +250,8 @@ class Expr:
             fn = self._link()
         try:
             return fn(resolve)
+        except SizeLimitError as exc:
+            raise SizeLimitError(f"{self.source[:80]}: {exc}") from None
         except EvalError:
             raise
         except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError) as exc:
@@ -395,7 +470,9 @@ class _Compiler:
             if len(node.elts) > MAX_LITERAL_ITEMS:
                 raise ExprError(f"list literal longer than {MAX_LITERAL_ITEMS}: {self.src[:80]}")
             items = [self.compile(e, d) for e in node.elts]
-            return lambda r: [i(r) for i in items]
+            if all(isinstance(e, ast.Constant) for e in node.elts):
+                return lambda r: [i(r) for i in items]
+            return lambda r: _sized([i(r) for i in items])
         if isinstance(node, ast.Call):
             mark = self.variable
             return self._fold(self._call(node, d), mark, node)
@@ -570,7 +647,7 @@ def _pow(base: Any, exp: Any) -> Any:
     if abs(exp) > MAX_EXPONENT:
         raise EvalError(f"exponent {exp} larger than {MAX_EXPONENT}")
     if abs(base) > 1e6 and abs(exp) > 3:
-        raise EvalError("power result out of range")
+        raise NumberRangeError("power result out of range")
     return _num_guard(base ** exp)
 
 
@@ -605,7 +682,7 @@ def _chain(a: Any, links: tuple[tuple[type, Callable[[Any, Any], Any], Callable[
 
 _HELPERS: dict[str, Any] = {
     "_bin": _bin, "_pow": _pow, "_g": _num_guard, "_cmp_ordered": _cmp_ordered, "_cmp_in": _cmp_in,
-    "_chain": _chain, "bool": bool, "__builtins__": {},
+    "_chain": _chain, "_sized": _sized, "bool": bool, "__builtins__": {},
     **{f"_OP_{k.__name__}": v for k, v in _BINOPS.items()},
     **{f"_CMP_{k.__name__}": v for k, v in _CMPOPS.items()},
     **{f"_K_{k.__name__}": k for k in _CMPOPS},
@@ -656,7 +733,9 @@ def _generate(node: ast.AST, folded: dict[int, Any], src: str) -> str:
     if isinstance(node, ast.IfExp):
         return f"({gen(node.body)} if {gen(node.test)} else {gen(node.orelse)})"
     if isinstance(node, (ast.List, ast.Tuple)):
-        return "[" + ", ".join(gen(e) for e in node.elts) + "]"
+        items = "[" + ", ".join(gen(e) for e in node.elts) + "]"
+        # constants are bounded at load (MAX_LITERAL_ITEMS of MAX_STRING); anything else is measured
+        return items if all(isinstance(e, ast.Constant) for e in node.elts) else f"_sized({items})"
     if isinstance(node, ast.Call):
         return f"_g(_F_{_path(node.func)}({', '.join(gen(a) for a in node.args)}))"
     raise ExprError(f"{type(node).__name__} is not allowed in expressions: {src}")  # pragma: no cover - checked

@@ -6,7 +6,9 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -400,6 +402,128 @@ def _display(path: Path) -> str:
         return str(path)
 
 
+# ----- rule folders given by --rules-dir or recorded in a plan (`rules_dirs`) -------------------
+
+# Folders that are never rule folders: walking them would take long and load whatever *.yaml they
+# hold (system configuration). Exact paths; below the pseudo-file systems nothing is a rule folder.
+SYSTEM_FOLDERS = frozenset({
+    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/media",
+    "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+    "/usr/bin", "/usr/sbin", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libexec", "/usr/include",
+    "/usr/local", "/usr/share", "/usr/src", "/var/lib", "/var/log", "/var/cache", "/var/tmp",
+})
+PSEUDO_FOLDERS = ("/proc", "/sys", "/dev")
+MAX_FOLDER_ENTRIES = 20_000  # entries looked at to find a folder's rule files (2,000 files at most)
+
+
+@dataclass(frozen=True)
+class RuleFolderProblem(Problem):
+    """A path that is not a rule folder; ``code`` and ``fields`` are its message in
+    facts/messages/cli.yaml (``rules_dir.*``), ``message`` the English text. One line: the path
+    and what was expected."""
+
+    code: str = ""
+    fields: tuple[tuple[str, str], ...] = ()
+
+    def __str__(self) -> str:
+        return self.message
+
+    def text(self, lang: str = "en") -> str:
+        from servewise.engine.common.messages import message
+
+        fields = dict(self.fields)
+        if "kind" in fields:
+            fields["kind"] = message(fields["kind"], lang)
+        return message(self.code, lang, **fields)
+
+
+def _folder_problem(path: str, code: str, **fields: str) -> RuleFolderProblem:
+    draft = RuleFolderProblem(path, 0, "-", "", code, tuple({"path": path, **fields}.items()))
+    return RuleFolderProblem(path, 0, "-", draft.text("en"), draft.code, draft.fields)
+
+
+def _is_system_folder(path: str) -> bool:
+    home = os.path.expanduser("~")
+    for p in {os.path.normpath(os.path.abspath(path)), os.path.realpath(path)}:
+        if p in SYSTEM_FOLDERS or (home not in ("/", "") and p == os.path.normpath(home)):
+            return True
+        if any(p == d or p.startswith(d + "/") for d in PSEUDO_FOLDERS):
+            return True
+    return False
+
+
+def _has_rule_files(folder: str) -> str | None:
+    """None when ``folder`` holds a *.yaml rule file (outside ``tests`` sub-folders, as
+    :func:`rule_files` finds them) within :data:`MAX_FOLDER_ENTRIES` entries; else the message code
+    (``rules_dir.empty`` or ``rules_dir.too_large``). Links to folders are not followed (nor by
+    :func:`rule_files`)."""
+    seen = 0
+    stack = [folder]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                for entry in entries:
+                    seen += 1
+                    if seen > MAX_FOLDER_ENTRIES:
+                        return "rules_dir.too_large"
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            if entry.name != "tests":
+                                stack.append(entry.path)
+                        elif entry.name.endswith(".yaml"):
+                            return None
+                    except OSError:
+                        continue
+        except OSError:
+            if current == folder:
+                raise
+            continue
+    return "rules_dir.empty"
+
+
+def check_rule_folder(path: Path | str) -> RuleFolderProblem | None:
+    """Why ``path`` is not a rule folder, or None when it is one: an existing folder (links
+    followed) that is no system folder and holds *.yaml rule files, or one *.yaml rule file (as
+    `rules lint FILE` takes). FIFOs, devices, sockets, other files, system folders (``/``,
+    ``/etc``, ``/usr``, the home folder itself, anything below ``/proc``, ``/sys``, ``/dev``),
+    folders without rule files and trees too large to be one are refused, quickly and without
+    reading any file's content. One check for ``--rules-dir`` (every command, through
+    :func:`load_rules`) and for the folders a plan file records (`audit`)."""
+    name = str(path)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return _folder_problem(name, "rules_dir.not_found")
+    except (OSError, ValueError) as exc:
+        return _folder_problem(name, "rules_dir.unreadable", reason=str(getattr(exc, "strerror", None) or exc))
+    if stat.S_ISREG(st.st_mode):
+        return None if name.endswith(".yaml") else _folder_problem(name, "rules_dir.not_rule_file")
+    if not stat.S_ISDIR(st.st_mode):
+        kind = ("fifo" if stat.S_ISFIFO(st.st_mode) else "char_device" if stat.S_ISCHR(st.st_mode)
+                else "block_device" if stat.S_ISBLK(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode)
+                else "other")
+        return _folder_problem(name, "rules_dir.not_folder", kind=f"rules_dir.kind.{kind}")
+    if _is_system_folder(name):
+        return _folder_problem(name, "rules_dir.system")
+    try:
+        code = _has_rule_files(name)
+    except OSError as exc:
+        return _folder_problem(name, "rules_dir.unreadable", reason=str(exc.strerror or exc))
+    if code == "rules_dir.too_large":
+        return _folder_problem(name, code, limit=f"{MAX_FOLDER_ENTRIES:,}")
+    return _folder_problem(name, code) if code else None
+
+
+def check_rule_folders(dirs: list[Path] | list[str] | None) -> None:
+    """Raise :class:`RuleLoadError` with one :class:`RuleFolderProblem` for the first path of
+    ``dirs`` that is not a rule folder (:func:`check_rule_folder`)."""
+    for d in dirs or []:
+        problem = check_rule_folder(d)
+        if problem is not None:
+            raise RuleLoadError([problem])
+
+
 @dataclass
 class RuleBase:
     rules: list[RuleSpec]
@@ -473,6 +597,7 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     from servewise.engine.common.gctune import fewer_collections
 
     semantic = semantic if semantic is not None else (builtin and bool(extra_dirs))
+    check_rule_folders(extra_dirs)  # before anything walks them (a FIFO, /dev/null, `/`, /etc)
     with fewer_collections():
         key = _compiled_key(extra_dirs, builtin, semantic)
         if key is not None:

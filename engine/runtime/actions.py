@@ -10,6 +10,7 @@ their results; those that report it (reject, warn, ask) run after.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -108,9 +109,10 @@ def propose(ctx: ActionContext, act: Action) -> None:
         values = expr.evaluate(ctx.resolve)
         lists[name] = values if isinstance(values, list) else [values]
     names = list(lists)
+    count = math.prod(len(lists[n]) for n in names)  # checked before the combinations are made
+    if count > MAX_PROPOSALS:
+        raise EvalError(f"propose would create {count} items (limit {MAX_PROPOSALS})")
     combos = list(itertools.product(*(lists[n] for n in names)))
-    if len(combos) > MAX_PROPOSALS:
-        raise EvalError(f"propose would create {len(combos)} items (limit {MAX_PROPOSALS})")
     unless = [(act.exprs[f"unless.{i}"], u["because"]) for i, u in enumerate(a.get("unless") or [])]
     attr_exprs = [(key.split(".", 1)[1], expr) for key, expr in act.exprs.items() if key.startswith("attrs.")]
     run = current()

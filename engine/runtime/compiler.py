@@ -273,4 +273,4 @@ def conditions_hold(mem: Memory, spec: RuleSpec, bound: dict[str, Any], revs: di
     except NotReady:
         return False
     except EvalError as exc:
-        raise RuleRuntimeError(spec, f"condition failed to evaluate: {exc}") from None
+        raise RuleRuntimeError(spec, f"condition failed to evaluate: {exc}", exc) from None

@@ -145,7 +145,7 @@ class Runner:
             try:
                 ACTIONS[act.kind](ctx, act)
             except EvalError as exc:
-                raise RuleRuntimeError(ctx.spec, f"{act.kind} failed: {exc}") from None
+                raise RuleRuntimeError(ctx.spec, f"{act.kind} failed: {exc}", exc) from None
 
     def run(self, facts: dict[str, tuple[Any, Origin]], ctx: RunContext,
             stop_after: str | None = None) -> Memory:

@@ -28,6 +28,12 @@ class PlanTimeout(LoopError):
 
 
 class RuleRuntimeError(RuntimeError):
-    def __init__(self, rule: RuleSpec, message: str):
+    """A rule's condition or action failed; ``out_of_range``: because a number it computed is beyond
+    the rule language's bound (engine/lang/expr.py NumberRangeError), i.e. from inputs too large."""
+
+    def __init__(self, rule: RuleSpec, message: str, cause: Exception | None = None):
+        from servewise.engine.lang.expr import NumberRangeError
+
         self.rule = rule
+        self.out_of_range = isinstance(cause, NumberRangeError)
         super().__init__(f"{rule.file}:{rule.line}: {rule.id}: {message}")

@@ -77,7 +77,7 @@ def params(m: dict[str, Any]) -> Params:
         inter = _num(m, "intermediate_size", 4 * h) or 4 * h
         ffn = 3 * h * inter * (e if e > 1 else 1)
         total = layers * (attention_params_per_layer(m) + ffn) + emb + head
-    if e > 1 and k > 0:
+    if e > k > 0:  # (k = E would route every token to every expert: a dense model)
         active_b = _num(m, "active_params_b")
         if active_b:
             per_expert = (total - active_b * 1e9) / (e - k)

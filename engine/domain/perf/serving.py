@@ -639,6 +639,8 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
     """
     precision = check_precision(precision)
     arrival = _check_arrival(arrival, None)
+    if tp_split_problem(model, tp):  # the engines refuse this tp (estimate_parts raises): no request runs
+        return 0
     lay = Layout(tp, pp, ep, attention_dp)
     kvp = kv_precision or default_kv_precision(gpu, precision)
     prof = profile(gpu, backend)
