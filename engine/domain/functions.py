@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from servewise.engine.common.limits import check_text
 from servewise.engine.domain.catalog import Catalog, UnknownEntry, load_catalog
-from servewise.engine.lang.expr import check_text
 
 
 @dataclass

@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from servewise.engine.common import limits
+from servewise.engine.common.limits import MAX_ITEMS, MAX_TEXT
 from servewise.engine.common.text import format_operand
 
 MAX_SOURCE = 2000
@@ -34,12 +36,11 @@ MAX_STRING = 200
 MAX_NUMBER = 1e18
 MAX_ROUND_DIGITS = 15
 # A value an expression builds holds at most MAX_ITEMS items (the items of nested lists and records
-# counted too) and MAX_TEXT characters (all its texts together); every operation that builds a list
-# or a text checks the size it would have before building it (sum with a list start here, propose's
-# combinations in engine/runtime/actions.py, joined in engine/domain/functions.py), and every
-# value an operation, a call or a list literal gives is measured (_sized), so none grows past them.
-MAX_ITEMS = 20_000
-MAX_TEXT = 1_000_000
+# counted too) and MAX_TEXT characters (all its texts together; engine/common/limits.py): every
+# operation that builds a list or a text checks the size it would have before building it (sum with
+# a list start here, propose's combinations in engine/runtime/actions.py, joined in
+# engine/domain/functions.py), and every value an operation, a call or a list literal gives is
+# measured (_sized), so none grows past them.
 
 
 class ExprError(ValueError):
@@ -55,21 +56,19 @@ class NumberRangeError(EvalError):
     beyond what the rules compute with (cli/main.py reports it as an input error, exit 2)."""
 
 
-class SizeLimitError(EvalError):
+class SizeLimitError(EvalError, limits.SizeLimit):
     """A value would hold more than MAX_ITEMS items or MAX_TEXT characters (raised before it is built
     where its size is known beforehand; :meth:`Expr.evaluate` prefixes the expression)."""
 
 
 def check_items(n: int, what: str) -> None:
     """Raise :class:`SizeLimitError` if ``what`` would hold ``n`` > MAX_ITEMS items."""
-    if n > MAX_ITEMS:
-        raise SizeLimitError(f"{what} would hold {n} items (limit {MAX_ITEMS})")
+    limits.check_items(n, what, SizeLimitError)
 
 
 def check_text(n: int, what: str) -> None:
     """Raise :class:`SizeLimitError` if ``what`` would be ``n`` > MAX_TEXT characters long."""
-    if n > MAX_TEXT:
-        raise SizeLimitError(f"{what} would be {n} characters long (limit {MAX_TEXT})")
+    limits.check_text(n, what, SizeLimitError)
 
 
 def _sized(value: Any) -> Any:
@@ -250,7 +249,7 @@ class Expr:
             fn = self._link()
         try:
             return fn(resolve)
-        except SizeLimitError as exc:
+        except limits.SizeLimit as exc:  # from an operation here or a domain function
             raise SizeLimitError(f"{self.source[:80]}: {exc}") from None
         except EvalError:
             raise
