@@ -18,8 +18,10 @@ class InputError(click.ClickException):
 
     def show(self, file=None) -> None:  # one line, no "Error:" noise from click's default
         from servewise.engine.common.messages import message
+        from servewise.engine.common.text import terminal_safe
 
-        click.echo(message("error.prefix", _LANG[0], text=self.message), err=True, file=file)
+        # the message may quote a file's text (a key of a plan file): no escape sequence reaches the terminal
+        click.echo(terminal_safe(message("error.prefix", _LANG[0], text=self.message)), err=True, file=file)
 
 
 def workload_error(exc, lang: str) -> InputError:

@@ -134,7 +134,7 @@ def validate_plan(data: Any, file: str = "<plan>") -> None:
             raise PlanFileError(file, f"trace[{i}].step", f"step {n} appears twice")
         seen.add(n)
         for j, premise in enumerate(step["premises"]):
-            if "step" in premise and premise["step"] not in seen - {n}:
+            if "step" in premise and (premise["step"] == n or premise["step"] not in seen):
                 raise PlanFileError(file, f"trace[{i}].premises[{j}].step",
                                     f"points at step {premise['step']}, which is not an earlier step of the trace")
 

@@ -330,7 +330,9 @@ def _joined_size(items: Any = None, sep: Any = ", ", *_rest: Any) -> None:
     """``joined(items, sep)`` repeats ``sep`` between the items: a text of a million characters
     between 20,000 items is 20 GB, so the separators' total length is checked before joining
     (the items' texts are bounded by the items' own size; the result is measured as it returns)."""
-    if isinstance(items, (list, tuple)) and isinstance(sep, str) and len(items) > 1:
+    if not isinstance(sep, str):
+        raise ValueError(f"joined(): the separator must be text, got {type(sep).__name__}")
+    if isinstance(items, (list, tuple)) and len(items) > 1:
         check_text(len(sep) * (len(items) - 1), "joined()")
 
 

@@ -250,7 +250,8 @@ class Expr:
         try:
             return fn(resolve)
         except limits.SizeLimit as exc:  # from an operation here or a domain function
-            raise SizeLimitError(f"{self.source[:80]}: {exc}") from None
+            src = self.source if len(self.source) <= 80 else self.source[:79] + "…"
+            raise SizeLimitError(f"{src}: {exc}") from None
         except EvalError:
             raise
         except (TypeError, ValueError, ZeroDivisionError, OverflowError, KeyError) as exc:
