@@ -49,7 +49,7 @@ def plan(tmp_path: Path, workload: dict | str, *args: str, capsys=None) -> tuple
     ({"model": {**CUSTOM, "intermediate_size": 10**12}}, "model.intermediate_size", "maximum"),
     ({"models": [{"model": "Qwen2.5-7B", "peak_qps": 1e12}]}, "models.0.peak_qps", "0.001..100000"),
     ({"models": [{"model": "Qwen2.5-7B", "tenant": 5}]}, "models.0.tenant", "string"),
-    ({"models": [{"model": "Qwen2.5-7B"}] * 33}, "models", "at most 32 models"),
+    ({"models": [{"model": "Qwen2.5-7B"}] * 17}, "models", "at most 16 models"),
     ({"models": None}, "model", "missing required field"),
     ({"model": "Llama-3.1-8B", "traffic": {"peak_qps": 10, "requests_per_day": 10**9}},
      "traffic.requests_per_day", "whole day at the peak"),
