@@ -48,6 +48,7 @@ from servewise.engine.app.inputs import (
     validate_workload,
 )
 from servewise.engine.app.plan import PlanResult
+from servewise.engine.common.yamledit import CannotEdit, edit_key
 from servewise.engine.common.yamlio import (
     MAX_NUMBER_CHARS,
     MAX_SCALAR_CHARS,
@@ -532,117 +533,6 @@ def sibling_answers_file(path: Path) -> Path:
     return path.with_name(f"{stem}.answers.yaml")
 
 
-# --- editing an operator's YAML file in place (engine-made edits, checked by reading them back)
-
-def _compose(text: str) -> yaml.Node | None:
-    return yaml.compose(text, Loader=yaml.SafeLoader)  # the Python loader: marks index characters
-
-
-def _flow(value: Any) -> str:
-    """``value`` as one line of flow-style YAML."""
-    return yaml.safe_dump([value], default_flow_style=True, allow_unicode=True, width=1 << 30,
-                          sort_keys=False).strip()[1:-1]
-
-
-def _end(node: yaml.Node) -> int:
-    """Where the content of ``node`` ends (a block collection: where its last value ends)."""
-    if isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and not node.flow_style and node.value:
-        last = node.value[-1]
-        return _end(last[1] if isinstance(node, yaml.MappingNode) else last)
-    return node.end_mark.index
-
-
-def _line_start(text: str, i: int) -> int:
-    return text.rfind("\n", 0, i) + 1
-
-
-def _after_line(text: str, i: int) -> int:
-    """The start of the line after the one ``i`` is on (``i`` already there: ``i``)."""
-    if i > 0 and text[i - 1] == "\n":
-        return i
-    j = text.find("\n", i)
-    return len(text) if j < 0 else j + 1
-
-
-def _pairs(node: yaml.Node | None) -> list[tuple[yaml.Node, yaml.Node]] | None:
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    return [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)]
-
-
-def _lookup(root: yaml.Node | None, parts: list[str]) -> list[tuple[yaml.MappingNode, yaml.Node, yaml.Node]]:
-    """The (mapping, key, value) nodes along ``parts``, as far as they exist."""
-    chain: list[tuple[yaml.MappingNode, yaml.Node, yaml.Node]] = []
-    node = root
-    for part in parts:
-        pairs = _pairs(node)
-        found = next(((k, v) for k, v in pairs or [] if k.value == part), None)
-        if found is None:
-            break
-        chain.append((node, *found))  # type: ignore[arg-type]
-        node = found[1]
-    return chain
-
-
-class _CannotEdit(Exception):
-    pass
-
-
-def _edit_one(text: str, key: str, has: bool, value: Any) -> str:
-    """``text`` with the input ``key`` set to ``value`` (``has``) or removed, in block or flow
-    style as the file writes that mapping; :class:`_CannotEdit` when the layout does not allow it."""
-    parts = key.split(".")
-    root = _compose(text)
-    chain = _lookup(root, parts)
-    if len(chain) == len(parts) and has:  # replace the value, keep the rest of its line
-        _, k, v = chain[-1]
-        end = _end(v)
-        tail = "\n" if end > 0 and text[end - 1] == "\n" else ""
-        return text[:k.end_mark.index] + ": " + _flow(value) + tail + text[end:]
-    if len(chain) == len(parts):  # delete the key, and each mapping it leaves empty
-        depth = len(chain) - 1
-        while depth > 0 and len(chain[depth][0].value) == 1:
-            depth -= 1
-        mapping, k, v = chain[depth]
-        if mapping.flow_style:
-            i = next(i for i, (key_node, _) in enumerate(mapping.value) if key_node is k)
-            if i > 0:  # ", key: value" after the previous value
-                return text[:_end(mapping.value[i - 1][1])] + text[_end(v):]
-            return text[:k.start_mark.index] + text[mapping.value[1][0].start_mark.index:]
-        start = _line_start(text, k.start_mark.index)
-        if text[start:k.start_mark.index].strip():
-            raise _CannotEdit
-        return text[:start] + text[_after_line(text, _end(v)):]
-    if not has:
-        return text
-    # add the key at the end of the deepest mapping the file has on its path
-    parent = chain[-1][2] if chain else root
-    rest = parts[len(chain):]
-    if parent is None and not chain:
-        indent, at = 0, len(text)
-    elif not isinstance(parent, yaml.MappingNode):
-        raise _CannotEdit
-    elif parent.flow_style:
-        flow = _flow(value)
-        for p in reversed(rest[1:]):
-            flow = "{" + f"{p}: {flow}" + "}"
-        if parent.value:
-            at = _end(parent.value[-1][1])
-            return text[:at] + f", {rest[0]}: {flow}" + text[at:]
-        at = parent.end_mark.index - 1
-        if text[at] != "}":
-            raise _CannotEdit
-        return text[:at] + f"{rest[0]}: {flow}" + text[at:]
-    elif parent.value:
-        indent, at = parent.value[0][0].start_mark.column, _after_line(text, _end(parent))
-    else:
-        raise _CannotEdit
-    block = "".join(" " * (indent + 2 * i) + f"{p}:" + (f" {_flow(value)}" if i == len(rest) - 1 else "") + "\n"
-                    for i, p in enumerate(rest))
-    head = text[:at] if not at or text[at - 1] == "\n" else text[:at] + "\n"
-    return head + block + text[at:]
-
-
 def _with_state(text: str, session: Session) -> str:
     """The interview state as leading comment lines (:func:`load_answers` reads them there):
     replaced where they are, else added after the file's leading comments."""
@@ -670,10 +560,10 @@ def edit_answers_text(text: str, session: Session) -> str | None:
         for d in input_defs():
             was, now = has_path(old, d.key), session.answered(d.key)
             if was != now or (now and get_path(old, d.key) != session.value(d.key)):
-                new = _edit_one(new, d.key, now, session.value(d.key))
+                new = edit_key(new, d.key, now, session.value(d.key))
         new = _with_state(new, session)
         back, _ = load_text(new, "<answers>")
-    except (_CannotEdit, YamlError, yaml.YAMLError, ValueError, IndexError, RecursionError):
+    except (CannotEdit, YamlError, yaml.YAMLError, ValueError, IndexError, RecursionError):
         return None
     same = json.dumps(back or {}, sort_keys=True, default=str) == json.dumps(session.answers, sort_keys=True,
                                                                             default=str)
