@@ -15,7 +15,7 @@ from typing import Any
 from servewise.engine.app.inputs import input_defs
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
-from servewise.engine.app.pools_pack import PackedOption, packed_option, separate_rack
+from servewise.engine.app.pools_pack import PackedOption, packed_option, separate_rack, writeoff_months
 from servewise.engine.common.forkmap import fork_map
 from servewise.engine.common.messages import LANGS, both, message
 from servewise.engine.domain.catalog import load_catalog
@@ -142,8 +142,8 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
                   ) -> tuple[list[PlanResult], PackedOption | None, dict[str, Any]]:
     """Separate servers per pool vs the pools packed into shared servers of one host GPU model (each
     GPU model some pool chose, the others re-planned on it): the cheapest per month (capex written off
-    over min(horizon, 36) months + opex) within what the rules allow each pool to share."""
-    months = min(workload["deployment"]["horizon_months"], 36)
+    over the write-off months + opex) within what the rules allow each pool to share."""
+    months = writeoff_months(workload)
     plans = [r.plan for r in results]
     sep_capex = sum(p["cost"].get("capex_cny") or 0 for p in plans)
     sep_opex = sum(p["cost"].get("monthly_opex_cny") or 0 for p in plans)

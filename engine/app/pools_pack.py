@@ -7,8 +7,8 @@ sized once for everything it hosts, with the same domain functions the rules use
 CPU cores = Σ pools' cores per GPU × their GPUs on it; RAM = max(½ of the installed VRAM, Σ load + KV
 reserves), one equal DIMM per channel; one model store per server for every model version it hosts
 (weights × versions × 2) plus the logs counted once (G-STO-008); power = platform + installed GPUs'
-TDP. Opex follows the cost rules (rules/cost/cost.yaml: electricity at PUE 1.6 air / 1.2 liquid, ops
-labour 2,000 CNY per server-month).
+TDP. Opex follows the cost rules (rules/cost/cost.yaml), with the same policies
+(facts/catalog/policies.yaml: hours a month, PUE air / liquid, ops labour per server-month, write-off).
 """
 
 from __future__ import annotations
@@ -20,10 +20,7 @@ from typing import Any
 from servewise.engine.domain.fn_bom import bom_lines, bom_total, server_capacity, server_gpus, server_label, server_sku
 from servewise.engine.domain.fn_facilities import raid10_drive_tb, raid10_drives
 from servewise.engine.domain.fn_packing import Demand, Server, gpu_share_of, pack_servers
-from servewise.engine.domain.functions import balanced_dimm_gb, catalog, current
-
-OPS_LABOUR_CNY_PER_SERVER_MONTH = 2000  # rules/cost/cost.yaml cost.monthly-opex
-HOURS_PER_MONTH = 730
+from servewise.engine.domain.functions import balanced_dimm_gb, catalog, current, policy
 
 
 @dataclass
@@ -123,6 +120,11 @@ def _size_server(server: Server, gpu: str, pools: dict[str, dict[str, Any]], wor
             "draw_w": draw_w, "psu_w": psu_w, "redundancy": complement.get("redundancy"), "cooling": cooling}
 
 
+def writeoff_months(workload: dict[str, Any]) -> int:
+    """Months the hardware is written off over: the horizon, at most the policy's (as the cost rules)."""
+    return min(workload["deployment"]["horizon_months"], policy("max_writeoff_months"))
+
+
 def packed_option(gpu: str, labels: list[str], pools: dict[str, dict[str, Any]], workload: dict[str, Any],
                   rack_limit_kw: float) -> PackedOption | None:
     """Every pool packed into servers of ``gpu``; None when a pool cannot be packed or no server holds it."""
@@ -150,19 +152,20 @@ def packed_option(gpu: str, labels: list[str], pools: dict[str, dict[str, Any]],
             else:
                 lines.append(dict(ln))
     n = len(sized)
-    pue = 1.2 if any(s["cooling"] == "liquid" for s in sized) else 1.6
+    pue = policy("pue_liquid") if any(s["cooling"] == "liquid" for s in sized) else policy("pue_air")
     price = workload["constraints"]["electricity_cny_per_kwh"]
-    electricity = round(sum(s["draw_w"] for s in sized) / 1000 * HOURS_PER_MONTH * pue * price)
-    opex = electricity + OPS_LABOUR_CNY_PER_SERVER_MONTH * n
+    electricity = round(sum(s["draw_w"] for s in sized) / 1000 * policy("hours_per_month") * pue * price)
+    labour = policy("ops_labour_cny_per_server_month") * n
+    opex = electricity + labour
     capex = round(bom_total(lines), 0)
-    months = min(workload["deployment"]["horizon_months"], 36)
+    months = writeoff_months(workload)
     max_draw = max(s["draw_w"] for s in sized)
     per_rack = min(n, max(1, math.floor(rack_limit_kw * 1000 / max_draw)))
     option = PackedOption(gpu, sized, bom=lines)
     option.cost = {"capex_cny": capex,
                    "capex_range_cny": [round(bom_total(lines, "low")), round(bom_total(lines, "high"))],
                    "monthly_opex_cny": opex, "electricity_cny_per_month": electricity,
-                   "ops_labour_cny_per_month": OPS_LABOUR_CNY_PER_SERVER_MONTH * n, "pue": pue,
+                   "ops_labour_cny_per_month": labour, "pue": pue,
                    "monthly_cost_cny": round(capex / months + opex)}
     option.components = _components(gpu, sized, pools, labels, per_rack, rack_limit_kw)
     return option

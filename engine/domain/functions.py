@@ -86,6 +86,17 @@ def _table(kind: str):
 
 
 @domain_function
+def policy(name: str) -> Any:
+    """A servewise assumption by name, e.g. ``policy('hours_per_month')``: the ``value`` of its
+    entry in facts/catalog/policies.yaml (each with its unit, reason and source); one home for a
+    number rules and Python would otherwise each write."""
+    try:
+        return _table("policies").get(name)["value"]
+    except UnknownEntry:
+        raise ValueError(f"unknown policy {name!r} (facts/catalog/policies.yaml)") from None
+
+
+@domain_function
 def catalog_ids(kind: str) -> list[str]:
     """All entry ids of a catalog table, in file order."""
     return [e["id"] for e in _table(kind)]

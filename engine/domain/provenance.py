@@ -19,6 +19,7 @@ GPU0 = (("gpus", 0),)
 MODEL_GPU = (("models", 0), ("gpus", 1))
 READS: Mapping[str, tuple[tuple[str | None, int], ...]] = {
     "catalog": ((None, 1),),
+    "policy": (("policies", 0),),
     "catalog_key": ((None, 1),),
     "weights_gib": (("models", 0),),
     "kv_kib_per_token": (("models", 0),),
