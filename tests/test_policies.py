@@ -15,10 +15,12 @@ from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.functions import policy
 
 COST_POLICIES = {"hours_per_month": 730, "pue_air": 1.6, "pue_liquid": 1.2,
-                 "ops_labour_cny_per_server_month": 2000, "max_writeoff_months": 36}
-# files whose arithmetic reads the cost policies (the rest of #41's sweep: rules/bom/monitoring.yaml,
-# rules/derivations/{asr,encoder,sla}.yaml, rules/facilities/{cooling,power}.yaml still write 730/1.6)
-READERS = ["rules/cost/cost.yaml", "rules/filters/cost.yaml"]
+                 "ops_labour_cny_per_server_month": 2000, "max_writeoff_months": 36, "liquid_cooling_premium": 0.2}
+# every rule file whose arithmetic uses hours a month or a year, a PUE, ops labour, the write-off or
+# the liquid premium
+READERS = ["rules/cost/cost.yaml", "rules/filters/cost.yaml", "rules/cost/claims.yaml", "rules/bom/monitoring.yaml",
+           "rules/derivations/asr.yaml", "rules/derivations/encoder.yaml", "rules/facilities/cooling.yaml",
+           "rules/facilities/power.yaml"]
 PYTHON_READERS = ["engine/app/pools_pack.py", "engine/app/pools.py"]
 
 
@@ -41,10 +43,10 @@ def test_each_cost_policy_has_its_value_reason_and_source():
 
 @pytest.mark.parametrize("path", READERS)
 def test_cost_rules_read_the_policies_instead_of_writing_their_numbers(path):
-    pattern = re.compile(r"(?<![\w.])(730|1\.6|1\.2|2000|36)(?![\w.])")
+    pattern = re.compile(r"(?<![\w.])(730|8760|1\.6|1\.2|0\.4|0\.2|2000|36)(?![\w.])")
     found = [(rid, e) for rid, e in expressions(path) if isinstance(e, str) and pattern.search(e)]
     assert not found, f"write policy('...') instead: {found}"
-    assert any("policy('hours_per_month')" in e for _, e in expressions(path) if isinstance(e, str))
+    assert any("policy(" in e for _, e in expressions(path) if isinstance(e, str))
 
 
 @pytest.mark.parametrize("path", PYTHON_READERS)
