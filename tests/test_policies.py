@@ -19,7 +19,7 @@ COST_POLICIES = {"hours_per_month": 730, "pue_air": 1.6, "pue_liquid": 1.2,
 # every rule file whose arithmetic uses hours a month or a year, a PUE, ops labour, the write-off or
 # the liquid premium
 READERS = ["rules/cost/cost.yaml", "rules/filters/cost.yaml", "rules/cost/claims.yaml", "rules/bom/monitoring.yaml",
-           "rules/derivations/asr.yaml", "rules/derivations/encoder.yaml", "rules/facilities/cooling.yaml",
+           "rules/cost/asr.yaml", "rules/cost/encoder.yaml", "rules/facilities/cooling.yaml",
            "rules/facilities/power.yaml"]
 PYTHON_READERS = ["engine/app/pools_pack.py", "engine/app/pools.py"]
 

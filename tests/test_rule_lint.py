@@ -186,3 +186,15 @@ def test_constant_compute_is_checked_like_a_literal(cli, tmp_path):
     result = cli("rules", "lint", str(d))
     assert result.exit_code == 2 and "components.gpu.count = 0: 0 is less than the minimum of 1" in result.output
 
+
+
+def test_every_built_in_rule_lives_where_its_stage_and_id_say(rulebase):
+    """#41: `rules/<stage>/<file>.yaml` holds the ids `<file>.…` of rules of that stage; `rules lint
+    --style` reports none out of place (renamed ids keep their old ones in `aliases:`)."""
+    from servewise.engine.lang.rulelint import lint
+
+    misplaced = [str(f) for f in lint(rulebase) if f.code == "layout"]
+    assert not misplaced, misplaced
+    aliased = {a: r.id for r in rulebase.rules for a in r.aliases}
+    assert aliased["check.over-budget"] == "plan.over-budget"
+    assert aliased["cost.claim-liquid-cooling-saving"] == "claims.liquid-cooling-saving"

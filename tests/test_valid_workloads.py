@@ -86,7 +86,7 @@ def test_a_plan_beyond_the_gpu_limit_is_infeasible_with_the_reason(tmp_path, cap
                           "--format", "json", capsys=capsys)
     assert code == 1
     rules = {w["rule"] for w in json.loads(out)["warnings"]}
-    assert "check.beyond-plan-scale" in rules or not json.loads(out)["components"]["gpu"].get("count")
+    assert "plan.beyond-plan-scale" in rules or not json.loads(out)["components"]["gpu"].get("count")
 
 
 @pytest.mark.parametrize("name", ["multi-model-tenants", "saas-five-tenants"])

@@ -134,7 +134,7 @@ def packed_option(gpu: str, labels: list[str], pools: dict[str, dict[str, Any]],
         return None
     limit = catalog("policies", "max_gpus_per_plan", "value")
     if sum(d.groups * d.group_size + len(d.shares) for d in demands if d is not None) > limit:
-        return None  # beyond what one plan designs: each pool's own plan says so (check.beyond-plan-scale)
+        return None  # beyond what one plan designs: each pool's own plan says so (plan.beyond-plan-scale)
     servers = pack_servers([d for d in demands if d is not None], capacity)
     given_logs = workload["deployment"].get("log_storage_tb")
     sized = [_size_server(s, gpu, pools, workload, given_logs, i == 0) for i, s in enumerate(servers)]

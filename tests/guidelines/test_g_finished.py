@@ -42,7 +42,7 @@ def test_g_ops_006(plan, run, monkeypatch):
     assert (relaxed.values["components.gpu.count"], relaxed.values["components.servers.count"]) == (1, 1)
     assert relaxed.values["cost.capex_cny"] < v["cost.capex_cny"]
 
-    veto = run("check.no-redundant-psu-veto", {
+    veto = run("plan.no-redundant-psu-veto", {
         "chosen.id": "x", "chosen.sku": "s", "sla.spof_allowed": False, "sla.availability": 99.9,
         "facility.sku_psu_count": 1, "facility.sku_psu_module_w": 2000, "facility.sku_psu_usable_w": 2000})
     assert veto.values["plan.feasible"] is False
@@ -218,5 +218,5 @@ def test_g_sla_006(plan, run):
     assert capped.rejected_by("cost.candidate-over-token-cost-cap")
     loose = plan(_with(SMALL, sla={"max_cny_per_million_tokens": 1000}))
     assert loose.feasible is True and not loose.rejected_by("cost.candidate-over-token-cost-cap")
-    check = run("check.token-cost-cap", {"sla.max_cny_per_million_tokens": 1, "cost.cny_per_million_tokens": 2.2})
+    check = run("plan.token-cost-cap", {"sla.max_cny_per_million_tokens": 1, "cost.cny_per_million_tokens": 2.2})
     assert check.values["plan.feasible"] is False

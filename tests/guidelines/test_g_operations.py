@@ -366,9 +366,9 @@ def test_g_test_002(run):
 @pytest.mark.parametrize("capex,warns", [(500000, True), (300000, False)])
 def test_g_cost_016(run, capex, warns):
     """Over- and under-provisioning both fail: the SLA sets the hardware and a budget overrun is flagged."""
-    out = run("check.over-budget", {"constraints.capex_budget_cny": 400000, "cost.capex_cny": capex,
+    out = run("plan.over-budget", {"constraints.capex_budget_cny": 400000, "cost.capex_cny": capex,
                                     "chosen.capex_cny": 300000})
-    assert out.warned("check.over-budget") is warns
+    assert out.warned("plan.over-budget") is warns
 
 
 @pytest.mark.parametrize("horizon,months", [(12, 12), (36, 36), (60, 36)])

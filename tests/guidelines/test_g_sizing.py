@@ -190,9 +190,9 @@ def test_g_mem_022(run):
 @pytest.mark.parametrize("load,warns", [(2, True), (10, False)])
 def test_g_cost_035(run, load, warns):
     """A single replica below 20 % of its capacity at peak is oversized (the 7B-on-H100 pitfall)."""
-    out = run("check.low-utilisation", {"chosen.id": "x", "chosen.replicas": 1, "chosen.requests_per_s": 20,
+    out = run("plan.low-utilisation", {"chosen.id": "x", "chosen.replicas": 1, "chosen.requests_per_s": 20,
                                         "traffic.peak_qps": load})
-    assert out.warned("check.low-utilisation") is warns
+    assert out.warned("plan.low-utilisation") is warns
 
 
 def test_g_gpu_026(plan):
