@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from servewise.engine.common.limits import check_text
 from servewise.engine.domain.catalog import UnknownEntry, normalise_name
 from servewise.engine.domain.functions import current, domain_function, note_detail
 
@@ -82,7 +83,7 @@ def _board_fits(gpu: str, size: int, power_cap: int, limit_w: float | None) -> b
     return ref_w is None or ref_w <= limit_w
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def server_capacity(gpu: str, power_cap: int, limit_w: float | None = None) -> int:
     """Most GPUs of this model one orderable server holds within ``power_cap`` GPUs (and ``limit_w``
     watts): for SXM/OAM the largest whole board that fits (0 if none does); for PCIe cards the
@@ -96,7 +97,7 @@ def server_capacity(gpu: str, power_cap: int, limit_w: float | None = None) -> i
     return min(max(sizes), int(power_cap))
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def smallest_board(gpu: str) -> int | None:
     """GPUs on the smallest orderable board of an SXM/OAM GPU (None for PCIe cards)."""
     if not _on_board(gpu):
@@ -105,7 +106,7 @@ def smallest_board(gpu: str) -> int | None:
     return min(sizes) if sizes else None
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def server_gpus(gpu: str, needed: int, power_cap: int, limit_w: float | None = None) -> int:
     """GPUs installed per server: PCIe cards as needed; SXM/OAM a whole board — the smallest board
     that holds ``needed`` within ``power_cap`` (and ``limit_w``), else the largest that fits (never a
@@ -120,7 +121,7 @@ def server_gpus(gpu: str, needed: int, power_cap: int, limit_w: float | None = N
     return sizes[-1] if sizes else needed
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def server_sku(gpu: str, per_server: int) -> str | None:
     """The catalog server SKU (id) for ``per_server`` GPUs of this model: the first SKU in preference
     order whose capacity holds them (a baseboard's capacity must equal the GPUs fitted)."""
@@ -397,7 +398,7 @@ def bom_category_total(lines: list[dict[str, Any]], categories: list[str], which
     return bom_total([ln for ln in lines or [] if ln["category"] in categories], which)
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def gpu_unit_price(gpu: str, region: str, which: str = "mid") -> float | None:
     """Price of one GPU for a region (low | mid | high of its sourced range), None when unpriced."""
     price = gpu_price(gpu, region)
@@ -407,14 +408,14 @@ def gpu_unit_price(gpu: str, region: str, which: str = "mid") -> float | None:
     return lo if which == "low" else hi if which == "high" else (lo + hi) / 2
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def gpu_price_source(gpu: str, region: str) -> str | None:
     """Where the GPU's price comes from (market entry id and status, or the seed price id)."""
     price = gpu_price(gpu, region)
     return price["source"] if price else None
 
 
-@domain_function
+@domain_function(reads=(("servers", 0),))
 def server_label(sku: str | None, gpu: str, per_server: int, gpus: int | None = None,
                  servers: int | None = None) -> str:
     """How a plan names its server: the SKU, its form and the GPUs fitted of its capacity.
@@ -467,7 +468,7 @@ def availability_fact(part: str, region: str) -> str:
     return f"{entry['status']} ({entry['date']}, {entry['id']}): {fact}{lead_text}"
 
 
-@domain_function
+@domain_function(memoise=False)
 def cny(value: float | None) -> str:
     """A CNY amount as plans print it: thousands separators, no decimals ('—' when unknown)."""
     return "—" if value is None else f"{float(value):,.0f}"
@@ -551,7 +552,17 @@ def foreign_parts(lines: list[dict[str, Any]] | None) -> list[str]:
     return out
 
 
-@domain_function
+def _joined_size(items: Any = None, sep: Any = ", ", *_rest: Any) -> None:
+    """``joined(items, sep)`` repeats ``sep`` between the items: a text of a million characters
+    between 20,000 items is 20 GB, so the separators' total length is checked before joining
+    (the items' texts are bounded by the items' own size; the result is measured as it returns)."""
+    if not isinstance(sep, str):
+        raise ValueError(f"joined(): the separator must be text, got {type(sep).__name__}")
+    if isinstance(items, (list, tuple)) and len(items) > 1:
+        check_text(len(sep) * (len(items) - 1), "joined()")
+
+
+@domain_function(memoise=False, size_check=_joined_size)
 def joined(items: list[Any] | None, sep: str = ", ") -> str:
     """The items of a list as one text, ``sep`` between them ('' for an empty list)."""
     return sep.join(str(i) for i in items or [])

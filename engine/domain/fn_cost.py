@@ -25,7 +25,7 @@ QUANT_METHOD = {
 MEMORY_FRACTION = 0.9
 
 
-@domain_function
+@domain_function(memoise=False)
 def quant_method(precision: str) -> str | None:
     """Quantization method the serving framework is given for a weight precision (None for 16-bit)."""
     return QUANT_METHOD.get(str(precision))
@@ -65,7 +65,7 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
 _MIG_PROFILES = {7: ((1, 1 / 8), (2, 2 / 8), (3, 4 / 8), (7, 1.0)), 4: ((1, 1 / 4), (2, 2 / 4), (4, 1.0))}
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def mig_profile(gpu: str, need_gb: float) -> str | None:
     """Smallest MIG profile (e.g. ``3g.40gb``) of ``gpu`` whose memory holds ``need_gb``; None when
     the GPU has no published MIG geometry or no profile is large enough."""
@@ -86,7 +86,7 @@ def mig_profile(gpu: str, need_gb: float) -> str | None:
     return None
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def oem_systems(gpu: str) -> list[str]:
     """Catalog OEM / certified systems (type ``system``) built for this GPU, in file order."""
     table = current().catalog.table("gpus")

@@ -8,7 +8,7 @@ from servewise.engine.domain.catalog import UnknownEntry
 from servewise.engine.domain.functions import current, domain_function
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def edge_module(gpu: str) -> str | None:
     """The catalog `servers` entry of type edge-module built around this GPU, if any."""
     table = current().catalog.table("servers")

@@ -31,7 +31,7 @@ def _entry(kind: str, name: str) -> dict[str, Any] | None:
         return None
 
 
-@domain_function
+@domain_function(reads=((None, 1),))
 def catalog_key(kind: str, entry: str, field_name: str, key: str) -> Any:
     """One key of a mapping-valued catalog field, e.g. ``max_cards_by_model`` of a server."""
     found = _entry(kind, entry)
@@ -59,7 +59,7 @@ def _capacities(ssd: str) -> list[float]:
     return sorted(float(c) for c in ((_entry("ssds", ssd) or {}).get("capacities_tb") or []))
 
 
-@domain_function
+@domain_function(reads=(("ssds", 0),))
 def raid10_drives(ssd: str, usable_tb: float, min_drives: int = 4) -> int:
     """Drives in a RAID 10 array of ``ssd`` giving ``usable_tb``: at least ``min_drives``, an even number,
     more only when even the largest catalog capacity is too small (usable = drives × size ÷ 2)."""
@@ -71,7 +71,7 @@ def raid10_drives(ssd: str, usable_tb: float, min_drives: int = 4) -> int:
     return int(max(min_drives, need))
 
 
-@domain_function
+@domain_function(reads=(("ssds", 0),))
 def raid10_drive_tb(ssd: str, usable_tb: float, drives: int) -> float | None:
     """Smallest catalog capacity of ``ssd`` whose RAID 10 of ``drives`` reaches ``usable_tb`` (else the largest)."""
     caps = _capacities(ssd)
@@ -86,7 +86,7 @@ def _gpu_id(name: str) -> str | None:
     return found["id"] if found else None
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def reference_system(gpu: str, gpus_per_server: int) -> str | None:
     """A catalog OEM system built around this GPU with exactly this many GPUs and a sourced maximum power."""
     target = _gpu_id(gpu)
@@ -100,7 +100,7 @@ def reference_system(gpu: str, gpus_per_server: int) -> str | None:
     return None
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def seed_psu_row(gpu: str, gpus_per_server: int) -> str | None:
     """The PSU row of the seed's power table (psus.yaml, kind configuration) for ``N x GPU``, or None.
     The seed's 'H200' rows match both H200 SXM and H200 NVL."""

@@ -10,7 +10,7 @@ from servewise.engine.domain.functions import current, domain_function, note_det
 DEFAULT_GPUS_PER_SERVER = 8  # HGX baseboards and 4U PCIe GPU servers hold 8 (servers.yaml: generic-4u-pcie-8gpu)
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def gpus_per_server_max(gpu: str) -> int:
     """The most GPUs of this model one catalog server takes: a server's per-card limit
     (``max_cards_by_model``) or its ``gpus_max`` where it lists this GPU; 8 otherwise."""
@@ -40,7 +40,7 @@ def gpus_per_server_max(gpu: str) -> int:
     return best[1]
 
 
-@domain_function
+@domain_function(memoise=False)
 def gpus_within_power(limit_w: float | None, gpu_w: float, host_w: float, overhead: float) -> int:
     """GPUs one server can hold so that (GPUs × gpu_w + host_w) × overhead stays within limit_w."""
     if limit_w is None or gpu_w is None or gpu_w <= 0:

@@ -60,7 +60,7 @@ def _metric(data: dict[str, Any], metric: str) -> Any:
     raise ValueError(f"unknown estimate metric '{metric}'")
 
 
-@domain_function
+@domain_function(reads=(("models", 0), ("gpus", 1)))
 def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                 concurrency: int, metric: str, arrival: str = ARRIVAL,
                 framework: str | None = None) -> Any:
@@ -78,7 +78,7 @@ def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int
     return value
 
 
-@domain_function
+@domain_function(reads=(("models", 0), ("gpus", 1)))
 def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
          concurrency: int, framework: str | None = None) -> dict[str, Any]:
     """The whole performance estimate of a tp x pp replica as a record, so a rule computes it once:
@@ -109,7 +109,7 @@ def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float
     return not (e2e_ms is not None and ttft + max(int(osl) - 1, 0) * tpot > e2e_ms)
 
 
-@domain_function
+@domain_function(reads=(("models", 0), ("gpus", 1)))
 def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                        ttft_ms: float | None, tpot_ms: float | None,
                        e2e_ms: float | None = None, arrival: str = ARRIVAL,
@@ -166,7 +166,7 @@ def framework_profile(framework: str | None) -> str:
     return BACKEND_NAMES[_backend(framework)]
 
 
-@domain_function
+@domain_function(memoise=False)
 def widest_precision(precisions: Any) -> str:
     """The least compressed precision of a list (bf16 before fp8 before int4)."""
     items = [str(p) for p in (precisions or [])]
@@ -176,13 +176,13 @@ def widest_precision(precisions: Any) -> str:
     return items[0] if items else "bf16"
 
 
-@domain_function
+@domain_function(memoise=False)
 def gib(gb: float) -> float:
     """GB (10^9 bytes, how vendors state memory) as GiB (2^30 bytes, how the model sizes weights)."""
     return float(gb) * 1e9 / 2**30
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def compute_tflops(gpu: str, precision: str) -> float | None:
     """Dense tensor TFLOPS (TOPS for int8) the performance model runs ``precision`` GEMMs at on
     ``gpu`` (e.g. weight-only int4 at the 16-bit rate); None when the catalog has no figure."""

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from servewise.engine.common.limits import check_text
 from servewise.engine.domain.catalog import Catalog, UnknownEntry, load_catalog
 
 
@@ -63,12 +62,39 @@ def note_detail(detail: dict[str, Any]) -> None:
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
 
-def domain_function(fn: Callable[..., Any]) -> Callable[..., Any]:
-    FUNCTIONS[fn.__name__] = fn
-    return fn
+Reads = tuple[tuple[str | None, int], ...]
 
 
-@domain_function
+@dataclass(frozen=True)
+class FunctionMeta:
+    """What the engine needs to know of a domain function beyond its code (one home: its decorator):
+    ``memoise`` — remembered per run (False where running it is cheaper than looking it up);
+    ``reads`` — the catalog entries it reads, as (table, argument position) pairs (table None: the
+    table named by argument 0), recorded with each conclusion (engine/domain/provenance.py);
+    ``size_check`` — run on the arguments before the call, for a function whose result may be much
+    larger than its arguments (engine/common/limits.py)."""
+
+    memoise: bool = True
+    reads: Reads = ()
+    size_check: Callable[..., None] | None = None
+
+
+META: dict[str, FunctionMeta] = {}
+
+
+def domain_function(fn: Callable[..., Any] | None = None, *, memoise: bool = True, reads: Reads = (),
+                    size_check: Callable[..., None] | None = None) -> Any:
+    """Register a function rule expressions may call: ``@domain_function`` or, with what the engine
+    needs to know of it, ``@domain_function(memoise=False, reads=(("gpus", 0),))``."""
+    def register(f: Callable[..., Any]) -> Callable[..., Any]:
+        FUNCTIONS[f.__name__] = f
+        META[f.__name__] = FunctionMeta(memoise, tuple(reads), size_check)
+        return f
+
+    return register(fn) if fn is not None else register
+
+
+@domain_function(memoise=False, reads=((None, 1),))
 def catalog(kind: str, entry: str, field_name: str) -> Any:
     """A field of a catalog entry, e.g. ``catalog('gpus', candidate.gpu, 'tdp_w')``."""
     try:
@@ -85,7 +111,7 @@ def _table(kind: str):
     return tables[kind]
 
 
-@domain_function
+@domain_function(reads=(("policies", 0),))
 def policy(name: str) -> Any:
     """A servewise assumption by name, e.g. ``policy('hours_per_month')``: the ``value`` of its
     entry in facts/catalog/policies.yaml (each with its unit, reason and source); one home for a
@@ -102,23 +128,23 @@ def catalog_ids(kind: str) -> list[str]:
     return [e["id"] for e in _table(kind)]
 
 
-@domain_function
+@domain_function(memoise=False)
 def provided(key: str) -> bool:
     """True when the user gave this input (it was not defaulted)."""
     return key in current().provided
 
 
-@domain_function
+@domain_function(memoise=False)
 def contains(items: Any, value: Any) -> bool:
     return items is not None and value in items
 
 
-@domain_function
+@domain_function(memoise=False)
 def lower(value: Any) -> str:
     return str(value).lower()
 
 
-@domain_function
+@domain_function(memoise=False)
 def text(value: Any) -> str:
     """A value as text; whole numbers without a decimal point."""
     if isinstance(value, float) and value.is_integer():
@@ -156,19 +182,19 @@ def _estimate(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
     return ctx.cache[key]
 
 
-@domain_function
+@domain_function(reads=(("models", 0),))
 def weights_gib(model: str, precision: str) -> float:
     """Weight memory of a model at a precision (GiB), from the performance model."""
     return float(_perf().weights_gib(current().model(model), str(precision)))
 
 
-@domain_function
+@domain_function(reads=(("models", 0),))
 def kv_kib_per_token(model: str, kv_precision: str) -> float:
     """KV-cache bytes per token (KiB) from the model architecture."""
     return float(_perf().kv_bytes_per_token(current().model(model), str(kv_precision))) / 1024
 
 
-@domain_function
+@domain_function(reads=(("models", 0), ("gpus", 1)))
 def estimate(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
              concurrency: int, metric: str) -> Any:
     """One metric of the performance estimate (``ttft_ms``, ``tpot_ms``, ``output_tokens_per_s``,
@@ -188,7 +214,7 @@ def estimate(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
     return value
 
 
-@domain_function
+@domain_function(reads=(("models", 0), ("gpus", 1)))
 def max_concurrency(model: str, gpu: str, tp: int, precision: str, isl: int, osl: int,
                     ttft_ms: float | None, tpot_ms: float | None) -> int:
     """Largest number of requests in flight per replica that meets the SLA and fits in memory."""
@@ -233,7 +259,7 @@ def _gpu_count(entry: dict[str, Any]) -> float | None:
     return float(count) if count else None
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def gpu_installed_cny(gpu: str) -> float | None:
     """Purchase cost per installed GPU (CNY): the mean per-GPU share of the whole-server prices
     the sources give for this GPU; without one, the card price ÷ 0.75 (GPUs are 70-80% of server
@@ -262,7 +288,7 @@ def gpu_installed_cny(gpu: str) -> float | None:
     return value
 
 
-@domain_function
+@domain_function(reads=(("gpus", 0),))
 def rent_cny_per_gpu_hour(gpu: str) -> float | None:
     """Cloud rental rate of one GPU (CNY per hour, midpoint of the sourced range), or None."""
     for entry in current().catalog.table("prices"):
@@ -274,7 +300,7 @@ def rent_cny_per_gpu_hour(gpu: str) -> float | None:
 DDR5_RDIMM_SIZES_GB = (16, 24, 32, 48, 64, 96, 128, 256)  # JEDEC DDR5 RDIMM capacities on sale
 
 
-@domain_function
+@domain_function(memoise=False)
 def balanced_dimm_gb(need_gb: float, channels: int) -> int:
     """Smallest standard DDR5 RDIMM size that, with one DIMM per channel, reaches ``need_gb``."""
     for size in DDR5_RDIMM_SIZES_GB:
@@ -286,7 +312,7 @@ def balanced_dimm_gb(need_gb: float, channels: int) -> int:
 NVME_DRIVE_TB = (1.92, 3.84, 7.68, 15.36, 30.72)  # common enterprise NVMe capacities
 
 
-@domain_function
+@domain_function(memoise=False)
 def nvme_drive_tb(usable_tb: float, drives: int = 4) -> float:
     """Smallest common NVMe drive size whose RAID 10 of ``drives`` reaches ``usable_tb``."""
     for size in NVME_DRIVE_TB:
@@ -316,7 +342,7 @@ def settings_trtllm(tp: int, max_batch: int, precision: str, max_len: int) -> di
             "quantization": _QUANT.get(str(precision))}
 
 
-@domain_function
+@domain_function(memoise=False)
 def cooling_rank(kind: str) -> int:
     """Order of cooling capability: air < hybrid < liquid."""
     return {"air": 0, "hybrid": 1, "liquid": 2}.get(str(kind), 0)
@@ -337,22 +363,6 @@ def _load_function_modules() -> None:
 _load_function_modules()
 
 
-def _joined_size(items: Any = None, sep: Any = ", ", *_rest: Any) -> None:
-    """``joined(items, sep)`` repeats ``sep`` between the items: a text of a million characters
-    between 20,000 items is 20 GB, so the separators' total length is checked before joining
-    (the items' texts are bounded by the items' own size; the result is measured as it returns)."""
-    if not isinstance(sep, str):
-        raise ValueError(f"joined(): the separator must be text, got {type(sep).__name__}")
-    if isinstance(items, (list, tuple)) and len(items) > 1:
-        check_text(len(sep) * (len(items) - 1), "joined()")
-
-
-# Size checks run on the arguments before the function builds its list or text (engine/lang/expr.py
-# bounds every value a rule builds; these are the functions whose result may be much larger than
-# their arguments).
-SIZE_CHECKS: dict[str, Callable[..., None]] = {"joined": _joined_size}
-
-
 def _size_checked(fn: Callable[..., Any], check: Callable[..., None]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any) -> Any:
@@ -363,8 +373,9 @@ def _size_checked(fn: Callable[..., Any], check: Callable[..., None]) -> Callabl
 
 
 def _check_sizes() -> None:
-    for name, check in SIZE_CHECKS.items():
-        if name in FUNCTIONS and not getattr(FUNCTIONS[name], "size_checked", False):
+    for name, meta in META.items():
+        check = meta.size_check
+        if check is not None and not getattr(FUNCTIONS[name], "size_checked", False):
             FUNCTIONS[name] = _size_checked(FUNCTIONS[name], check)
             FUNCTIONS[name].size_checked = True  # type: ignore[attr-defined]
 
@@ -372,10 +383,8 @@ def _check_sizes() -> None:
 _check_sizes()
 
 
-# Cheaper to run than to look up: never remembered.
-NOT_MEMOISED = frozenset({"catalog", "contains", "lower", "text", "provided", "gib", "cooling_rank", "cny",
-                          "widest_precision", "balanced_dimm_gb", "nvme_drive_tb", "joined",
-                          "quant_method", "gpus_within_power"})
+# Cheaper to run than to look up: never remembered (``memoise=False`` in their decorators).
+NOT_MEMOISED = frozenset(name for name, meta in META.items() if not meta.memoise)
 SCALARS = (type(None), bool, int, float, str)  # results safe to remember and share (immutable)
 
 
@@ -422,7 +431,7 @@ def memoised(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _memoise_functions() -> None:
     for name, fn in list(FUNCTIONS.items()):
-        if name not in NOT_MEMOISED and not getattr(fn, "memoised", False):
+        if META[name].memoise and not getattr(fn, "memoised", False):
             FUNCTIONS[name] = memoised(name, fn)
 
 
@@ -432,7 +441,7 @@ _memoise_functions()
 def _declare_catalog_reads() -> None:
     from servewise.engine.domain.provenance import declare_catalog_reads
 
-    declare_catalog_reads(FUNCTIONS)
+    declare_catalog_reads(FUNCTIONS, {name: meta.reads for name, meta in META.items() if meta.reads})
 
 
 _declare_catalog_reads()

@@ -13,42 +13,6 @@ from typing import Any
 
 from servewise.engine.domain.catalog import UnknownEntry
 
-# function name -> (catalog table, argument position) pairs; a table of None means "the table
-# named by argument 0" (``catalog(kind, entry, field)``).
-GPU0 = (("gpus", 0),)
-MODEL_GPU = (("models", 0), ("gpus", 1))
-READS: Mapping[str, tuple[tuple[str | None, int], ...]] = {
-    "catalog": ((None, 1),),
-    "policy": (("policies", 0),),
-    "catalog_key": ((None, 1),),
-    "weights_gib": (("models", 0),),
-    "kv_kib_per_token": (("models", 0),),
-    "estimate": MODEL_GPU,
-    "max_concurrency": MODEL_GPU,
-    "estimate_pp": MODEL_GPU,
-    "perf": MODEL_GPU,
-    "max_concurrency_pp": MODEL_GPU,
-    "gpu_installed_cny": GPU0,
-    "rent_cny_per_gpu_hour": GPU0,
-    "server_capacity": GPU0,
-    "smallest_board": GPU0,
-    "server_gpus": GPU0,
-    "server_sku": GPU0,
-    "gpu_unit_price": GPU0,
-    "gpu_price_source": GPU0,
-    "mig_profile": GPU0,
-    "oem_systems": GPU0,
-    "edge_module": GPU0,
-    "reference_system": GPU0,
-    "seed_psu_row": GPU0,
-    "gpus_per_server_max": GPU0,
-    "compute_tflops": GPU0,
-    "server_label": (("servers", 0),),
-    "raid10_drives": (("ssds", 0),),
-    "raid10_drive_tb": (("ssds", 0),),
-}
-
-
 _CURRENT: Callable[[], Any] | None = None
 
 
@@ -120,8 +84,11 @@ def _recording(fn: Callable[..., Any], reads: tuple[tuple[str | None, int], ...]
     return wrapper
 
 
-def declare_catalog_reads(functions: dict[str, Callable[..., Any]]) -> None:
-    """Wrap the registered domain functions that read catalog entries named by their arguments."""
-    for name, reads in READS.items():
+def declare_catalog_reads(functions: dict[str, Callable[..., Any]],
+                          reads_by_name: Mapping[str, tuple[tuple[str | None, int], ...]]) -> None:
+    """Wrap the registered domain functions that read catalog entries named by their arguments
+    (``reads`` of their ``@domain_function`` decorators: (table, argument position) pairs, a table
+    of None meaning the table named by argument 0, as ``catalog(kind, entry, field)``)."""
+    for name, reads in reads_by_name.items():
         if name in functions and not getattr(functions[name], "records_reads", False):
             functions[name] = _recording(functions[name], reads)
