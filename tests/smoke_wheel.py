@@ -4,6 +4,7 @@ through the installed console script from outside the source tree."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -18,6 +19,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="servewise-smoke-") as tmp_dir:
         tmp = Path(tmp_dir)
         pip = [sys.executable, "-m", "pip", "--quiet", "--disable-pip-version-check"]
+        # setuptools builds in ROOT/build (git-ignored) and keeps what an earlier build copied there:
+        # a rule file since moved or deleted would ship in the wheel again, as a duplicate rule
+        shutil.rmtree(ROOT / "build", ignore_errors=True)
         subprocess.run([*pip, "wheel", "--no-deps", "-w", str(tmp / "dist"), str(ROOT)], check=True)
         wheel = next((tmp / "dist").glob("servewise-*.whl"))
         venv = tmp / "venv"
