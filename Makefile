@@ -67,7 +67,7 @@ bench: $(VENV)/.installed-test
 	$(BIN)/python tests/bench/bench_ask.py   # interview: answer → next prompt, start → first prompt
 
 expert-review: $(VENV)/.installed
-	$(BIN)/python -m servewise.cli.review   # writes docs/expert-review.md from examples/*.yaml
+	$(BIN)/python -m tools.review   # writes docs/expert-review.md from examples/*.yaml
 
 bench-doc: $(VENV)/.installed-bench
 	$(BIN)/python tests/bench/bench_plan.py --doc docs/performance.md

@@ -9,7 +9,7 @@ import pytest
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf import estimate
 from servewise.engine.domain.perf.calibration import load_calibration, moe_kernel_rates, profile
-from servewise.engine.domain.perf.kernels import OPS_DIR, fit_moe
+from tools.perf.kernels import OPS_DIR, fit_moe
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +67,7 @@ def test_shipped_rates_are_what_the_kernel_tables_give():
 def test_route_bytes_recover_the_activation_traffic_no_slice_shares():
     """A synthetic table, latency = slices' work / moe_tp + launch floor + routed elements x
     12 bytes at 4,000 GB/s: the fit returns the 12 bytes, whatever the slice work and floor."""
-    from servewise.engine.domain.perf.kernels import route_bytes
+    from tools.perf.kernels import route_bytes
 
     bw, per_elem = 4000.0, 12.0
     tab = {}

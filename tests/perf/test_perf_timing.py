@@ -7,9 +7,9 @@ from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf import compute_rate, default_kv_precision, estimate, max_concurrency
 from servewise.engine.domain.perf.calibration import BOUNDS, FALLBACK_BAND, FALLBACK_PROFILE, gpu_class, profile
 from servewise.engine.domain.perf.memory import Layout
-from servewise.engine.domain.perf.ordering import PAIRS as ORDER_PAIRS
-from servewise.engine.domain.perf.ordering import violations
 from servewise.engine.domain.perf.timing import StepModel
+from tools.perf.ordering import PAIRS as ORDER_PAIRS
+from tools.perf.ordering import violations
 
 
 @pytest.fixture(scope="module")

@@ -70,7 +70,7 @@ START = {**{k: centre for k, (centre, _) in PRIOR.items()},
          "t_chunk_ms": 5.0, "t_request_ms": 50.0, "k_step": 1.0, "burst": 0.1, "admission": 0.1,
          "dp_wait": 1.0, "t_moe_layer_us": 10.0, "t_in_token_us": 1.0,
          "interference_lockstep": 1.0}
-# Physical ordering the fit must keep (engine/domain/perf/ordering.py checks the result): a
+# Physical ordering the fit must keep (tools/perf/ordering.py checks the result): a
 # newer class's reference GPU, running the same backend's kernels, reads memory and multiplies
 # at 16 and 8 bit at least as fast as an older class's, since it has more of both. Where a
 # class's rows cannot pin its dense-model efficiencies (Blackwell's are mostly MoE and MLA
@@ -465,14 +465,14 @@ HEADER = """\
 #   activation quantisation), eta_moe 0.7, 0.3 (no external figure).
 # links: all-reduce latency and efficiency (share of one-direction link bandwidth) per link kind
 #   and GPU count, and per measured GPU (by_gpu), fitted from vLLM custom all-reduce kernel
-#   latencies (../shared/data/ops, `python -m servewise.engine.domain.perf.kernels`); kept across refits.
+#   latencies (../shared/data/ops, `python -m tools.perf.kernels`); kept across refits.
 #   GPUs without kernel data use their link kind's median (NVLink: A100/H100/H200/B200; PCIe:
 #   L40S, RTX PRO 6000). eta > 1 at 8 NVLink GPUs: NVLS in-switch reduction. PCIe beyond two
 #   GPUs: the engines run an NCCL ring there (vLLM disables its custom all-reduce on more than
 #   two PCIe-only GPUs), so the model uses the two-GPU efficiency with n-1 ring-hop latencies
 #   (calibration.link_params); the 4/8-GPU PCIe custom all-reduce entries are kept as measured.
 # moe_kernels: per GPU with measured vLLM fused-MoE kernels (../shared/data/ops,
-#   `python -m servewise.engine.domain.perf.kernels`; kept across refits): `read`, the expert-read
+#   `python -m tools.perf.kernels`; kept across refits): `read`, the expert-read
 #   efficiency of weight-only INT4 (Marlin de-quantises every weight) relative to FP8 at 1-4
 #   tokens, and `multiply`, the grouped expert GEMM rate of FP8 / FP4 / INT4 relative to BF16 at
 #   2,048-8,192 tokens (median over the shapes measured in both dtypes). The serving model reads

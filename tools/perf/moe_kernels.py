@@ -20,8 +20,8 @@ from typing import Any
 
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.perf.calibration import profile
-from servewise.engine.domain.perf.kernels import GPUS, OPS_DIR, moe_table
 from servewise.engine.domain.perf.precision import compute_rate
+from tools.perf.kernels import GPUS, OPS_DIR, moe_table
 
 KERNEL_DTYPES = {"fp8": ("fp8_block", "fp8"), "fp4": ("nvfp4",), "int4": ("int4_wo",),
                  "bf16": ("bfloat16",)}

@@ -19,10 +19,10 @@ from typing import Any
 from servewise.engine.common.paths import PACKAGE_ROOT
 from servewise.engine.domain.perf.calibration import gpu_class, load_calibration
 from servewise.engine.domain.perf.data import DEFAULT_FILES
-from servewise.engine.domain.perf.ordering import BACKENDS as ORDER_BACKENDS
-from servewise.engine.domain.perf.ordering import DENSE_GRID, ISL, OSL, PAIRS, PRECISION, violations
 from servewise.engine.domain.perf.validate import TARGETS, errors, summarise, validate
 from tools.perf.fit import fit, is_model, usable_rows
+from tools.perf.ordering import BACKENDS as ORDER_BACKENDS
+from tools.perf.ordering import DENSE_GRID, ISL, OSL, PAIRS, PRECISION, violations
 
 ROOT = PACKAGE_ROOT
 DOC = ROOT / "docs" / "accuracy.md"
@@ -70,7 +70,7 @@ touched share up to saturation; the former fitted floor f0 (1.0 for vLLM on Hopp
 Mixtral decode 3–4× too slow at one request) is removed. The FlashInfer per-tensor FP8 MoE path
 on Hopper is ~4× slower than the Triton block-FP8 one at every token count (same tables); that
 is an efficiency (η_moe), not a read of all experts. **Measured fused-MoE kernel rates**
-(`moe_kernels` in the calibration file, `python -m servewise.engine.domain.perf.kernels`, from
+(`moe_kernels` in the calibration file, `python -m tools.perf.kernels`, from
 the same tables; session 29): weight-only INT4 experts (Marlin W4A16, which de-quantises every
 weight) are read at `moe_read` of the FP8 kernels' efficiency per byte (H100 0.70, H200 0.64,
 B200 0.44, L40S 0.33, RTX PRO 6000 0.84; the median over the shapes measured in both dtypes at
@@ -528,14 +528,14 @@ def leave_one_out(workers: int = 1) -> dict[str, dict[str, Any]]:
 
 
 def ordering_lines() -> list[str]:
-    """The GPU-ordering check of servewise.engine.domain.perf.ordering, as a Markdown table."""
+    """The GPU-ordering check of tools.perf.ordering, as a Markdown table."""
     models = sorted({m for m, _, _ in DENSE_GRID})
     tps = sorted({tp for _, tp, _ in DENSE_GRID})
     cs = sorted({c for _, _, c in DENSE_GRID})
     lines = ["## GPU ordering on dense models", "",
              f"Estimates of {', '.join(models)} at {PRECISION}, isl {ISL}, osl {OSL}, tp "
              f"{' / '.join(map(str, tps))}, {' / '.join(map(str, cs))} requests in flight, with "
-             f"{', '.join(ORDER_BACKENDS)} (`servewise.engine.domain.perf.ordering`): configurations "
+             f"{', '.join(ORDER_BACKENDS)} (`tools.perf.ordering`): configurations "
              "where the faster GPU comes out slower.", "",
              "| faster GPU | slower GPU | configurations | TPOT inverted | TTFT inverted |",
              "|---|---|---|---|---|"]
@@ -640,7 +640,7 @@ def links_lines() -> list[str]:
     links = load_calibration().get("links") or {}
     lines = ["## All-reduce constants from kernel data", "",
              "Fitted from vLLM custom all-reduce latencies (`../shared/data/ops`, "
-             "`python -m servewise.engine.domain.perf.kernels`): latency of the smallest message and "
+             "`python -m tools.perf.kernels`): latency of the smallest message and "
              "efficiency = bus bandwidth of the largest over the link's one-direction bandwidth "
              "(NVLink `link_gbs`/2, PCIe by generation). GPUs without kernel data use the "
              "median of their link kind.", "",

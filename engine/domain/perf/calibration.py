@@ -163,7 +163,7 @@ def link_params(gpu: dict[str, Any], cal: dict[str, Any] | None = None,
     """(kind, bandwidth GB/s, efficiency, latency µs) of an all-reduce over ``n_gpus`` GPUs.
 
     Efficiency and latency are fitted from measured all-reduce kernels (``links`` in the
-    calibration file, written by ``python -m servewise.engine.domain.perf.kernels``): the GPU's own
+    calibration file, written by ``python -m tools.perf.kernels``): the GPU's own
     values where it was measured (``by_gpu``), else the median of its link kind (NVLink or
     PCIe) at that GPU count, the nearest measured count when it was not.
 

@@ -1,6 +1,6 @@
 """Fit the all-reduce and fused-MoE constants from measured kernel latencies (a maintainer's tool).
 
-    python -m servewise.engine.domain.perf.kernels [--ops ../shared/data/ops] [--out facts/calibration.yaml]
+    python -m tools.perf.kernels [--ops ../shared/data/ops] [--out facts/calibration.yaml]
 
 Reads ``<gpu>_custom_allreduce_perf.csv.gz`` (vLLM's custom all-reduce under CUDA graphs, from
 aiconfigurator's measured tables; ``message_size`` in bf16 elements) and fits, per GPU and GPU
