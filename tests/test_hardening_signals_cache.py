@@ -82,6 +82,19 @@ def _spawn(args: list[str], tmp_path: Path, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", reset, *args], env=env, **kw)
 
 
+def _signal(proc: subprocess.Popen, signum: int, timeout: float) -> tuple[bytes, bytes]:
+    """Send ``signum`` and collect what the process printed as it ended."""
+    os.kill(proc.pid, signum)
+    return proc.communicate(timeout=timeout)
+
+
+def _reap(proc: subprocess.Popen) -> None:
+    """Whatever happened, leave no process behind."""
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
+
+
 # -- item 5: signals ------------------------------------------------------------------------------
 
 @pytest.mark.slow
@@ -99,12 +112,9 @@ def test_a_termination_signal_during_a_several_model_plan_ends_it_like_ctrl_c(tm
                 pytest.fail(f"no worker was forked (exit {proc.returncode})")
             workers = _children(proc.pid)
             time.sleep(0.02)
-        os.kill(proc.pid, signum)
-        out, err = proc.communicate(timeout=60)
+        out, err = _signal(proc, signum, 60)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _reap(proc)
     left = _wait_gone(workers)
     _kill(left)
     text = err.decode()
@@ -134,12 +144,9 @@ def test_a_termination_signal_during_ask_keeps_the_answers_as_ctrl_c_does(tmp_pa
             ready, _, _ = select.select([proc.stdout], [], [], 0.5)
             if ready:
                 shown += os.read(proc.stdout.fileno(), 65536)
-        os.kill(proc.pid, signum)
-        out, err = proc.communicate(timeout=30)
+        out, err = _signal(proc, signum, 30)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+        _reap(proc)
     assert proc.returncode == 128 + signum, err.decode()
     assert f"Interrupted. 1 answer(s) saved in {saved}" in out.decode()
     assert "Traceback" not in err.decode()
