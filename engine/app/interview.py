@@ -70,6 +70,7 @@ PRIORITY: tuple[str, ...] = (
     "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.network_ms", "sla.preprocess_ms",
     "sla.postprocess_ms", "sla.p99", "sla.availability", "constraints.allow_single_point_of_failure",
     "constraints.domestic_only", "deployment.region", "constraints.exclude_restricted",
+    "constraints.allow_restricted",
     "constraints.vendors", "constraints.gpu_models",
     "constraints.team_skills", "constraints.allow_unskilled_vendor", "constraints.capex_budget_cny",
     "sla.max_cny_per_million_tokens",
