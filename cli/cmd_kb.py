@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import asdict
+from datetime import date
 
 import click
 
 from servewise.engine.app.kbcheck import check
+from servewise.engine.app.pricecheck import month_index
 
 from .i18n import pick
 
@@ -28,10 +31,16 @@ def kb() -> None:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option("--min-coverage", type=float, default=95.0, show_default=True,
               help="Fail (exit 1) below this percentage of guideline ids cited by rules.")
+@click.option("--as-of", "as_of", metavar="YYYY-MM", default=None,
+              help="Date the price review is made at (default: this month).")
 @click.pass_obj
-def kb_check(settings, fmt: str, min_coverage: float) -> None:
-    """Conflicting catalog values, the arithmetic of numeric claims, and guideline coverage."""
-    report = check(settings.rulebase())
+def kb_check(settings, fmt: str, min_coverage: float, as_of: str | None) -> None:
+    """Conflicting catalog values, the arithmetic of numeric claims, guideline coverage, and the
+    dated price review (a price no lookup reaches fails; missing and stale ones are listed)."""
+    as_of = as_of or date.today().strftime("%Y-%m")
+    if month_index(as_of) is None or not re.fullmatch(r"\d{4}-\d{2}", as_of):
+        raise click.BadParameter(f"expected YYYY-MM, not {as_of!r}", param_hint="--as-of")
+    report = check(settings.rulebase(), as_of)
     cov = report.coverage
     if fmt == "json":
         data = asdict(report)
@@ -62,6 +71,7 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
         click.echo(f"\nSeed whole-server prices vs the BOM of the same configuration ({len(report.seed_prices)})")
         for sp in report.seed_prices:
             click.echo(f"  {sp['check']} ({sp['sku']}, {sp['region']} market)")
+        _price_text(report.prices, as_of)
         click.echo(f"\nGuideline coverage: {len(cov.cited)}/{cov.total} ids cited by rules "
                    f"({cov.percent:.1f}%)")
         click.echo("Completeness (facts/coverage.yaml; details: servewise kb coverage --format text): "
@@ -73,8 +83,30 @@ def kb_check(settings, fmt: str, min_coverage: float) -> None:
             click.echo(f"error: {err}", err=True)
     if report.errors:
         sys.exit(2)
-    if cov.percent < min_coverage or cov.undocumented:
+    if cov.percent < min_coverage or cov.undocumented or _price_failures(report.prices):
         sys.exit(1)
+
+
+def _price_failures(findings) -> list:
+    """Findings that fail the check: a price entry no lookup reaches (a catalog bug); unpriced and
+    stale prices are listed for review."""
+    return [f for f in findings if f.kind == "unreachable"]
+
+
+def _price_text(findings, as_of: str) -> None:
+    heads = {"unreachable": "price entries no lookup reaches",
+             "unpriced": "GPUs and platforms sold in a market but without a price there",
+             "stale": "prices older than the review age (policy price_max_age_months)"}
+    click.echo(f"\nPrice review as of {as_of}: " + ", ".join(
+        f"{sum(f.kind == k for f in findings)} {k}" for k in heads))
+    for kind, head in heads.items():
+        rows = [f for f in findings if f.kind == kind]
+        if rows:
+            click.echo(f"  {head} ({len(rows)}):")
+        for f in rows:
+            where = f" [{f.region}]" if f.region else ""
+            when = f" ({f.date})" if f.date else ""
+            click.echo(f"    {f.table}/{f.entry}{where}{when}: {f.detail}")
 
 
 STATUS_TEXT = {

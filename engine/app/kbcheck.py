@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servewise.engine.app import coverage as verdicts
+from servewise.engine.app.pricecheck import PriceFinding, price_review
 from servewise.engine.common.yamlio import safe_load
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.functions import FUNCTIONS, RunContext, reset_context, use_context
@@ -81,6 +82,7 @@ class Report:
     errors: list[str]
     summary: SummaryCoverage | None = None
     seed_prices: list[dict[str, Any]] = field(default_factory=list)
+    prices: list[PriceFinding] = field(default_factory=list)
 
 
 def summary_map() -> dict[str, Any]:
@@ -194,7 +196,8 @@ def coverage(rulebase: RuleBase) -> Coverage:
                     [g for g in all_ids if g not in cited], documented, counts)
 
 
-def check(rulebase: RuleBase) -> Report:
+def check(rulebase: RuleBase, as_of: str | None = None) -> Report:
+    """The whole report; ``as_of`` (YYYY-MM) dates the price review (none without it)."""
     claims, errors = check_claims()
     try:
         errors += verdicts.check(rulebase).problems
@@ -208,4 +211,4 @@ def check(rulebase: RuleBase) -> Report:
     errors += [f"facts/claims.yaml: {r.id}: summary_refs {n} is not an item of §2 (1-{items})"
                for r in claims for n in r.summary_refs if not 1 <= n <= items]
     return Report(conflicts, claims, coverage(rulebase), errors, summary_coverage(conflicts, claims),
-                  seed_price_crosscheck())
+                  seed_price_crosscheck(), price_review(as_of) if as_of else [])

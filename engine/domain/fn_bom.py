@@ -205,7 +205,7 @@ def market_price(part: str, region: str, size_tb: float | None = None) -> dict[s
 
 def _seed_card_price(gpu: str) -> dict[str, Any] | None:
     for entry in current().catalog.table("prices"):
-        if entry.get("kind") == "gpu-card" and _gpu_id(str(entry.get("gpu") or "")) == gpu \
+        if entry.get("kind") == "gpu-card" and _gpu_id(str(entry.get("refers_to") or entry.get("gpu") or "")) == gpu \
                 and entry.get("min_cny") is not None:
             lo, hi = float(entry["min_cny"]), float(entry.get("max_cny") or entry["min_cny"])
             return {"unit_price_cny": [lo, hi], "source": f"{entry['id']} (seed card price)",
