@@ -90,7 +90,7 @@ def _unpriced(cat: Catalog) -> list[PriceFinding]:
                 continue
             if _platform(s["id"], region)[1] is None and not (complete and market_price(complete, region)):
                 out.append(PriceFinding("unpriced", "servers", s["id"], region, "",
-                                        "neither a platform price (market or estimate) nor a whole-system price reaches it"))
+                                        "no platform price (market or estimate) or whole-system price reaches it"))
     return out
 
 
