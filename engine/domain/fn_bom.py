@@ -222,7 +222,8 @@ def _line(part: str, category: str, qty: float, price: dict[str, Any] | None,
           unpriced: str | None = None, included_in: str | None = None) -> dict[str, Any]:
     line: dict[str, Any] = {"part": part, "category": category, "qty": int(round(qty))}
     if included_in:
-        line.update({"unit_price_cny": [0.0, 0.0], "source": f"included in {included_in}", "date": ""})
+        line.update({"unit_price_cny": [0.0, 0.0], "source": f"included in {included_in}", "date": "",
+                     "included_in": included_in})
     elif price:
         line.update({k: price[k] for k in ("unit_price_cny", "source", "date")})
     else:
@@ -313,7 +314,10 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
     whole = _complete(sku, gpu, per_server, region)
     if whole:
         lines.append(_line(whole[0], "server", servers, whole[1]))
+        card = gpu_price(gpu, region)
         lines.append(_line(gpu, "gpu", spec["gpus"], None, included_in=whole[0]))
+        if card:
+            lines[-1]["alone_cny"] = list(card["unit_price_cny"])
         inc: str | None = whole[0]
         includes = includes or ["cpu", "memory", "ssd-system", "nic-frontend"]
     else:
@@ -335,6 +339,7 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
             if own:  # shown for the buyer's negotiation, not added (the platform price covers it)
                 line["source"] += " (bought alone: {:,.0f}-{:,.0f} CNY each, {})".format(
                     *own["unit_price_cny"], own["source"].split(":")[0])
+                line["alone_cny"] = list(own["unit_price_cny"])
             lines.append(line)
             return
         lines.append(_line(part_name, category, qty, market_price(lookup or part_name, region, size_tb),
@@ -371,6 +376,25 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
                             + f" — {ln['source']}" + (f" ({ln['date']})" if ln["date"] else "")}
                            for ln in lines]})
     return lines
+
+
+@domain_function
+def platform_shortfalls(lines: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Priced lines (platforms, whole servers) whose low price is below the low prices of the parts
+    the BOM says they include, bought alone (issue #37: a platform never costs less than its parts):
+    ``{part, price_cny, parts_cny, parts}`` per such line, totals over its quantity."""
+    out: list[dict[str, Any]] = []
+    for ln in lines or []:
+        rng = ln.get("unit_price_cny")
+        if ln["category"] not in ("platform", "server") or not rng:
+            continue
+        inside = [x for x in lines or [] if x.get("included_in") == ln["part"] and x.get("alone_cny")]
+        parts = sum(x["qty"] * float(x["alone_cny"][0]) for x in inside)
+        price = ln["qty"] * float(rng[0])
+        if inside and price < parts:
+            out.append({"part": ln["part"], "price_cny": round(price, 0), "parts_cny": round(parts, 0),
+                        "parts": [f"{x['qty']} × {x['part']}" for x in inside]})
+    return out
 
 
 @domain_function
