@@ -15,7 +15,8 @@ CATALOG = ROOT / "facts" / "catalog"
 SCHEMA = ROOT / "facts" / "schemas" / "catalog.schema.json"
 GUIDELINES = ROOT / "facts" / "guidelines.yaml"  # the project copy of shared/guidelines.yaml
 
-FILES = ["gpus", "models", "cpus", "nics", "switches", "ssds", "psus", "servers", "prices", "market-prices", "availability", "policies",
+FILES = ["gpus", "models", "cpus", "nics", "switches", "ssds", "psus", "servers", "server-skus", "prices", "market-prices",
+         "availability", "policies",
          "vision-models"]
 NON_VALUE_KEYS = {"sources", "conflicts", "aliases", "alias_notes", "id"}
 

@@ -86,6 +86,29 @@ def mig_profile(gpu: str, need_gb: float) -> str | None:
     return None
 
 
+@domain_function(reads=(("servers", 0), ("gpus", 1)))
+def orderable_systems(sku: str | None, gpu: str, region: str) -> list[str]:
+    """Named systems a buyer orders for this server class (facts/catalog/server-skus.yaml): those of
+    ``sku``'s class (or sold on it too, ``class_also``) that take this GPU and are sold in ``region``,
+    in file order. An empty list means no catalogued SKU: the class figures still size the plan."""
+    if not sku:
+        return []
+    table = current().catalog.table("gpus")
+    try:
+        gpu_id = table.get(gpu)["id"]
+    except UnknownEntry:
+        return []
+    out = []
+    for entry in current().catalog.table("server-skus"):
+        if sku != entry["class"] and sku not in (entry.get("class_also") or []):
+            continue
+        if region not in entry.get("markets", []):
+            continue
+        if any(name in table and table.get(name)["id"] == gpu_id for name in entry.get("gpu_models") or []):
+            out.append(entry["id"])
+    return out
+
+
 @domain_function(reads=(("gpus", 0),))
 def oem_systems(gpu: str) -> list[str]:
     """Catalog OEM / certified systems (type ``system``) built for this GPU, in file order."""
