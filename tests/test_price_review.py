@@ -35,14 +35,18 @@ def test_month_index_reads_every_catalog_date_form(text, expected):
     assert month_index(text) == expected
 
 
-def test_the_seed_card_price_of_the_h200_nvl_is_reached():
+def test_the_seed_card_price_of_the_h200_nvl_is_reached_and_the_card_is_priced():
+    from servewise.engine.domain.fn_bom import _seed_card_price
+
     token = use_context(RunContext(catalog=load_catalog()))
     try:
-        price = gpu_price("H200 NVL", "cn")
+        seed = _seed_card_price("H200 NVL")
+        priced = {g: gpu_price(g, "cn") for g in ("H200 NVL", "A30")}
     finally:
         reset_context(token)
-    assert price is not None and price["unit_price_cny"] == [280000.0, 320000.0]
-    assert price["source"].startswith("price-h200-nvl-card-d0 ")
+    assert seed is not None and seed["unit_price_cny"] == [280000.0, 320000.0]
+    assert seed["source"].startswith("price-h200-nvl-card-d0 ")
+    assert all(priced.values()), priced
 
 
 def test_the_built_in_catalog_has_no_unreachable_price():
