@@ -11,6 +11,18 @@ DEFAULT_GPUS_PER_SERVER = 8  # HGX baseboards and 4U PCIe GPU servers hold 8 (se
 
 
 @domain_function(reads=(("gpus", 0),))
+def has_server(gpu: str) -> bool:
+    """True when a catalog server, chassis class, baseboard or edge entry lists this GPU (facts/catalog/
+    servers.yaml): without one no orderable configuration can be named, sized or priced."""
+    gpus = current().catalog.table("gpus")
+    for entry in current().catalog.table("servers"):
+        names = list(entry.get("gpu_models") or []) + list(entry.get("max_cards_by_model") or {})
+        if any(name in gpus and gpus.get(name)["id"] == gpu for name in names):
+            return True
+    return False
+
+
+@domain_function(reads=(("gpus", 0),))
 def gpus_per_server_max(gpu: str) -> int:
     """The most GPUs of this model one catalog server takes: a server's per-card limit
     (``max_cards_by_model``) or its ``gpus_max`` where it lists this GPU; 8 otherwise."""
