@@ -61,12 +61,17 @@ def test_described_site_is_respected(site_8kw):
 # 2. server SKUs: whole boards, SKU named, PSUs as shipped
 def test_sxm_plans_use_whole_boards_from_the_catalog(v3_h100, site_8kw):
     servers = {e["id"]: e for e in load_catalog().table("servers")}
+    gpus = load_catalog().table("gpus")
     for plan in (v3_h100, site_8kw):
         gpu, srv = plan["components"]["gpu"], plan["components"]["servers"]
         sku = servers[srv["sku"]]
-        assert sku["type"] == "baseboard"
-        assert gpu["per_server"] == sku["gpus_max"]
-        assert gpu["count"] == srv["count"] * gpu["per_server"]
+        if gpus.get(gpu["model"])["form_factor"] in ("SXM", "OAM"):
+            assert sku["type"] == "baseboard"
+            assert gpu["per_server"] == sku["gpus_max"]
+            assert gpu["count"] == srv["count"] * gpu["per_server"]
+        else:  # PCIe cards go into a chassis class, never more than its slots
+            assert sku["type"] == "chassis-class" and gpu["per_server"] <= sku["gpus_max"]
+    assert gpus.get(v3_h100["components"]["gpu"]["model"])["form_factor"] == "SXM"
 
 
 def test_psu_layout_comes_from_the_sku(v3_h100):

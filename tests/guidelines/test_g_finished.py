@@ -13,7 +13,7 @@ from servewise.engine.lang.rulebase import RuleBase, load_rule_file
 from servewise.engine.runtime.runner import Origin, Runner
 
 SMALL = {"model": "Qwen2.5-7B", "precision": "fp8", "traffic": {"peak_qps": 2},
-         "constraints": {"gpu_models": ["L40S"]}}
+         "constraints": {"gpu_models": ["L40S"], "allow_restricted": True}}  # L40S is export-restricted in cn
 
 
 def _with(workload: dict, **sections) -> dict:
@@ -101,7 +101,7 @@ def test_g_vend_002(rulebase, tmp_path: Path):
     assert problems == []
     select = next(s for s in rulebase.rules if s.id == "select.cheapest-candidate")
     base = {"mode": "online", "deployment.horizon_months": 36, "deployment.region": "cn", "thumb.gpus": [],
-            "constraints.capex_budget_cny": None}
+            "constraints.capex_budget_cny": None, "constraints.allow_restricted": True}
 
     def choose() -> str:
         rb = RuleBase([*specs, select], rulebase.files, rulebase.knowledge_hash)

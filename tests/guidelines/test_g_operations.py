@@ -330,10 +330,11 @@ def test_g_vend_012(run):
     assert "ATC" in text
 
 
-@pytest.mark.parametrize("gpu,route", [("H100 SXM", "OEM / vendor-certified 8-GPU baseboard system")])
+@pytest.mark.parametrize("gpu,route", [("H100 SXM", "OEM / vendor-certified GPU-baseboard system")])
 def test_g_vend_007(run, gpu, route):
     """Baseboard GPUs are bought as OEM turnkey systems (Dell XE9680, Supermicro TNHR, DGX)."""
-    out = run("procurement.oem-system", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia"})
+    out = run("procurement.oem-system", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia", "chosen.sku": None,
+                                         "deployment.region": "global"})
     assert out.values["components.procurement.route"] == route
     assert "Dell PowerEdge XE9680" in out.values["components.procurement.systems"]
 
@@ -341,7 +342,8 @@ def test_g_vend_007(run, gpu, route):
 @pytest.mark.parametrize("gpu,pcie", [("L40S", True), ("H200 NVL", True), ("H100 SXM", False)])
 def test_g_vend_010(run, gpu, pcie):
     """PCIe cards can go into a self-assembled (barebones + parts) server; baseboard GPUs cannot."""
-    out = run("procurement.pcie-server", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia"})
+    out = run("procurement.pcie-server", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia", "chosen.sku": None,
+                                          "deployment.region": "cn"})
     assert out.fired("procurement.pcie-server") is pcie
 
 
@@ -405,7 +407,8 @@ def test_g_vend_005(run, gpu, domestic, rule):
     rules = ["procurement.oem-system", "procurement.pcie-server", "procurement.domestic-stack"]
     out = run(rules, {**CHOSEN, "chosen.gpu": gpu, "constraints.domestic_only": domestic,
                       "chosen.vendor": "huawei" if domestic else "nvidia",
-                      "chosen.sku": "Huawei Atlas 800 inference server (model 3000)" if domestic else None})
+                      "chosen.sku": "Huawei Atlas 800 inference server (model 3000)" if domestic else None,
+                      "deployment.region": "cn"})
     assert out.fired(rule)
     assert out.fired("procurement.oem-system") is (gpu == "H100 SXM")
     assert out.fired("procurement.domestic-stack") is domestic
