@@ -40,10 +40,12 @@ def catalog_key(kind: str, entry: str, field_name: str, key: str) -> Any:
 
 
 @domain_function
-def first_ssd(min_pcie_gen: float, min_seq_read_gbs: float, min_random_read_kiops: float) -> str | None:
-    """The first model-store SSD of the catalog (file order) that meets all three thresholds, or None."""
+def first_ssd(min_pcie_gen: float, min_seq_read_gbs: float, min_random_read_kiops: float,
+              domestic: bool = False) -> str | None:
+    """The first model-store SSD of the catalog (file order) that meets all three thresholds, or None;
+    with ``domestic`` only drives marked ``domestic: true`` (a 信创 bill of materials)."""
     for entry in current().catalog.table("ssds"):
-        if entry.get("role") != "model-store":
+        if entry.get("role") != "model-store" or (domestic and entry.get("domestic") is not True):
             continue
         gen, seq, iops = entry.get("pcie_gen"), entry.get("seq_read_gbs"), entry.get("random_read_kiops")
         if None in (gen, seq, iops):
