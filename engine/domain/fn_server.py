@@ -23,6 +23,18 @@ def has_server(gpu: str) -> bool:
 
 
 @domain_function(reads=(("gpus", 0),))
+def legacy_gpu(gpu: str) -> bool:
+    """True for a GPU of an architecture before Ampere (policy ``legacy_gpu_archs``: no BF16, no
+    FlashAttention-2); False for other GPUs and non-NVIDIA accelerators."""
+    try:
+        arch = str(current().catalog.table("gpus").get(gpu).get("arch") or "")
+    except UnknownEntry:
+        return False
+    archs = current().catalog.table("policies").get("legacy_gpu_archs")["value"]
+    return any(arch.startswith(a) for a in archs)
+
+
+@domain_function(reads=(("gpus", 0),))
 def gpus_per_server_max(gpu: str) -> int:
     """The most GPUs of this model one catalog server takes: a server's per-card limit
     (``max_cards_by_model``) or its ``gpus_max`` where it lists this GPU; 8 otherwise."""
