@@ -21,13 +21,25 @@ QUANT_METHOD = {
     "fp4": "nvfp4",
 }
 
+# MindIE (Ascend) names its quantized weights by msModelSlim's W/A bit widths, not AWQ/GPTQ/FP8: the ATB
+# models support W8A8, W8A16, W8A8SC (sparse) and per-group W4A16 (msModelSlim quantifier.py, --w_bit/--a_bit;
+# https://blog.csdn.net/fuhanghang/article/details/146602378, a copy of the MindIE LLM quantization page).
+MINDIE_QUANT = {
+    "bf16": None, "fp16": None,
+    "int8": "W8A8 (msModelSlim quantifier.py --w_bit 8 --a_bit 8)",
+    "int4": "W4A16 per-group (msModelSlim quantifier.py --w_bit 4 --a_bit 16)",
+}
+
 # Share of device memory a serving engine may pre-allocate for weights + KV cache (G-SW-008).
 MEMORY_FRACTION = 0.9
 
 
 @domain_function(memoise=False)
-def quant_method(precision: str) -> str | None:
-    """Quantization method the serving framework is given for a weight precision (None for 16-bit)."""
+def quant_method(precision: str, framework: str | None = None) -> str | None:
+    """Quantization method the serving framework is given for a weight precision (None for 16-bit),
+    in the framework's own names (MindIE: msModelSlim W8A8 / W4A16)."""
+    if framework == "MindIE":
+        return MINDIE_QUANT.get(str(precision))
     return QUANT_METHOD.get(str(precision))
 
 
@@ -54,7 +66,7 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
     if fw == "MindIE":
         return {"continuous_batching": True, "worldSize": tp, "maxBatchSize": max_seqs,
                 "max_batch_size": max_seqs, "npuMemSize": -1, "maxSeqLen": max_len,
-                "quantization": quant, **common}
+                "quantization": MINDIE_QUANT.get(str(precision)), **common}
     return {"continuous_batching": True, "tensor_parallel_size": tp, "max_num_seqs": max_seqs,
             "gpu_memory_utilization": MEMORY_FRACTION, "max_model_len": max_len,
             "quantization": quant, "dtype": "bfloat16", **common}
