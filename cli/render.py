@@ -164,7 +164,9 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
     if name == "servers" and c.get("count"):
         if c.get("packed") and "; " in str(c["form"]):  # packed servers of different forms, listed below
             return f"{c['count']} servers: {c['form']}"
-        return f"{c['count']} × {c['form']}"
+        orderable = c.get("orderable_as") or []
+        shown = ", ".join(orderable[:3]) + (f" (+{len(orderable) - 3} more)" if len(orderable) > 3 else "")
+        return f"{c['count']} × {c['form']}" + (f"; orderable as {shown}" if orderable else "")
     if name == "cpu" and c.get("model"):
         return f"{c['sockets']} × {c['model']} ({c['cores_total']} cores)"
     if name == "memory" and c.get("capacity_gb"):

@@ -5,7 +5,7 @@ For one host GPU model, every pool (planned on that GPU) is packed into physical
 instance or an MPS share, and whether the pool may share a server). Each physical server is then
 sized once for everything it hosts, with the same domain functions the rules use:
 CPU cores = Σ pools' cores per GPU × their GPUs on it; RAM = max(½ of the installed VRAM, Σ load + KV
-reserves), one equal DIMM per channel; one model store per server for every model version it hosts
+reserves), one equal DIMM per filled channel (memory_channels_populated, as the RAM rule); one model store per server for every model version it hosts
 (weights × versions × 2) plus the logs counted once (G-STO-008); power = platform + installed GPUs'
 TDP. Opex follows the cost rules (rules/cost/cost.yaml), with the same policies
 (facts/catalog/policies.yaml: hours a month, PUE air / liquid, ops labour per server-month, write-off).
@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servewise.engine.domain.fn_bom import bom_lines, bom_total, server_capacity, server_gpus, server_label, server_sku
-from servewise.engine.domain.fn_facilities import raid10_drive_tb, raid10_drives
+from servewise.engine.domain.fn_facilities import pcie_gbs, raid10_drive_tb, raid10_drives
 from servewise.engine.domain.fn_packing import Demand, Server, gpu_share_of, pack_servers
-from servewise.engine.domain.functions import balanced_dimm_gb, catalog, current, policy
+from servewise.engine.domain.functions import balanced_dimm_gb, catalog, current, memory_channels_populated, policy
 
 
 @dataclass
@@ -86,9 +86,12 @@ def _size_server(server: Server, gpu: str, pools: dict[str, dict[str, Any]], wor
                                 if pools[p].get("components.cpu.model")], sku)
     memory_gb = catalog("gpus", gpu, "memory_gb") or 0
     ram_need = max(installed * memory_gb / 2, sum(_v(pools[p], "bom.ram_load_kv_gb") * frac[p] for p in here))
-    per_socket = catalog("cpus", cpu, "memory_channels") if cpu else None  # one DIMM per channel, every socket
+    per_socket = catalog("cpus", cpu, "memory_channels") if cpu else None  # channels of every socket
     channels = int(per_socket * sockets) if per_socket else int(max(_v(pools[p], "bom.memory_channels", 8)
                                                                    for p in here))
+    bw = (catalog("cpus", cpu, "memory_bw_gbs") or 0) * sockets if cpu else 0
+    links = installed * (pcie_gbs(catalog("gpus", gpu, "pcie_gen"), 16) or 0)
+    channels = memory_channels_populated(ram_need, channels, links, bw / channels if bw and channels else None)
     dimm = balanced_dimm_gb(ram_need, channels)
     versions = workload["deployment"]["model_versions"]
     models_tb = sum(_v(pools[p], "bom.weights_gb") / 1000 * versions * 2 for p in here)

@@ -101,7 +101,8 @@ def mig_profile(gpu: str, need_gb: float) -> str | None:
 @domain_function(reads=(("servers", 0), ("gpus", 1)))
 def orderable_systems(sku: str | None, gpu: str, region: str) -> list[str]:
     """Named systems a buyer orders for this server class (facts/catalog/server-skus.yaml): those of
-    ``sku``'s class (or sold on it too, ``class_also``) that take this GPU and are sold in ``region``,
+    ``sku``'s class (or sold on it too, ``class_also``) sold in ``region`` that take this GPU — listed
+    with it, or, for a PCIe chassis class, any card of the class within the system's per-slot power —
     in file order. An empty list means no catalogued SKU: the class figures still size the plan."""
     if not sku:
         return []
@@ -110,13 +111,23 @@ def orderable_systems(sku: str | None, gpu: str, region: str) -> list[str]:
         gpu_id = table.get(gpu)["id"]
     except UnknownEntry:
         return []
+    try:
+        cls = current().catalog.table("servers").get(sku)
+    except UnknownEntry:
+        return []
+    # a PCIe chassis takes the cards of its class within its slot power (OEM qualified-GPU lists are
+    # longer than any catalogue copies); a baseboard system only the GPUs it is listed with
+    pcie = cls.get("type") == "chassis-class"
+    tdp = table.get(gpu_id).get("tdp_w") or 0
     out = []
     for entry in current().catalog.table("server-skus"):
         if sku != entry["class"] and sku not in (entry.get("class_also") or []):
             continue
         if region not in entry.get("markets", []):
             continue
-        if any(name in table and table.get(name)["id"] == gpu_id for name in entry.get("gpu_models") or []):
+        listed = any(name in table and table.get(name)["id"] == gpu_id for name in entry.get("gpu_models") or [])
+        fits = pcie and (entry.get("max_gpu_power_w") is None or tdp <= entry["max_gpu_power_w"])
+        if listed or fits:
             out.append(entry["id"])
     return out
 

@@ -309,6 +309,22 @@ def balanced_dimm_gb(need_gb: float, channels: int) -> int:
     return DDR5_RDIMM_SIZES_GB[-1]
 
 
+@domain_function(memoise=False)
+def memory_channels_populated(need_gb: float, channels: int, link_gbs: float | None,
+                              channel_gbs: float | None) -> int:
+    """Memory channels to fill with one equal DIMM each: half of them (a balanced population on every
+    platform) when half carry the GPUs' host-link traffic with the policy's headroom
+    (``host_memory_link_headroom`` × ``link_gbs`` ≤ half × ``channel_gbs``) and hold ``need_gb`` in
+    the largest DIMM size, else all of them (G-RAM-007, corrected: bandwidth scales with the channels
+    filled, and a GPU server's host traffic is what must flow through them)."""
+    channels = int(channels)
+    half = channels // 2
+    if channels < 8 or half * DDR5_RDIMM_SIZES_GB[-1] < need_gb or not link_gbs or not channel_gbs:
+        return channels
+    need = policy("host_memory_link_headroom") * float(link_gbs)
+    return half if need <= half * float(channel_gbs) else channels
+
+
 NVME_DRIVE_TB = (1.92, 3.84, 7.68, 15.36, 30.72)  # common enterprise NVMe capacities
 
 
