@@ -158,7 +158,9 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
                 if pp and pp > 1 else "")
         standby = (f" + {c['standby_gpus']} standby GPU(s) (whole boards)"
                    if c.get("standby_gpus") else "")
-        return (f"{c['count']} × {c['model']} ({c['precision']}), tensor parallel "
+        cards = (f" devices = {c['cards']} cards × {c['devices_per_card']}"
+                 if (c.get("devices_per_card") or 1) > 1 else "")
+        return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), tensor parallel "
                 f"{c['tensor_parallel']}{span}, {c['replicas']} replica(s){standby}, "
                 f"{c['per_server']} per server")
     if name == "servers" and c.get("count"):

@@ -286,7 +286,7 @@ def values(c: dict) -> set:
         ("gpus", "AMD MI300X", "bandwidth_gbs", {5300, 5200}, 5300),
         ("gpus", "B200", "memory_gb", {180, 192}, 180),
         ("gpus", "H200 NVL", "tdp_w", {600, 700}, 600),
-        ("gpus", "Ascend Atlas 300I Duo", "dense_tflops.int8", {280, 140}, 280),
+        ("gpus", "Ascend Atlas 300I Duo", "per_card.int8_tops", {280, 140}, 280),
         ("psus", "psu-headroom-policy", "headroom_factor", {1.5, 1.43}, 1.5),
         ("nics", "infiniband-ndr-400g", "cost_ratio_vs_roce", {2.5, 2.0}, 2.5),
         ("switches", "HPE Aruba CX 10000", "max_port_gbps", {400, 100}, 100),

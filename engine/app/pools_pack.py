@@ -5,7 +5,8 @@ For one host GPU model, every pool (planned on that GPU) is packed into physical
 instance or an MPS share, and whether the pool may share a server). Each physical server is then
 sized once for everything it hosts, with the same domain functions the rules use:
 CPU cores = Σ pools' cores per GPU × their GPUs on it; RAM = max(½ of the installed VRAM, Σ load + KV
-reserves), one equal DIMM per filled channel (memory_channels_populated, as the RAM rule); one model store per server for every model version it hosts
+reserves), one equal DIMM per filled channel (memory_channels_populated, as the RAM rule); one model
+store per server for every model version it hosts
 (weights × versions × 2) plus the logs counted once (G-STO-008); power = platform + installed GPUs'
 TDP. Opex follows the cost rules (rules/cost/cost.yaml), with the same policies
 (facts/catalog/policies.yaml: hours a month, PUE air / liquid, ops labour per server-month, write-off).

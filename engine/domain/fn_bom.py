@@ -13,7 +13,7 @@ from typing import Any
 
 from servewise.engine.common.limits import check_text
 from servewise.engine.domain.catalog import UnknownEntry, normalise_name
-from servewise.engine.domain.functions import current, domain_function, note_detail
+from servewise.engine.domain.functions import cards_for, current, devices_per_card, domain_function, note_detail
 
 ESTIMATOR = "midpoint of each line's sourced [low, high] range"
 BOARD_FORMS = ("SXM", "OAM")  # GPUs that come only on 4- or 8-GPU baseboards
@@ -30,10 +30,11 @@ def _gpu_id(name: str) -> str | None:
 
 
 def _capacity(entry: dict[str, Any], gpu: str) -> int | None:
-    """GPUs of this model the server entry takes (its per-card limit or gpus_max), None if not listed."""
+    """GPUs (devices) of this model the server entry takes (its per-card limit × the card's devices,
+    or gpus_max), None if not listed."""
     for name, count in (entry.get("max_cards_by_model") or {}).items():
         if _gpu_id(name) == gpu:
-            return int(count)
+            return int(count) * devices_per_card(gpu)
     if entry.get("max_cards_by_model"):
         return None
     if any(_gpu_id(n) == gpu for n in entry.get("gpu_models") or []) and entry.get("gpus_max"):
@@ -289,7 +290,7 @@ def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: 
     if price is None:
         return None
     _, platform, _ = _platform(sku, region)
-    total = gpus * pick(price["unit_price_cny"])
+    total = cards_for(gpu, gpus) * pick(price["unit_price_cny"])
     if platform:
         total += servers * pick(platform["unit_price_cny"])
     return total
@@ -315,14 +316,18 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
     if whole:
         lines.append(_line(whole[0], "server", servers, whole[1]))
         card = gpu_price(gpu, region)
-        lines.append(_line(gpu, "gpu", spec["gpus"], None, included_in=whole[0]))
+        per = devices_per_card(gpu)
+        lines.append(_line(gpu if per == 1 else f"{gpu} card ({per} devices each)", "gpu",
+                           cards_for(gpu, int(spec["gpus"])), None, included_in=whole[0]))
         if card:
             lines[-1]["alone_cny"] = list(card["unit_price_cny"])
         inc: str | None = whole[0]
         includes = includes or ["cpu", "memory", "ssd-system", "nic-frontend"]
     else:
         price = gpu_price(gpu, region)
-        lines.append(_line(gpu, "gpu", spec["gpus"], price,
+        per = devices_per_card(gpu)
+        card = gpu if per == 1 else f"{gpu} card ({per} devices each)"
+        lines.append(_line(card, "gpu", cards_for(gpu, int(spec["gpus"])), price,
                            unpriced=f"no sourced {region} price for {gpu} (market-prices.yaml, seeds)"))
         pline = _line(part, "platform", servers, platform,
                       unpriced=f"no sourced price for the {sku or 'server'} platform without GPUs")
@@ -456,6 +461,10 @@ def server_label(sku: str | None, gpu: str, per_server: int, gpus: int | None = 
         return f"{per_server}-GPU PCIe server (no catalog SKU holds {gpu}){tail}"
     entry = current().catalog.table("servers").get(sku)
     cap = _capacity(entry, _gpu_id(gpu) or gpu) or entry.get("gpus_max")
+    per = devices_per_card(gpu)
+    if per > 1:  # cards of several devices: slots hold cards, the plan counts devices
+        return (f"{entry['id']} ({entry.get('form')}; {cards_for(gpu, per_server)} of {int(cap) // per} card slots "
+                f"fitted, {per_server} devices{tail})")
     kind = "GPUs on the board" if entry.get("type") == "baseboard" else "GPU slots"
     return f"{entry['id']} ({entry.get('form')}; {per_server} of {cap} {kind} fitted{tail})"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from servewise.engine.domain.catalog import UnknownEntry
-from servewise.engine.domain.functions import current, domain_function, note_detail
+from servewise.engine.domain.functions import current, devices_per_card, domain_function, note_detail
 
 DEFAULT_GPUS_PER_SERVER = 8  # HGX baseboards and 4U PCIe GPU servers hold 8 (servers.yaml: generic-4u-pcie-8gpu)
 
@@ -36,8 +36,8 @@ def legacy_gpu(gpu: str) -> bool:
 
 @domain_function(reads=(("gpus", 0),))
 def gpus_per_server_max(gpu: str) -> int:
-    """The most GPUs of this model one catalog server takes: a server's per-card limit
-    (``max_cards_by_model``) or its ``gpus_max`` where it lists this GPU; 8 otherwise."""
+    """The most GPUs (devices) of this model one catalog server takes: a server's per-card limit
+    (``max_cards_by_model``, × the card's devices) or its ``gpus_max`` where it lists this GPU; 8 otherwise."""
     gpus = current().catalog.table("gpus")
     found: list[tuple[str, int]] = []
     for entry in current().catalog.table("servers"):
@@ -46,7 +46,7 @@ def gpus_per_server_max(gpu: str) -> int:
         for name, count in (entry.get("max_cards_by_model") or {}).items():
             try:
                 if gpus.get(name)["id"] == gpu:
-                    found.append((entry["id"], int(count)))
+                    found.append((entry["id"], int(count) * devices_per_card(gpu)))
             except UnknownEntry:
                 continue
         if entry.get("max_cards_by_model"):

@@ -297,6 +297,23 @@ def rent_cny_per_gpu_hour(gpu: str) -> float | None:
     return None
 
 
+@domain_function(reads=(("gpus", 0),))
+def devices_per_card(gpu: str) -> int:
+    """Accelerator devices on one card as bought (gpus.yaml ``devices_per_card``: the Atlas 300I Duo
+    carries two 310P3 NPUs); 1 for every other GPU and for names the catalog does not know."""
+    try:
+        return int(_table("gpus").get(gpu).get("devices_per_card") or 1)
+    except UnknownEntry:
+        return 1
+
+
+@domain_function(reads=(("gpus", 0),))
+def cards_for(gpu: str, devices: int) -> int:
+    """Cards to buy for ``devices`` accelerator devices of this GPU (whole cards)."""
+    per = devices_per_card(gpu)
+    return -(-int(devices) // per)
+
+
 DDR5_RDIMM_SIZES_GB = (16, 24, 32, 48, 64, 96, 128, 256)  # JEDEC DDR5 RDIMM capacities on sale
 
 
