@@ -268,7 +268,17 @@ def test_domestic_plans_use_ascend_tools_os_and_name_foreign_parts(example_plans
     assert comps["loadtest"]["tool"].startswith("MindIE Benchmark")
     assert "vllm bench" not in comps["loadtest"]["command"]
     dom = [w for w in plan["warnings"] if w["rule"] == "market.domestic-bom"]
-    assert dom and "Samsung PM1743" in dom[0]["message"]
+    assert dom and "every part bought separately is domestic" in dom[0]["message"]
+    assert comps["storage"]["drive"].startswith(("Memblaze", "YMTC", "DapuStor"))
+    assert comps["network"]["switch"] in (None, "none") or comps["network"]["switch"].startswith(("Huawei", "H3C"))
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.fn_bom import foreign_parts
+    from servewise.engine.domain.functions import RunContext, reset_context, use_context
+    token = use_context(RunContext(catalog=load_catalog()))
+    try:
+        assert foreign_parts(plan["bom"]) == []  # no foreign drive, switch or NIC bought separately
+    finally:
+        reset_context(token)
     notes = {w["rule"] for w in plan["warnings"]}
     assert not notes & {"thumb.l40s-bandwidth", "thumb.four-l20-preset", "thumb.tier-large-model"}
 

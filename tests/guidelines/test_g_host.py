@@ -55,7 +55,7 @@ def test_g_net_007(run, gpu):
 def test_g_net_009(run):
     """Offline batch scales out on independent machines over ordinary 10GbE; online replicas get 25G."""
     facts = {"chosen.id": "x", "chosen.servers": 3, "chosen.tp": 1, "bom.servers_per_replica": 1,
-             "chosen.weights_gib": 14}
+             "chosen.weights_gib": 14, "constraints.domestic_only": False}
     offline = run("network.ethernet-for-independent-replicas", {**facts, "mode": "offline"})
     assert offline.values["components.network.inter_node"] == "ethernet-10g"
     online = run("network.ethernet-for-independent-replicas", {**facts, "mode": "online"})
@@ -107,16 +107,17 @@ TIERS = ["cpu.tier-1-2-gpus", "cpu.tier-3-4-gpus", "cpu.tier-5-8-gpus"]
 
 
 def test_g_cpu_003(run):
-    """1-2 GPUs per server → EPYC 9254 (24 cores), the seed's 16-24-core tier."""
-    for n in (1, 2):
-        out = run(TIERS, {**ONLINE, "chosen.vendor": "nvidia", "chosen.per_server": n})
-        assert out.values["components.cpu.model"] == "EPYC 9254"
+    """1-2 GPUs per server → the seed's 16-24-core tier: EPYC 9124 (16 cores) when the host load needs
+    16, else EPYC 9254 (24 cores)."""
+    for n, need, model in ((1, 16, "EPYC 9124"), (2, 16, "EPYC 9124"), (2, 20, "EPYC 9254")):
+        out = run(TIERS, {**ONLINE, "chosen.vendor": "nvidia", "chosen.per_server": n, "bom.cpu_cores_needed": need})
+        assert out.values["components.cpu.model"] == model
 
 
 def test_g_cpu_004(run):
     """3-4 GPUs per server → EPYC 9354 (32 cores)."""
     for n in (3, 4):
-        out = run(TIERS, {**ONLINE, "chosen.vendor": "nvidia", "chosen.per_server": n})
+        out = run(TIERS, {**ONLINE, "chosen.vendor": "nvidia", "chosen.per_server": n, "bom.cpu_cores_needed": 29})
         assert out.values["components.cpu.model"] == "EPYC 9354"
 
 
@@ -143,18 +144,22 @@ def test_g_cpu_007(run):
 def test_g_ram_011(run, per_server, memory_gb, channels):
     """System RAM ≥ half of the server's total VRAM, on balanced channels."""
     out = run("ram.half-of-vram", {**ONLINE, "chosen.per_server": per_server, "chosen.memory_gb": memory_gb,
-                                   "bom.memory_channels": channels, "bom.ram_load_kv_gb": 0})
+                                   "chosen.gpu": "H100 SXM", "bom.memory_channels": channels,
+                                   "bom.host_memory_bw_gbs": 38.4 * channels, "bom.ram_load_kv_gb": 0})
     assert out.values["components.memory.capacity_gb"] >= per_server * memory_gb / 2
 
 
-@pytest.mark.parametrize("channels", [8, 12, 24])
-def test_g_ram_007(run, channels):
-    """All memory channels are populated: one DIMM per channel, capacity = DIMM size × channels."""
-    out = run("ram.half-of-vram", {**ONLINE, "chosen.per_server": 4, "chosen.memory_gb": 48,
-                                   "bom.memory_channels": channels, "bom.ram_load_kv_gb": 0})
+@pytest.mark.parametrize("channels,gpus,filled", [(8, 4, 8), (12, 4, 12), (24, 4, 12), (12, 1, 6), (24, 8, 24)])
+def test_g_ram_007(run, channels, gpus, filled):
+    """Channels are filled with one equal DIMM each (capacity = DIMM size × channels filled), all of them
+    unless half carry twice the GPUs' PCIe traffic (corrected: bandwidth scales with the channels filled)."""
+    out = run("ram.half-of-vram", {**ONLINE, "chosen.per_server": gpus, "chosen.memory_gb": 48, "chosen.gpu": "L20",
+                                   "bom.memory_channels": channels, "bom.host_memory_bw_gbs": 38.4 * channels,
+                                   "bom.ram_load_kv_gb": 0})
     v = out.values
-    assert v["components.memory.dimms"] == v["components.memory.channels_populated"] == channels
-    assert v["components.memory.capacity_gb"] == v["components.memory.dimm_gb"] * channels
+    assert v["components.memory.dimms"] == v["components.memory.channels_populated"] == filled
+    assert v["components.memory.capacity_gb"] == v["components.memory.dimm_gb"] * filled
+    assert v["components.memory.capacity_gb"] >= gpus * 48 / 2
 
 
 def test_g_sto_002(run):
@@ -166,7 +171,7 @@ def test_g_sto_002(run):
 
 def test_g_sto_003(run):
     """Model store drives: PCIe 5.0, ≥ 12 GB/s and ≥ 1.5M IOPS; the Gen4 Solidigm P5520 is rejected."""
-    out = run("storage.model-store-drive", ONLINE)
+    out = run("storage.model-store-drive", {**ONLINE, "constraints.domestic_only": False})
     assert out.values["components.storage.drive"] == "Samsung PM1743"
     assert out.rejected("Solidigm D7-P5520")
 
@@ -248,7 +253,8 @@ def test_g_ram_006(run, cpu, channels):
 
 RAM_FACTS = {**ONLINE, "chosen.weights_gib": 65.7, "chosen.max_concurrency": 10, "chosen.per_server": 2,
              "chosen.tp": 2, "bom.gpus_per_replica": 2, "chosen.memory_gb": 80, "chosen.precision": "fp8",
-             "chosen.gpu": "H100 SXM", "model.id": "Llama-3.1-70B", "bom.memory_channels": 12}
+             "chosen.gpu": "H100 SXM", "model.id": "Llama-3.1-70B", "bom.memory_channels": 12,
+             "bom.host_memory_bw_gbs": 460.8}
 
 
 @pytest.mark.parametrize("context", [2048, 8192])

@@ -277,7 +277,8 @@ def test_g_iso_009(run, sized_gib, shares):
 @pytest.mark.parametrize("precision,method", [("fp8", "fp8"), ("int8", "int8")])
 def test_g_mem_011(run, precision, method):
     """Inference runs on fixed weights: 8-bit (FP8 / INT8) quantisation is the serving precision."""
-    out = run("software.quantization-8bit", {**CHOSEN, "chosen.precision": precision, "chosen.gpu": "H100 SXM"})
+    out = run("software.quantization-8bit", {**CHOSEN, "chosen.precision": precision, "chosen.gpu": "H100 SXM",
+                                             "chosen.framework": "vLLM"})
     assert method in out.values["components.software.quantization_method"]
 
 
@@ -386,7 +387,7 @@ def test_g_scen_007(run):
     """Hundreds of requests per second: many independent instances behind a load-balancing gateway."""
     out = run("network.ethernet-for-independent-replicas",
               {"chosen.id": "x", "chosen.servers": 6, "chosen.tp": 1, "bom.servers_per_replica": 1,
-               "mode": "online", "chosen.weights_gib": 15})
+               "mode": "online", "chosen.weights_gib": 15, "constraints.domestic_only": False})
     assert "load-balancer" in out.values["components.network.switch_features"]
 
 

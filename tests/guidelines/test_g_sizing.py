@@ -182,7 +182,7 @@ def test_g_mem_022(run):
     """Production 4-bit is AWQ/GPTQ weight-only, with an accuracy check kept."""
     out = run(["software.quantization-int4", "mem.four-bit-accuracy"],
               {"chosen.id": "x", "chosen.precision": "int4", "chosen.gpu": "L40S", "model.id": "Llama-3.1-8B",
-               "chosen.weights_gib": 5.5})
+               "chosen.weights_gib": 5.5, "chosen.framework": "vLLM"})
     assert "awq" in out.values["components.software.quantization_method"]
     assert out.warned("mem.four-bit-accuracy")
 
