@@ -287,3 +287,63 @@ def test_domestic_examples_carry_an_expert_rationale():
     for name in ("qwen-72b-domestic", "domestic-14b", "domestic-compliance"):
         head = (EXAMPLES / f"{name}.yaml").read_text(encoding="utf-8")
         assert "Expert rationale" in head, name
+
+
+# #37: a platform is never cheaper than the parts it includes, orderable GPUs by default
+def test_no_example_prices_a_platform_below_the_parts_it_includes(example_plans):
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.fn_bom import platform_shortfalls
+    from servewise.engine.domain.functions import RunContext, reset_context, use_context
+
+    token = use_context(RunContext(catalog=load_catalog()))
+    try:
+        short = {n: platform_shortfalls(ex.plan.get("bom")) for n, ex in example_plans.items()}
+    finally:
+        reset_context(token)
+    assert {n: s for n, s in short.items() if s} == {}
+    included = [ln for ex in example_plans.values() for ln in ex.plan.get("bom") or [] if ln.get("included_in")]
+    assert included and any(ln.get("alone_cny") for ln in included)  # the check had parts to weigh
+
+
+def test_platform_shortfalls_finds_a_platform_priced_below_its_parts():
+    from servewise.engine.domain.fn_bom import platform_shortfalls
+
+    lines = [{"part": "P", "category": "platform", "qty": 1, "unit_price_cny": [80000, 130000]},
+             {"part": "EPYC 9554", "category": "cpu", "qty": 2, "unit_price_cny": [0, 0], "included_in": "P",
+              "alone_cny": [65000, 70000]}]
+    assert platform_shortfalls(lines) == [{"part": "P", "price_cny": 80000, "parts_cny": 130000,
+                                           "parts": ["2 × EPYC 9554"]}]
+    lines[0]["unit_price_cny"] = [140000, 160000]
+    assert platform_shortfalls(lines) == []
+
+
+def test_no_cn_example_chooses_a_restricted_gpu_unless_allowed(example_plans):
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.fn_bom import availability_status
+    from servewise.engine.domain.functions import RunContext, reset_context, use_context
+
+    token = use_context(RunContext(catalog=load_catalog()))
+    try:
+        for name, ex in example_plans.items():
+            plan = ex.plan
+            wl = plan["workload"]
+            gpu = plan["components"].get("gpu", {}).get("model")
+            if not gpu or wl["deployment"]["region"] != "cn" or not plan.get("feasible"):
+                continue
+            for model in gpu.split("; "):
+                restricted = availability_status(model, "cn") == "restricted"
+                assert not restricted or wl["constraints"].get("allow_restricted"), name
+                if restricted:
+                    assert any(w["rule"] == "market.restricted-part-warning" for w in plan["warnings"]), name
+    finally:
+        reset_context(token)
+    shown = [n for n, ex in example_plans.items()
+             if any(w["rule"] == "market.restricted-option" for w in ex.plan["warnings"])]
+    assert len(shown) >= 10  # the best restricted option is shown beside the orderable plans
+
+
+def test_a_7b_chat_for_ten_users_fits_60000_cny(example_plans):
+    plan = example_plans["chat-7b-10-users-60k"].plan
+    assert plan["feasible"] is True
+    assert plan["cost"]["capex_cny"] <= 60000
+    assert plan["components"]["servers"]["count"] == 1

@@ -27,7 +27,7 @@ def test_show_lists_sources_reads_writes_and_tests(cli):
     assert card["sources"][0]["guideline"] == "G-CPU-003" and "5418Y" in card["sources"][0]["quote"]
     assert "chosen.per_server" in card["reads"]
     assert "components.cpu.model" in card["writes"]
-    assert card["tests"][0]["name"] == "small server"
+    assert card["tests"][0]["name"] == "a one-GPU server needing 16 cores gets the 16-core part"
     assert "epyc_9254_memory_channels" in card["lets"]
     unknown = cli("rules", "show", "cpu.tier-1-2-gpu")
     assert unknown.exit_code == 2 and "did you mean cpu.tier-1-2-gpus" in unknown.output
