@@ -43,8 +43,10 @@ def demand(label: str, values: dict[str, Any]) -> Demand | None:
         return None
     own = not values.get("pack.may_share_server", True)
     if values["pack.unit"] in ("mig", "mps"):
-        return Demand(label, shares=[(float(values["pack.gpu_share"]), float(values["pack.memory_share"]))],
-                      share_label=str(values["pack.slice_profile"]), own_servers=own)
+        share = (float(values["pack.gpu_share"]), float(values["pack.memory_share"]))
+        return Demand(label, shares=[share], share_label=str(values["pack.slice_profile"]), own_servers=own,
+                      spread=bool(values.get("pack.spread_servers")),
+                      spare_shares=[share] if values.get("pack.spread_servers") else [])
     size = int(values.get("chosen.tp") or 1) * int(values.get("chosen.pp") or 1)
     return Demand(label, group_size=size, groups=max(1, int(values["chosen.gpus"]) // size), own_servers=own,
                   spread=bool(values.get("pack.spread_servers")))

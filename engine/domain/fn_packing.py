@@ -9,7 +9,8 @@ are rules (rules/bom/packing.yaml); this module holds the numbers they call and 
   rule as the main sizing) and has the compute share the pool's load needs;
 * ``pack_servers`` — first-fit decreasing of whole-GPU groups (a tensor-parallel replica stays in one
   server) and of shared GPUs (MIG slices / MPS shares, first packed onto GPUs) into servers of a
-  given capacity; a pool that may not share a server gets servers of its own.
+  given capacity; a pool that may not share a server gets servers of its own; a pool that must
+  survive a server failure has its replicas spread, and its spare slice in a server apart.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ class Demand:
     share_label: str | None = None
     own_servers: bool = False
     spread: bool = False  # its replicas must not all sit in one server (a spare replica for availability)
+    spare_shares: list[tuple[float, float]] = field(default_factory=list)  # a share pool's spare instances
 
 
 @dataclass
@@ -106,10 +108,12 @@ class Server:
         return sorted({p for g in self.gpus for p, _ in g})
 
 
-def _shared_gpus(demands: list[Demand]) -> list[list[tuple[str, str, float, float]]]:
-    """First-fit decreasing of the fractional shares onto GPUs (compute and memory both ≤ 1)."""
+def _shared_gpus(demands: list[Demand], spares: bool = False) -> list[list[tuple[str, str, float, float]]]:
+    """First-fit decreasing of the fractional shares (or, with ``spares``, the spare instances) onto
+    GPUs (compute and memory both ≤ 1)."""
     items = sorted(((d.pool, d.share_label or "share", c, m) for d in demands if not d.own_servers
-                    for c, m in d.shares), key=lambda it: (-max(it[2], it[3]), it[0]))
+                    for c, m in (d.spare_shares if spares else d.shares)),
+                   key=lambda it: (-max(it[2], it[3]), it[0]))
     gpus: list[list[tuple[str, str, float, float]]] = []
     for it in items:
         for g in gpus:
@@ -135,12 +139,18 @@ def pack_servers(demands: list[Demand], capacity: int) -> list[Server]:
         _ffd(servers, [(d.group_size, d.groups, (d.pool, "whole GPU"))], capacity, first)
         for _ in d.shares:
             _place(servers, [[(d.pool, d.share_label or "share")]], capacity, first)
+        spare_from = len(servers)
+        for _ in d.spare_shares:  # a spare instance never shares the server of the one it backs up
+            _place(servers, [[(d.pool, d.share_label or "share")]], capacity, spare_from)
         _spread(servers, d, capacity, first)
     start = len(servers)
     _ffd(servers, [(d.group_size, d.groups, (d.pool, "whole GPU")) for d in demands if not d.own_servers],
          capacity, start)
     for shared in _shared_gpus(demands):
         _place(servers, [[(p, w) for p, w, _, _ in shared]], capacity, start)
+    spare_from = len(servers)
+    for shared in _shared_gpus(demands, spares=True):  # in servers of their own: a server failure
+        _place(servers, [[(p, w) for p, w, _, _ in shared]], capacity, spare_from)  # leaves one instance
     for d in demands:
         if not d.own_servers:
             _spread(servers, d, capacity, start)
