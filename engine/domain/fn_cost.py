@@ -114,7 +114,9 @@ def orderable_systems(sku: str | None, gpu: str, region: str) -> list[str]:
     try:
         cls = current().catalog.table("servers").get(sku)
     except UnknownEntry:
-        return []
+        if sku != "edge":  # edge boxes: the class is the module itself, named by the SKUs' class "edge"
+            return []
+        cls = {}
     # a PCIe chassis takes the cards of its class within its slot power (OEM qualified-GPU lists are
     # longer than any catalogue copies); a baseboard system only the GPUs it is listed with
     pcie = cls.get("type") == "chassis-class"
