@@ -347,3 +347,22 @@ def test_a_7b_chat_for_ten_users_fits_60000_cny(example_plans):
     assert plan["feasible"] is True
     assert plan["cost"]["capex_cny"] <= 60000
     assert plan["components"]["servers"]["count"] == 1
+
+
+# #38 item 2: cooling that pays — no liquid premium for an unknown site unless it pays back
+def test_no_unknown_site_buys_a_liquid_premium_that_does_not_pay_back(example_plans):
+    checked = 0
+    for name, ex in example_plans.items():
+        plan = ex.plan
+        if plan["workload"].get("mode") == "edge" or not plan.get("feasible"):
+            continue
+        if plan["workload"]["constraints"].get("cooling_available") != "unknown":
+            continue
+        premium = [ln for ln in plan["bom"] if ln["category"] == "cooling"]
+        payback = [w["message"] for w in plan["warnings"] if w["rule"] == "cooling.liquid-payback"]
+        if premium:
+            assert payback and "pays back within the horizon" in payback[0] and "does not" not in payback[0], name
+        if payback and "does not pay back" in payback[0]:
+            checked += 1
+            assert not premium and plan["components"]["cooling"]["type"] == "air", name
+    assert checked >= 2  # the site-unknown 8-GPU plans were liquid before issue #38

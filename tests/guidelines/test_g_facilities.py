@@ -5,18 +5,22 @@ from __future__ import annotations
 import pytest
 
 COOLING = ["cooling.air-below-4kw", "cooling.hybrid-4-to-6kw", "cooling.liquid-above-6kw",
-           "cooling.air-only-server-above-6kw"]
+           "cooling.air-as-shipped-above-6kw", "cooling.air-only-server-above-6kw"]
 
 
-def _facts(draw_w: float, sku: str = "NVIDIA HGX H100 8-GPU") -> dict:
-    """One server per rack at ``draw_w``; the site not described (the seeds' bands then recommend); the
-    server a board sold with an air or a liquid variant."""
+def _facts(draw_w: float, sku: str = "NVIDIA HGX H100 8-GPU", site: str = "unknown", pays: bool = False) -> dict:
+    """One server per rack at ``draw_w``; the site ``site`` (not described by default: the seeds' bands
+    then recommend); the server a board sold with an air or a liquid variant; whether cold plates pay
+    back within the horizon (cooling.liquid-payback)."""
     return {"mode": "online", "facility.server_draw_w": draw_w, "components.rack.power_kw_per_rack": draw_w / 1000,
-            "constraints.cooling_available": "unknown", "components.servers.sku": sku}
+            "constraints.cooling_available": site, "components.servers.sku": sku,
+            "facility.liquid_pays_back": pays, "facility.liquid_payback_months": 20 if pays else 150,
+            "facility.liquid_premium_cny": 400000, "facility.liquid_vs_air_saving_cny_year": 30000,
+            "deployment.horizon_months": 36}
 
 
-def _cooling(run, draw_w: float) -> str | None:
-    return run(COOLING, _facts(draw_w)).values.get("components.cooling.type")
+def _cooling(run, draw_w: float, **kw) -> str | None:
+    return run(COOLING, _facts(draw_w, **kw)).values.get("components.cooling.type")
 
 
 @pytest.mark.parametrize("draw_w,expected", [(600, "air"), (3999, "air"), (4000, "hybrid")])
@@ -30,21 +34,28 @@ def test_g_cool_001(run, draw_w, expected):
 
 @pytest.mark.parametrize("draw_w,expected", [(3999, "air"), (4000, "hybrid"), (6000, "hybrid"), (6001, "liquid")])
 def test_g_cool_002(run, draw_w, expected):
-    """4-6 kW (both ends included) → hybrid: liquid-cooled GPUs, air-cooled CPUs."""
-    assert _cooling(run, draw_w) == expected
+    """4-6 kW (both ends included) → hybrid: liquid-cooled GPUs, air-cooled CPUs; above it liquid where the
+    site is built for it."""
+    assert _cooling(run, draw_w, site="liquid" if draw_w > 6000 else "unknown") == expected
 
 
-@pytest.mark.parametrize("draw_w,expected", [(6000, "hybrid"), (6001, "liquid"), (10200, "liquid")])
-def test_g_cool_003(run, draw_w, expected):
-    """Above 6 kW full liquid cooling is mandatory, bought as a rack-level solution, where the server has a
-    liquid variant; a server sold air-cooled only stays on air in high-density racks (no liquid retrofit)."""
-    assert _cooling(run, draw_w) == expected
+@pytest.mark.parametrize("draw_w,site,pays,expected", [(6000, "unknown", False, "hybrid"),
+                                                      (6001, "liquid", False, "liquid"),
+                                                      (10200, "unknown", True, "liquid"),
+                                                      (10200, "unknown", False, "air")])
+def test_g_cool_003(run, draw_w, site, pays, expected):
+    """Above 6 kW the band is the room's requirement: liquid cooling (a rack-level solution) is bought for a
+    liquid-cooled site or when its premium pays back within the horizon; otherwise the server stays as
+    shipped (air) and the room must provide high-density racks; a server sold air-cooled only stays on air."""
+    assert _cooling(run, draw_w, site=site, pays=pays) == expected
+    out = run(COOLING, _facts(draw_w, site=site, pays=pays))
     if expected == "liquid":
-        out = run(COOLING, _facts(draw_w))
         assert "rack-level" in out.values["components.cooling.chassis"]
-        air_only = run(COOLING, _facts(draw_w, "NVIDIA HGX H20 8-GPU"))
+        air_only = run(COOLING, _facts(draw_w, "NVIDIA HGX H20 8-GPU", site=site, pays=pays))
         assert air_only.values["components.cooling.type"] == "air"
         assert "high-density air" in air_only.values["components.cooling.chassis"]
+    if expected == "air":
+        assert out.values["components.cooling.chassis"].startswith("as shipped (air)")
 
 
 def test_g_cool_004(run):
