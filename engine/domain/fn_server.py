@@ -10,6 +10,41 @@ from servewise.engine.domain.functions import current, devices_per_card, domain_
 DEFAULT_GPUS_PER_SERVER = 8  # HGX baseboards and 4U PCIe GPU servers hold 8 (servers.yaml: generic-4u-pcie-8gpu)
 
 
+def _surviving_layout(peak: int, per_server: int, spare: int, spof_allowed: bool, pp: int) -> tuple[int, int]:
+    """(replicas installed, servers) for ``peak`` replicas of which a server holds ``per_server``.
+
+    With a spare required and a single point of failure vetoed, N+1 is at the failure domain: GPU
+    servers fail whole (board, PSU, host), so the replicas left when the fullest server fails must
+    carry the peak. The fewest servers that can do it are S = ⌈peak ÷ per_server⌉ + 1 (at least 2),
+    with R = peak + ⌈peak ÷ (S − 1)⌉ replicas spread evenly (the fullest holds ⌈R ÷ S⌉ ≤ R − peak).
+    A replica spanning ``pp`` > 1 servers loses one replica per server failure, so N + spare is enough;
+    otherwise (a spare without the veto, or none) the replicas are ``peak + spare``."""
+    peak, per_server, spare, pp = max(1, int(peak)), max(1, int(per_server)), int(spare), max(1, int(pp))
+    floor = 1 if spof_allowed else 2
+    if pp > 1 or spare <= 0 or spof_allowed:
+        replicas = max(peak + spare, floor)
+        return replicas, (replicas * pp if pp > 1 else max(math.ceil(replicas / per_server), floor))
+    servers = max(2, math.ceil(peak / per_server) + 1)
+    replicas = peak + math.ceil(peak / (servers - 1))
+    while math.ceil(replicas / servers) > per_server:  # never on this formula; a guard for the invariant
+        servers += 1
+        replicas = peak + math.ceil(peak / (servers - 1))
+    return replicas, servers
+
+
+@domain_function(memoise=False)
+def surviving_replicas(peak: int, per_server: int, spare: int, spof_allowed: bool, pp: int = 1) -> int:
+    """Replicas to install so the service survives what the availability target asks (see
+    :func:`_surviving_layout`): after the fullest server fails the rest carry the peak."""
+    return _surviving_layout(peak, per_server, spare, spof_allowed, pp)[0]
+
+
+@domain_function(memoise=False)
+def surviving_servers(peak: int, per_server: int, spare: int, spof_allowed: bool, pp: int = 1) -> int:
+    """Servers those replicas are spread over (see :func:`_surviving_layout`)."""
+    return _surviving_layout(peak, per_server, spare, spof_allowed, pp)[1]
+
+
 @domain_function(reads=(("gpus", 0),))
 def has_server(gpu: str) -> bool:
     """True when a catalog server, chassis class, baseboard or edge entry lists this GPU (facts/catalog/
