@@ -209,6 +209,7 @@ def test_g_cost_025(run, used):
 
 
 AVAILABILITY = {**CHOSEN, "mode": "online", "chosen.tp": 2, "chosen.pp": 1, "chosen.replicas": 2, "chosen.servers": 2,
+                "chosen.replicas_installed": 4, "chosen.fullest_server_replicas": 2,
                 "chosen.gpu": "H100 SXM", "chosen.gpu_price_cny": 100000}
 
 
@@ -219,8 +220,8 @@ def test_g_ops_002(run, availability, spare):
                                              "constraints.allow_single_point_of_failure": None})
     out = run(["monitoring.availability-n-plus-1", "monitoring.availability-best-effort"],
               {**AVAILABILITY, "sla.availability": availability,
-               "chosen.spare_replicas": policy.values["sla.spare_replicas"]})
-    assert ("bom.redundant_replicas" in out.values and out.values["bom.redundant_replicas"] == 1) is spare
+               "chosen.spare_replicas": 2 * policy.values["sla.spare_replicas"]})
+    assert ("bom.redundant_replicas" in out.values and out.values["bom.redundant_replicas"] == 2) is spare
     minutes = round((100 - availability) / 100 * 730 * 60, 1)
     if spare:
         assert out.values["components.availability.downtime_min_per_month"] == pytest.approx(minutes)
@@ -232,10 +233,12 @@ def test_g_ops_001(run):
     policy = run("sla.availability-policy", {"sla.availability": 99.9, "mode": "online",
                                              "constraints.allow_single_point_of_failure": None})
     assert policy.values["sla.spof_allowed"] is False
-    out = run("monitoring.availability-n-plus-1", {**AVAILABILITY, "sla.availability": 99.9, "chosen.spare_replicas": 1})
+    out = run("monitoring.availability-n-plus-1", {**AVAILABILITY, "sla.availability": 99.9, "chosen.spare_replicas": 2})
     assert "spread over 2 servers" in out.values["components.availability.placement"]
+    assert out.values["components.availability.survives_server_loss"] is True
     single = run("monitoring.availability-n-plus-1", {**AVAILABILITY, "sla.availability": 99.9,
-                                                      "chosen.spare_replicas": 1, "chosen.servers": 1})
+                                                      "chosen.spare_replicas": 1, "chosen.servers": 1,
+                                                      "chosen.fullest_server_replicas": 3})
     assert "single point of failure" in single.values["components.availability.placement"]
 
 
