@@ -19,6 +19,21 @@ def test_the_fullest_server_can_fail(peak, per_server):
     assert servers == max(2, math.ceil(peak / per_server) + 1)  # with the fewest servers that can
 
 
+def test_a_wider_spread_is_taken_when_it_costs_less():
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.fn_server import _priced_layout
+    from servewise.engine.domain.functions import RunContext, reset_context, use_context
+
+    token = use_context(RunContext(catalog=load_catalog()))
+    try:
+        pricey = _priced_layout("H200 NVL", 4, 4, 1, 1, False, 1, "cn")   # ~250k a card: 3 servers, 6 cards
+        boards = _priced_layout("H200 SXM", 4, 4, 1, 1, False, 1, "cn")   # whole boards: the fewest servers
+    finally:
+        reset_context(token)
+    assert pricey == (6, 3)
+    assert boards == (8, 2)
+
+
 def test_a_single_server_or_no_spare_keeps_peak_plus_spare():
     assert _surviving_layout(5, 4, 1, True, 1) == (6, 2)    # one server accepted: N+1 replicas, no spread rule
     assert _surviving_layout(5, 4, 0, True, 1) == (5, 2)    # no spare

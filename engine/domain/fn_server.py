@@ -32,17 +32,44 @@ def _surviving_layout(peak: int, per_server: int, spare: int, spof_allowed: bool
     return replicas, servers
 
 
-@domain_function(memoise=False)
-def surviving_replicas(peak: int, per_server: int, spare: int, spof_allowed: bool, pp: int = 1) -> int:
+def _priced_layout(gpu: str, peak: int, per_server: int, tp: int, spare: int, spof_allowed: bool, pp: int,
+                   region: str) -> tuple[int, int]:
+    """The surviving layout, or — for PCIe cards, where a spread over one more server needs fewer
+    spare replicas (R = peak + ⌈peak ÷ (S − 1)⌉ falls as S grows) — the one with one more server when
+    its GPUs and platforms cost less (candidate_capex, midpoints; a tie keeps the fewer servers)."""
+    replicas, servers = _surviving_layout(peak, per_server, spare, spof_allowed, pp)
+    if pp > 1 or spare <= 0 or spof_allowed or replicas == peak + 1:
+        return replicas, servers
+    try:
+        if current().catalog.table("gpus").get(gpu).get("form_factor") in ("SXM", "OAM"):
+            return replicas, servers  # whole boards: every GPU of a board runs as a replica anyway
+    except UnknownEntry:
+        return replicas, servers
+    from servewise.engine.domain.fn_bom import candidate_capex
+
+    wider = servers + 1
+    more = int(peak) + math.ceil(int(peak) / (wider - 1))
+    base = candidate_capex(gpu, replicas * tp, servers, math.ceil(replicas / servers) * tp, region)
+    alt = candidate_capex(gpu, more * tp, wider, math.ceil(more / wider) * tp, region)
+    if base is not None and alt is not None and alt < base:
+        return more, wider
+    return replicas, servers
+
+
+@domain_function
+def surviving_replicas(gpu: str, peak: int, per_server: int, tp: int, spare: int, spof_allowed: bool,
+                       pp: int, region: str) -> int:
     """Replicas to install so the service survives what the availability target asks (see
-    :func:`_surviving_layout`): after the fullest server fails the rest carry the peak."""
-    return _surviving_layout(peak, per_server, spare, spof_allowed, pp)[0]
+    :func:`_surviving_layout` and :func:`_priced_layout`): after the fullest server fails the rest
+    carry the peak."""
+    return _priced_layout(gpu, peak, per_server, tp, spare, spof_allowed, pp, region)[0]
 
 
-@domain_function(memoise=False)
-def surviving_servers(peak: int, per_server: int, spare: int, spof_allowed: bool, pp: int = 1) -> int:
-    """Servers those replicas are spread over (see :func:`_surviving_layout`)."""
-    return _surviving_layout(peak, per_server, spare, spof_allowed, pp)[1]
+@domain_function
+def surviving_servers(gpu: str, peak: int, per_server: int, tp: int, spare: int, spof_allowed: bool,
+                      pp: int, region: str) -> int:
+    """Servers those replicas are spread over (see :func:`_priced_layout`)."""
+    return _priced_layout(gpu, peak, per_server, tp, spare, spof_allowed, pp, region)[1]
 
 
 @domain_function(reads=(("gpus", 0),))
