@@ -142,7 +142,8 @@ def test_packed_vs_separate_chosen_by_cost(three_tenants: dict[str, Any]) -> Non
     options = [o for o in packing["options"] if o.get("feasible", True)]
     separate = next(o for o in options if o["option"] == "separate")
     cheapest = min(options, key=lambda o: (o["monthly_cost_cny"], o["option"] != "separate"))
-    assert separate["servers"] == 6  # each pool on its own servers, with its N+1 spare on a second one (G-OPS-006)
+    # each pool on its own servers, at least two so a server failure leaves its peak (N+1 at the server, G-OPS-006)
+    assert separate["servers"] >= 2 * len(three_tenants["pools"])
     assert packing["chosen"] == ("separate" if cheapest is separate else "packed")
     assert packing["chosen"] == "packed"  # three small pools fit one chassis
     assert f"{cheapest['monthly_cost_cny']:,}" in packing["because"]
