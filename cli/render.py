@@ -205,7 +205,15 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         spare = (f"; +{c['redundant_replicas']} spare replica(s) ({c.get('redundant_gpus')} GPUs)"
                  + (" included in the counts" if c.get("included_in_counts") else " recommended")
                  if c.get("redundant_replicas") else "")
-        return f"{c['target_pct']}% target ({c.get('downtime_min_per_month')} min/month downtime){spare}"
+        domain = (f"; survives the loss of a server ({c['replicas_after_server_loss']} replicas left)"
+                  if c.get("survives_server_loss") else "")
+        default = ""
+        if c.get("without_n1_capex_cny") is not None:
+            default = (f"; target defaulted — without N+1: {c.get('without_n1_gpus')} GPU(s) in "
+                       f"{c.get('without_n1_servers')} server(s), GPUs and servers ≈ "
+                       f"{c['without_n1_capex_cny']:,.0f} CNY ({c.get('without_n1_change_pct'):+.0f}%)")
+        target = f"{c['target_pct']}% target ({c.get('downtime_min_per_month')} min/month downtime)"
+        return f"{target}{spare}{domain}{default}"
     fields = SUMMARY_FIELDS.get(name)
     if fields and any(c.get(f) is not None for f in fields):
         return _short("; ".join(_v(c[f]) for f in fields if c.get(f) is not None))

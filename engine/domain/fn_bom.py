@@ -279,7 +279,11 @@ def _complete(sku: str | None, gpu: str, per_server: int, region: str) -> tuple[
 def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: str,
                     which: str = "mid") -> float | None:
     """First-order purchase cost used to rank candidates: GPUs + server platforms (the lines that
-    differ between candidates), ``which`` = low | mid | high; None when the GPU has no price."""
+    differ between candidates) + the host parts a bare platform leaves out, ``which`` = low | mid |
+    high; None when the GPU has no price. A platform that does not include the CPUs or the memory
+    gets, per server, the policy's reference host CPU in the sockets it ships and half of its GPUs'
+    memory (at least the policy's minimum) in DDR5 at the market's per-GB price — the sizes the BOM
+    rules buy, so a cheaper barebone never wins by leaving its host out of the comparison."""
     idx = {"low": 0, "high": 1}
     pick = (lambda r: r[idx[which]]) if which in idx else (lambda r: (r[0] + r[1]) / 2)
     sku = server_sku(gpu, per_server)
@@ -289,11 +293,29 @@ def candidate_capex(gpu: str, gpus: int, servers: int, per_server: int, region: 
     price = gpu_price(gpu, region)
     if price is None:
         return None
-    _, platform, _ = _platform(sku, region)
+    _, platform, includes = _platform(sku, region)
     total = cards_for(gpu, gpus) * pick(price["unit_price_cny"])
     if platform:
         total += servers * pick(platform["unit_price_cny"])
+        total += servers * _host_parts(sku, gpu, per_server, region, includes, pick)
     return total
+
+
+def _host_parts(sku: str | None, gpu: str, per_server: int, region: str, includes: list[str],
+                pick: Any) -> float:
+    """What a server's CPUs and memory add when its platform price leaves them out (see candidate_capex)."""
+    policies = current().catalog.table("policies")
+    extra = 0.0
+    if "cpu" not in includes:
+        sockets = int(current().catalog.table("servers").get(sku).get("cpu_sockets_min") or 1) if sku else 1
+        cpu = market_price(str(policies.get("candidate_host_cpu")["value"]), region)
+        extra += sockets * pick(cpu["unit_price_cny"]) if cpu else 0.0
+    if "memory" not in includes:
+        memory_gb = float(current().catalog.gpu(gpu).get("memory_gb") or 0) if _gpu_id(gpu) else 0.0
+        need = max(per_server * memory_gb / 2, float(policies.get("candidate_host_memory_min_gb")["value"]))
+        per_gb = market_price("DDR5 RDIMM per GB", region, 1.0)
+        extra += need * pick(per_gb["unit_price_cny"]) if per_gb else 0.0
+    return extra
 
 
 BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "mem_type", "dimm_gb", "dimms", "data_ssd",
