@@ -179,7 +179,7 @@ def test_g_sto_003(run):
 @pytest.mark.parametrize("weights_gib,versions,logs_tb", [(131.4, 3, 5), (14.2, 1, 5), (889.41, 3, 5)])
 def test_g_sto_007(run, weights_gib, versions, logs_tb):
     """Store = model size × versions × 2 + logs (the seed's 3-model example with 5 TB of logs gives 10.73 TB)."""
-    out = run("storage.model-store-size", {**ONLINE, "chosen.weights_gib": weights_gib,
+    out = run("storage.model-store-size", {**ONLINE, "chosen.servers": 1, "chosen.weights_gib": weights_gib,
                                            "deployment.model_versions": versions,
                                            "logs.storage_tb": logs_tb,
                                            "bom.model_store_ssd": "Samsung PM1743"})
@@ -191,7 +191,7 @@ def test_g_sto_007(run, weights_gib, versions, logs_tb):
 def test_g_sto_005(run, weights_gib, logs_tb, raid):
     """The model store is mirrored: RAID 10 of ≥ 4 drives when it outgrows one drive or one drive loads the
     weights in over 30 s, else a mirrored pair; raw = 2 × usable or more, even drive count."""
-    out = run("storage.model-store-size", {**ONLINE, "chosen.weights_gib": weights_gib, "deployment.model_versions": 3,
+    out = run("storage.model-store-size", {**ONLINE, "chosen.servers": 1, "chosen.weights_gib": weights_gib, "deployment.model_versions": 3,
                                            "logs.storage_tb": logs_tb, "bom.model_store_ssd": "Samsung PM1743"})
     drives = out.values["bom.model_store_drives"]
     assert out.values["bom.model_store_raid"] == raid
