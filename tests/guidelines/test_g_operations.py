@@ -19,10 +19,14 @@ FRAMEWORKS = ["software.vllm-default", "software.trtllm-for-tensorrt-teams", "so
                                           ("huawei", "Ascend NPU exporter")])
 def test_g_ops_003(run, vendor, stack):
     """Telemetry exporter → Prometheus/Grafana with alerts, DCGM on NVIDIA (the vendor's exporter otherwise)."""
-    out = run(["monitoring.dcgm-prometheus", "monitoring.vendor-exporter"],
-              {**CHOSEN, "chosen.vendor": vendor, "chosen.gpu": "g"})
+    out = run(["monitoring.dcgm-prometheus", "monitoring.vendor-exporter", "monitoring.jetson-tegrastats"],
+              {**CHOSEN, "chosen.vendor": vendor, "chosen.gpu": "g", "mode": "online"})
     assert out.values["components.monitoring.stack"].startswith(stack)
     assert "Prometheus" in out.values["components.monitoring.stack"]
+    if vendor == "nvidia":  # a Jetson edge box has no DCGM: tegrastats / jtop feed Prometheus instead
+        edge = run(["monitoring.dcgm-prometheus", "monitoring.jetson-tegrastats"],
+                   {**CHOSEN, "chosen.vendor": vendor, "chosen.gpu": "g", "mode": "edge"})
+        assert edge.values["components.monitoring.stack"].startswith("tegrastats / jtop")
 
 
 @pytest.mark.parametrize("gpu,warns", [("RTX 4090", True), ("L40S", False)])
