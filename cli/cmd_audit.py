@@ -353,8 +353,9 @@ FORMAT = click.option("--format", "fmt_", type=click.Choice(["text", "json"]), d
                    "full: every step with sources, formulas and premises (default otherwise).")
 @click.pass_obj
 def explain(settings, plan_file: str, component: str, fmt_: str, brief: bool | None) -> None:
-    """How COMPONENT (e.g. gpu, cooling, network.inter_node, cost) was chosen: the chain of rules
-    back to the inputs and catalog entries, with sources and formulas."""
+    """How COMPONENT (e.g. gpu, cooling, network.inter_node, cost) was chosen, or why a warning was
+    given (its rule id, e.g. market.restricted-option): the chain of rules back to the inputs and
+    catalog entries, with sources and formulas."""
     plan = load_plan(plan_file)
     try:
         result = ex.explain(plan, component, rule_titles(settings))

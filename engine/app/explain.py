@@ -66,7 +66,8 @@ def rule_index(rulebase: RuleBase) -> dict[str, dict[str, Any]]:
 # ---------------------------------------------------------------------------------------- explain
 
 def targets(plan: dict[str, Any]) -> list[str]:
-    """Everything `explain` accepts: components, their fields, performance and cost."""
+    """Everything `explain` accepts: components, their fields, performance and cost, and the rule id
+    of every warning the plan carries."""
     out: list[str] = []
     for comp, fields in plan["components"].items():
         out.append(comp)
@@ -74,7 +75,20 @@ def targets(plan: dict[str, Any]) -> list[str]:
     for section in TOP_SECTIONS:
         out.append(section)
         out += [f"{section}.{f}" for f in plan.get(section, {})]
+    out += [w["rule"] for w in plan.get("warnings") or [] if w.get("rule")]
     return out
+
+
+def _warning_target(plan: dict[str, Any], target: str) -> tuple[str, dict[str, Any], list[int]] | None:
+    """A warning named by its rule id (``market.restricted-option``, also ``warning:<id>``): its
+    name, the message as its one fact, and the trace steps of that rule (the chain starts there)."""
+    name = target.strip()
+    name = name[len("warning:"):] if name.lower().startswith("warning:") else name
+    found = next((w for w in plan.get("warnings") or [] if str(w.get("rule", "")).lower() == name.lower()), None)
+    if found is None:
+        return None
+    steps = [s["step"] for s in plan["trace"] if s["rule"] == found["rule"]]
+    return f"warning {found['rule']}", {"warning": found["message"]}, sorted(steps, reverse=True)[:1]
 
 
 def _target_facts(plan: dict[str, Any], target: str) -> tuple[str, dict[str, Any]]:
@@ -137,14 +151,19 @@ def catalog_refs(step: dict[str, Any], conclusions: list[dict[str, Any]] | None 
 
 
 def explain(plan: dict[str, Any], target: str, rules: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The chain from a component (or field) back to inputs and catalog entries.
+    """The chain from a component (or field), or from a warning named by its rule id, back to inputs
+    and catalog entries.
 
     Steps are listed from the component back towards the inputs (descending step number); each
     carries only the conclusions the chain uses. ``rules`` (from :func:`rule_index`) adds titles.
     """
-    name, facts = _target_facts(plan, target)
+    warning = _warning_target(plan, target)
+    if warning:
+        name, facts, roots = warning
+    else:
+        name, facts = _target_facts(plan, target)
+        roots = _steps_setting(plan, facts)
     by_no = {s["step"]: s for s in plan["trace"]}
-    roots = _steps_setting(plan, facts)
     wanted: dict[int, set[str]] = {n: set(facts) for n in roots}
     order: list[int] = []
     visited: set[int] = set()
