@@ -165,9 +165,13 @@ def cli(ctx: click.Context, lang: str | None, debug: bool, rules_dirs: tuple[str
 @click.argument("workload", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "html"]), default="text")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file.")
+@click.option("--full", is_flag=True,
+              help="Text: everything (reasons, operations, bill of materials, every warning and "
+                   "alternative), not the one-screen summary.")
 @click.pass_obj
-def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> None:
-    """Plan the servers for WORKLOAD (a YAML workload file)."""
+def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: bool) -> None:
+    """Plan the servers for WORKLOAD (a YAML workload file). Text output opens with the decision
+    on one screen; --full prints the whole plan."""
     rulebase = settings.rulebase()
     try:
         result = plan_file(workload, rulebase, settings.rules_dirs)
@@ -187,8 +191,12 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None) -> Non
         from .render_html import to_html
 
         text = to_html(result.plan, settings.lang)
-    else:
+    elif full:
         text = wrap(render.to_text(result.plan, settings.lang), output_width() if not output else NOT_A_TTY_WIDTH)
+    else:
+        from .brief import to_brief
+
+        text = to_brief(result.plan, settings.lang, output_width() if not output else NOT_A_TTY_WIDTH)
     write_output(text, output, settings.lang, utf8=fmt != "text")
     if not result.feasible:
         sys.exit(1)

@@ -228,6 +228,45 @@ def _reason_for(plan: dict[str, Any], comp: str, lang: str) -> str | None:
     return None
 
 
+def latency_lines(plan: dict[str, Any], lang: str = "en") -> list[str]:
+    """The token-stream latencies of a plan, each with its statistic (P99, mean) and the upper end
+    of its band, against the target and the statistic the target names (``sla.p99``); empty for
+    a plan without a token stream."""
+    perf = plan["performance"]
+    if perf.get("ttft_ms") is None:
+        return []
+    sla = (plan.get("workload") or {}).get("sla") or {}
+    offline = (plan.get("workload") or {}).get("mode") == "offline"
+
+    def band(key: str) -> str:
+        return t("band_le", lang).format(hi=perf[key]) if perf.get(key) is not None else ""
+
+    stats = []
+    if perf.get("ttft_p99_ms") is not None:
+        stats.append(t("p99_stat", lang).format(value=perf["ttft_p99_ms"], band=band("ttft_p99_ms_band_hi")))
+    stats.append(t("mean_stat", lang).format(value=perf["ttft_ms"], band=band("ttft_ms_band_hi")))
+    statistic = perf.get("ttft_target_statistic") or ("mean" if sla.get("p99") is False else "p99")
+    edge = t("edge_median" if perf.get("confidence") == "median" else "edge_p80", lang)
+    if sla.get("ttft_ms") is not None and not offline:
+        how = "ttft_how_p99" if statistic == "p99" and perf.get("ttft_p99_ms") is not None else "ttft_how_mean"
+        ttft_target = t("ttft_target", lang).format(
+            stat="P99" if statistic == "p99" else t("mean_word", lang), target=sla["ttft_ms"],
+            checked=perf.get("ttft_checked_ms", perf.get("ttft_ms_band_hi")),
+            how=t(how, lang).format(edge=edge), margin=_v(perf.get("ttft_margin_pct")))
+    else:
+        ttft_target = t("no_target", lang)
+    tpot_target = (t("tpot_target", lang).format(
+        target=sla["tpot_ms"], checked=perf.get("tpot_checked_ms", perf.get("tpot_ms_band_hi")), edge=edge,
+        margin=_v(perf.get("tpot_margin_pct")))
+        if sla.get("tpot_ms") is not None and not offline else t("no_target", lang))
+    sep = "，" if lang == "zh" else ", "
+    return [t("ttft_line", lang).format(stats=sep.join(stats), target=ttft_target),
+            t("tpot_line", lang).format(mean=perf["tpot_ms"], band=band("tpot_ms_band_hi"), target=tpot_target),
+            t("throughput_line", lang).format(tokens=_v(perf["output_tokens_per_s"]),
+                                              inflight=perf["max_concurrency"],
+                                              meets=t("yes" if perf["meets_sla"] else "no", lang))]
+
+
 def plan_title(workload: dict[str, Any]) -> str:
     """The model(s) a plan is for."""
     def name(m: Any) -> str:
@@ -288,12 +327,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     if perf.get("ttft_ms") is not None:
         out.append("")
         out.append(t("performance", lang))
-        band_t = f" (≤ {perf['ttft_ms_band_hi']})" if perf.get("ttft_ms_band_hi") is not None else ""
-        band_p = f" (≤ {perf['tpot_ms_band_hi']})" if perf.get("tpot_ms_band_hi") is not None else ""
-        out.append(f"  TTFT {perf['ttft_ms']} ms{band_t}, TPOT "
-                   f"{perf['tpot_ms']} ms{band_p}, "
-                   f"{_v(perf['output_tokens_per_s'])} output tokens/s, "
-                   f"{perf['max_concurrency']} requests in flight; meets SLA: {_v(perf['meets_sla'])}")
+        out += [f"  {line}" for line in latency_lines(plan, lang)]
         if perf.get("sized_with"):
             framework = (plan["components"].get("software") or {}).get("framework")
             same = framework in (None, perf["sized_with"])
@@ -508,6 +542,8 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
         o.append(f"| {name} | {_md_escape(component_line(name, comp))} | {_md_escape(reason)} |")
     o.append("")
     o.append(f"## {t('performance', lang)}")
+    o.append("")
+    o += [f"- {_md_escape(line)}" for line in latency_lines(plan, lang)]
     o.append("")
     o += ["| metric | value |", "|---|---|"]
     o += [f"| {k} | {_md_escape(_v(v))} |" for k, v in plan["performance"].items()]

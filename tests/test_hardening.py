@@ -320,6 +320,28 @@ def test_audit_tells_an_edited_file_from_changed_knowledge(saved, tmp_path):
     assert data["status"] == "edited" and data["old_knowledge_hash"] == data["new_knowledge_hash"]
 
 
+@pytest.mark.parametrize("field, value", [
+    (("components", "gpu", "count"), 99), (("components", "gpu", "count"), "eight"),
+    (("performance", "meets_sla"), False), (("cost", "capex_cny"), 1.0),
+])
+def test_a_plan_edited_against_its_own_trace_is_refused(saved, tmp_path, field, value):
+    """Issue 39 item 9: a value that its trace (or bill of materials) contradicts, or of the wrong
+    type, is a one-line error naming the field path, exit 2, in explain, why-not and audit."""
+    _, plan = saved
+    edited = json.loads(json.dumps(plan))
+    node = edited
+    for key in field[:-1]:
+        node = node[key]
+    node[field[-1]] = value
+    f = tmp_path / "tampered.json"
+    f.write_text(json.dumps(edited))
+    for args in (("explain", str(f), "gpu"), ("why-not", str(f), "L40S"), ("audit", str(f))):
+        res = invoke(*args)
+        assert res.exit_code == 2, (args, res.output)
+        assert ".".join(field) in res.output and "Traceback" not in res.output
+        assert len(res.output.strip().splitlines()) == 1
+
+
 EXTRA = textwrap.dedent("""\
     - id: hardentest.note
       title: {en: Hardening test note, zh: 测试}
@@ -345,6 +367,20 @@ def test_plan_records_rules_dir_and_audit_reuses_it(tmp_path):
     (rules / "note.yaml").write_text(EXTRA.replace('"note"', '"changed note"'))
     res = invoke("audit", str(out))
     assert res.exit_code == 1 and "knowledge changed" in res.output and "rule folders" in res.output
+
+
+def test_a_relative_rules_dir_is_recorded_so_audit_works_from_another_folder(tmp_path, monkeypatch):
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    (work / "extra").mkdir(parents=True)
+    elsewhere.mkdir()
+    (work / "extra" / "note.yaml").write_text(EXTRA)
+    monkeypatch.chdir(work)
+    assert invoke("--rules-dir", "extra", "plan", QUICK, "--format", "json", "-o", "p.json").exit_code == 0
+    plan = json.loads((work / "p.json").read_text())
+    assert plan["rules_dirs"][0]["path"] == str(work / "extra")
+    monkeypatch.chdir(elsewhere)
+    res = invoke("audit", str(work / "p.json"))
+    assert res.exit_code == 0 and "identical" in res.output, res.output
 
 
 # ------------------------------------------------------------------------------------ 5. exit codes
@@ -407,14 +443,21 @@ def test_lang_accepted_after_the_subcommand():
 # --------------------------------------------------------------- 7. explanations and text output
 
 def test_text_output_wraps_to_80_columns_and_never_truncates(tmp_path):
+    """--full wraps and keeps everything; the one-screen summary (the default) clips to 80
+    columns and at most 40 lines, marking what it left out with "…"."""
     from servewise.cli.i18n import display_width
 
     for lang in ("en", "zh"):
-        res = invoke("--lang", lang, "plan", QUICK)
+        res = invoke("--lang", lang, "plan", QUICK, "--full")
         assert res.exit_code == 0
         lines = res.output.splitlines()
         assert max(display_width(line) for line in lines) <= 84, lang  # up to two closing CJK punctuation marks may hang over
         assert "…" not in "".join(line for line in lines if not line.startswith(("more", "更多")))
+        brief = invoke("--lang", lang, "plan", QUICK)
+        assert brief.exit_code == 0
+        short = brief.output.splitlines()
+        assert len(short) <= 40 < len(lines), lang
+        assert max(display_width(line) for line in short) <= 84, lang
 
 
 def test_wrap_keeps_every_character_and_aligns_continuations():

@@ -224,6 +224,9 @@ def tampered(tmp_path, example_plans):
     for s in plan["trace"]:
         if any(c["fact"].startswith("components.gpu.") for c in s["conclusions"]):
             s["because"] = s.setdefault("because_i18n", {})["en"] = "chosen " + PWNED
+        for c in s["conclusions"]:  # edited consistently: the trace agrees (else the file is refused)
+            if c["fact"] == "components.gpu.model":
+                c["value"] = plan["components"]["gpu"]["model"]
     rejected = plan["rejected"][0]
     rejected["because"] = "too slow " + PWNED
     rejected["because_i18n"] = {"en": "too slow " + PWNED, "zh": "太慢 " + PWNED}

@@ -122,9 +122,11 @@ class MyFloat(float):
 
 
 def test_text_and_markdown(cli, tmp_path):
-    text = cli("plan", CHAT)
+    text = cli("plan", CHAT, "--full")
     assert text.exit_code == 0
     assert text.output.index("Configuration") < text.output.index("Key reasons")
+    brief = cli("plan", CHAT)
+    assert brief.exit_code == 0 and "Configuration" in brief.output and "Key reasons" not in brief.output
     out = tmp_path / "plan.md"
     md = cli("plan", CHAT, "--format", "md", "-o", str(out))
     assert md.exit_code == 0 and md.output == ""

@@ -68,7 +68,7 @@ PRIORITY: tuple[str, ...] = (
     "model", "mode", "traffic.peak_qps", "sla.ttft_ms", "sla.tpot_ms",
     "traffic.avg_input_tokens", "traffic.avg_output_tokens", "traffic.max_context_tokens",
     "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.network_ms", "sla.preprocess_ms",
-    "sla.postprocess_ms", "sla.p99", "sla.availability", "constraints.allow_single_point_of_failure",
+    "sla.postprocess_ms", "sla.p99", "sla.confidence", "sla.availability", "constraints.allow_single_point_of_failure",
     "constraints.domestic_only", "deployment.region", "constraints.exclude_restricted",
     "constraints.allow_restricted",
     "constraints.vendors", "constraints.gpu_models",

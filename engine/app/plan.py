@@ -60,6 +60,17 @@ def catalog_model(catalog: Any, name: str, file: str, path: str) -> dict[str, An
     return entry
 
 
+def served_name(entry: dict[str, Any], spec: Any) -> str:
+    """The model as the workload names it (an alias such as DeepSeek-R1 of the DeepSeek-V3
+    architecture entry, in the catalog's spelling): what the serving engine loads and the load
+    test names; the entry's id for a custom model or a name that is the id."""
+    if isinstance(spec, str):
+        for name in [entry["id"], *(entry.get("aliases") or [])]:
+            if str(name).lower() == spec.strip().lower():
+                return str(name)
+    return str(entry["id"])
+
+
 def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunContext,
                 file: str = "<workload>") -> dict[str, tuple[Any, Origin]]:
     """Every input as a fact, plus the model's architecture from the catalog."""
@@ -81,6 +92,7 @@ def input_facts(workload: dict[str, Any], defaults_used: list[str], ctx: RunCont
         ref = f"catalog:models/{entry['id']}"
     facts["model"] = (entry["id"], Origin("input", "workload:model"))
     facts["model.id"] = (entry["id"], Origin("catalog", ref))
+    facts["model.served_name"] = (served_name(entry, model_spec), Origin("input", "workload:model"))
     for f in MODEL_FACT_FIELDS:
         facts[f"model.{f}"] = (entry.get(f), Origin("catalog", ref))
     return facts
@@ -227,11 +239,14 @@ def run_rules(workload: dict[str, Any], defaults_used: list[str], rulebase: Rule
 
 
 def rules_dirs_record(dirs: list[Path] | list[str]) -> list[dict[str, str]]:
-    """The extra rule folders (``--rules-dir``) as recorded in a plan: path and hash of their rule
-    files, so that `audit` re-runs with the same folders and notices when they changed."""
+    """The extra rule folders (``--rules-dir``) as recorded in a plan: absolute path (so that
+    `audit` finds them from any folder) and hash of their rule files, so that `audit` re-runs with
+    the same folders and notices when they changed."""
+    import os
+
     from servewise.engine.lang.rulebase import compute_hash, rule_files
 
-    return [{"path": str(d), "hash": compute_hash(rule_files([Path(d)]))} for d in dirs]
+    return [{"path": os.path.abspath(str(d)), "hash": compute_hash(rule_files([Path(d)]))} for d in dirs]
 
 
 def plan_file(path: str | Path, rulebase: RuleBase | None = None,

@@ -137,6 +137,50 @@ def validate_plan(data: Any, file: str = "<plan>") -> None:
             if "step" in premise and (premise["step"] == n or premise["step"] not in seen):
                 raise PlanFileError(file, f"trace[{i}].premises[{j}].step",
                                     f"points at step {premise['step']}, which is not an earlier step of the trace")
+    check_agrees_with_trace(data, file)
+
+
+CHECKED_SECTIONS = ("components", "performance", "cost")
+
+
+def check_agrees_with_trace(data: dict[str, Any], file: str = "<plan>") -> None:
+    """Raise :class:`PlanFileError` when a value of the plan's components, performance or cost
+    differs from what its own trace concluded for it (the last step that set the fact), or the
+    capex from its bill of materials (Σ qty × midpoint): the file was edited after it was made,
+    so its explanation no longer explains it. Plans of several models combine their pools'
+    values outside the trace; for them only the bill of materials is checked."""
+    if not data.get("pools"):
+        last: dict[str, tuple[int, Any]] = {}
+        for step in data["trace"]:
+            for c in step["conclusions"]:
+                last[c["fact"]] = (step["step"], c.get("value"))
+        for section in CHECKED_SECTIONS:
+            for name, value in _leaves(data.get(section) or {}, section):
+                if name in last and last[name][1] != value:
+                    step, concluded = last[name]
+                    raise PlanFileError(file, name, f"{_show(value)} but trace step {step} concluded "
+                                        f"{_show(concluded)}: the file was edited after it was made")
+    capex = (data.get("cost") or {}).get("capex_cny")
+    priced = [ln for ln in data.get("bom") or [] if ln.get("unit_price_cny")]
+    if capex is not None and priced:
+        total = sum(ln["qty"] * (ln["unit_price_cny"][0] + ln["unit_price_cny"][1]) / 2 for ln in priced)
+        if abs(total - capex) > max(1.0, 1e-6 * abs(capex)):
+            raise PlanFileError(file, "cost.capex_cny", f"{_show(capex)} but the bill of materials adds up to "
+                                f"{_show(round(total, 1))}: the file was edited after it was made")
+
+
+def _leaves(section: dict[str, Any], prefix: str) -> list[tuple[str, Any]]:
+    """``components.gpu.count``-style names of a section's fields (components: one level down)."""
+    if prefix != "components":
+        return [(f"{prefix}.{k}", v) for k, v in section.items()]
+    return [(f"{prefix}.{comp}.{k}", v) for comp, fields in section.items() if isinstance(fields, dict)
+            for k, v in fields.items()]
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False)
+    text = "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def load_plan_file(path: str | Path) -> dict[str, Any]:

@@ -96,11 +96,12 @@ def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: 
 
 
 def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float | None,
-           e2e_ms: float | None) -> bool:
+           e2e_ms: float | None, ttft_statistic: str = "p99", confidence: str = "p80") -> bool:
     if not data.get("fits") or data.get("ttft_ms") is None:
         return False
-    ttft, tpot = _metric(data, "ttft_ms_hi"), _metric(data, "tpot_ms_hi")
-    if data.get("ttft_p99_ms") is not None:  # open loop: the queue's P99 as well
+    edge = "_hi" if confidence == "p80" else ""
+    ttft, tpot = _metric(data, "ttft_ms" + edge), _metric(data, "tpot_ms" + edge)
+    if ttft_statistic == "p99" and data.get("ttft_p99_ms") is not None:  # open loop: the queue's P99 (central)
         ttft = max(ttft, data["ttft_p99_ms"])
     if ttft_ms is not None and ttft > ttft_ms:
         return False
@@ -113,28 +114,39 @@ def _meets(data: dict[str, Any], osl: int, ttft_ms: float | None, tpot_ms: float
 def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                        ttft_ms: float | None, tpot_ms: float | None,
                        e2e_ms: float | None = None, arrival: str = ARRIVAL,
-                       framework: str | None = None) -> int:
+                       framework: str | None = None, ttft_statistic: str = "p99",
+                       confidence: str = "p80") -> int:
     """Largest number of requests in flight per ``tp`` x ``pp`` replica, under open-loop
     (Poisson) arrivals (``arrival="closed"``: a full batch queue), whose TTFT (P99 of the queue
     and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x
     TPOT`` meet the targets (``None``: no target) and whose KV cache fits; 0 when even one
     request fails. TTFT and TPOT grow with concurrency, so the answer is found by bisection over
     [1, 1024]. ``framework``: the serving framework whose measured profile applies (vLLM's when
-    None)."""
+    None); ``ttft_statistic``: what the TTFT target is, ``p99`` (the default: the queue's P99
+    and the mean's upper band) or ``mean`` (the mean's upper band alone); ``confidence``: the edge
+    of the estimate band the targets are met at, ``p80`` (the upper end of the 80 % band) or
+    ``median`` (the central estimate)."""
     ctx = current()
     backend = _backend(framework)
+    ttft_statistic = str(ttft_statistic)
+    if ttft_statistic not in ("p99", "mean"):
+        raise ValueError(f"ttft_statistic must be 'p99' or 'mean', not {ttft_statistic!r}")
+    confidence = str(confidence)
+    if confidence not in ("p80", "median"):
+        raise ValueError(f"confidence must be 'p80' or 'median', not {confidence!r}")
     key = ("max_concurrency_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl),
-           ttft_ms, tpot_ms, e2e_ms, str(arrival), backend)
+           ttft_ms, tpot_ms, e2e_ms, str(arrival), backend, ttft_statistic, confidence)
     if key not in ctx.cache:
         if e2e_ms is None:
             n = _perf().max_concurrency(
                 ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp),
                 precision=str(precision), isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                arrival=str(arrival), backend=backend)
+                arrival=str(arrival), backend=backend, ttft_statistic=ttft_statistic,
+                confidence=confidence)
         else:
             def ok(c: int) -> bool:
                 data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival, framework)
-                return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms)
+                return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms, ttft_statistic, confidence)
 
             n = 0
             from servewise.engine.domain.perf.architecture import tp_split_problem
@@ -149,9 +161,11 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                 n = lo
         ctx.cache[key] = int(n)
     n = ctx.cache[key]
+    e = "_hi" if confidence == "p80" else "_median"
     note_detail({"function": "max_concurrency_pp", "result": n,
-                 "formula": f"largest C ({arrival} arrivals) with max(TTFT_p99(C), TTFT_hi(C)) ≤ "
-                            "TTFT target, TPOT_hi(C) ≤ TPOT target, TTFT + (osl-1) x TPOT_hi(C) ≤ "
+                 "formula": f"largest C ({arrival} arrivals) with "
+                            + (f"max(TTFT_p99(C), TTFT{e}(C))" if ttft_statistic == "p99" else f"TTFT{e}(C)")
+                            + f" ≤ TTFT target, TPOT{e}(C) ≤ TPOT target, TTFT + (osl-1) x TPOT{e}(C) ≤ "
                             "inference budget and KV(C) fitting"})
     return int(n)
 

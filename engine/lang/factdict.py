@@ -101,7 +101,7 @@ def _model_fields() -> dict[str, str]:
     props: dict[str, Any] = {}
     for part in schema["$defs"]["model"].get("allOf", []):
         props.update(part.get("properties", {}))
-    out = {"id": "string"}
+    out = {"id": "string", "served_name": "string"}
     for f in MODEL_FACT_FIELDS:
         t = props.get(f, {}).get("type", "any")
         if isinstance(t, list):

@@ -118,7 +118,7 @@ def test_g_vend_002(rulebase, tmp_path: Path):
 LOADTEST = {"chosen.id": "x", "performance.max_concurrency": 40, "performance.output_tokens_per_s": 2000,
             "mode": "online", "sla.ttft_ms": 800, "sla.tpot_ms": 50, "traffic.peak_qps": 5,
             "traffic.avg_input_tokens": 1024, "traffic.avg_output_tokens": 256, "model.id": "Qwen2.5-7B",
-            "components.software.framework": "vLLM"}
+            "model.served_name": "Qwen2.5-7B", "components.software.framework": "vLLM"}
 
 
 def test_g_test_004(run):

@@ -9,7 +9,7 @@ CHOSEN = {"chosen.id": "x"}
 # a replica the packing rules placed in a MIG instance (rules/bom/packing.yaml)
 MIG_SLICE = {"chosen.max_concurrency": 64, "performance.memory_per_gpu_gib": 25.0, "pack.unit": "mig",
              "pack.slice_profile": "3g.40gb", "pack.slice_concurrency": 64}
-SERVING = {**CHOSEN, "chosen.tp": 1, "chosen.replicas": 2, "chosen.max_concurrency": 32, "chosen.precision": "fp8",
+SERVING = {**CHOSEN, "chosen.tp": 1, "chosen.replicas": 2, "chosen.replicas_installed": 2, "chosen.max_concurrency": 32, "chosen.precision": "fp8",
            "traffic.max_context_tokens": 8192, "model.attention_type": "GQA"}
 FRAMEWORKS = ["software.vllm-default", "software.trtllm-for-tensorrt-teams", "software.mindie-for-ascend",
               "software.vllm-rocm-for-amd"]
@@ -61,7 +61,7 @@ def test_g_test_003(run):
 
 LOADTEST = {**CHOSEN, "performance.max_concurrency": 108, "performance.output_tokens_per_s": 3000, "mode": "online",
             "sla.ttft_ms": 1000, "sla.tpot_ms": 50, "traffic.peak_qps": 10, "traffic.avg_input_tokens": 1024,
-            "traffic.avg_output_tokens": 256, "model.id": "Llama-3.1-70B", "components.software.framework": "vLLM"}
+            "traffic.avg_output_tokens": 256, "model.id": "Llama-3.1-70B", "model.served_name": "Llama-3.1-70B", "components.software.framework": "vLLM"}
 
 
 def test_g_test_006(run):
@@ -140,14 +140,14 @@ def test_g_iso_007(run, gpu):
     """MIG support is checked per SKU: L40S, L20 and A10 (data-centre cards) have none, so no MIG layout."""
     out = run(["isolation.mig-for-tenants", "isolation.no-mig-whole-gpus"],
               {**CHOSEN, "constraints.multi_tenant": True, "chosen.gpu": gpu, "chosen.tp": 1,
-               "chosen.weights_gib": 15, "chosen.replicas": 2})
+               "chosen.weights_gib": 15, "chosen.replicas": 2, "chosen.replicas_installed": 2})
     assert not out.fired("isolation.mig-for-tenants")
     assert out.fired("isolation.no-mig-whole-gpus")
 
 
 def test_g_iso_010(run):
     """Single tenant: each replica in its own container pinned to its own GPUs, no GPU shared."""
-    out = run("isolation.dedicated-containers", {**CHOSEN, "constraints.multi_tenant": False, "chosen.replicas": 3,
+    out = run("isolation.dedicated-containers", {**CHOSEN, "constraints.multi_tenant": False, "chosen.replicas": 3, "chosen.replicas_installed": 3,
                                                  "chosen.tp": 2})
     assert out.values["components.isolation.method"] == "containers"
     assert out.values["components.isolation.layout"].startswith("3 container(s)")
@@ -251,7 +251,7 @@ def test_g_iso_001(run, multi, method):
     """Sharing needs partitioning and isolation: multi-tenant plans get an isolation method for shared use."""
     out = run(["isolation.dedicated-containers", "isolation.mig-for-tenants", "isolation.no-mig-whole-gpus"],
               {**CHOSEN, "constraints.multi_tenant": multi, "chosen.gpu": "L40S", "chosen.tp": 1,
-               "chosen.replicas": 2, "chosen.weights_gib": 15})
+               "chosen.replicas": 2, "chosen.replicas_installed": 2, "chosen.weights_gib": 15})
     assert out.values["components.isolation.method"] == method
 
 

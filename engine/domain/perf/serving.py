@@ -618,27 +618,45 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
                     steps, inputs, ttft_p99_ms=p99), more
 
 
-def sla_ttft(s: dict[str, Any], up_ttft: float) -> float:
-    """The TTFT an SLA is checked against: the upper band of the mean and, in open loop, the
-    P99 of the queue (whichever is larger)."""
-    hi = s["ttft"] * up_ttft
-    return max(hi, s["ttft_p99"]) if s.get("ttft_p99") is not None else hi
+TTFT_STATISTICS = ("p99", "mean")
+CONFIDENCES = ("p80", "median")
+
+
+def sla_ttft(s: dict[str, Any], up_ttft: float, statistic: str = "p99", confidence: str = "p80") -> float:
+    """The TTFT an SLA is checked against. The mean at the ``confidence`` edge of its band
+    (``p80``: ``up_ttft`` x the estimate, the upper end of the 80 % band of measured / predicted on
+    the fitted rows; ``median``: the estimate); for a ``p99`` target in open loop also the queue's
+    P99, at its central value whatever the confidence: the band was measured on mean and median
+    latencies, not on P99s (the plan warns when the band, applied to the P99 as well, would
+    reach the target)."""
+    mean = s["ttft"] * (up_ttft if confidence == "p80" else 1.0)
+    if statistic == "mean" or s.get("ttft_p99") is None:
+        return mean
+    return max(mean, s["ttft_p99"])
 
 
 def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: int = 1,
                     ep: int = 1, precision: str, isl: int, osl: int, ttft_ms: float | None,
                     tpot_ms: float | None, backend: str = "vllm", limit: int = 1024,
                     kv_precision: str | None = None, gpu_memory_utilization: float = 0.9,
-                    attention_dp: int = 1, arrival: str = "closed") -> int:
+                    attention_dp: int = 1, arrival: str = "closed",
+                    ttft_statistic: str = "p99", confidence: str = "p80") -> int:
     """Largest concurrency whose upper-band TTFT/TPOT meet the targets and whose KV fits (0: none).
 
     ``arrival="poisson"`` sizes for production traffic: the open-loop queue at the rate that keeps
-    C in flight, its TTFT checked as ``sla_ttft`` (P99 of the queue or the mean's upper band).
+    C in flight, its TTFT checked as ``sla_ttft`` (P99 of the queue or the mean's upper band;
+    ``ttft_statistic="mean"``: the mean's upper band alone); ``confidence`` the edge of the
+    estimate band the targets are met at (``p80``: its upper end; ``median``: the central
+    estimate), for TTFT and TPOT alike.
     Memory is checked once (KV capacity in sequences of ``isl + osl/2`` tokens); TTFT and TPOT
     grow with concurrency, so the latency limit is found by bisection over the fast path.
     """
     precision = check_precision(precision)
     arrival = _check_arrival(arrival, None)
+    if ttft_statistic not in TTFT_STATISTICS:
+        raise ValueError(f"ttft_statistic must be one of {', '.join(TTFT_STATISTICS)}, not {ttft_statistic!r}")
+    if confidence not in CONFIDENCES:
+        raise ValueError(f"confidence must be one of {', '.join(CONFIDENCES)}, not {confidence!r}")
     if tp_split_problem(model, tp):  # the engines refuse this tp (estimate_parts raises): no request runs
         return 0
     lay = Layout(tp, pp, ep, attention_dp)
@@ -658,6 +676,8 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
     except ValueError:
         return 0
     up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
+    if confidence == "median":
+        up_tpot = 1.0
 
     dp = sm.lay.dp
 
@@ -673,7 +693,7 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
             s = solve(sm, isl=isl, osl=osl, concurrency=c, arrival=arrival)
         if s.get("queue", {}).get("saturated"):
             return False
-        if ttft_ms is not None and sla_ttft(s, up_ttft) > ttft_ms:
+        if ttft_ms is not None and sla_ttft(s, up_ttft, ttft_statistic, confidence) > ttft_ms:
             return False
         return not (tpot_ms is not None and s["tpot"] * up_tpot > tpot_ms)
 
