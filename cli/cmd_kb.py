@@ -14,6 +14,7 @@ from servewise.engine.app.kbcheck import check
 from servewise.engine.app.pricecheck import month_index
 
 from .i18n import pick
+from .wrap import text_wrapped
 
 
 def _num(v) -> str:
@@ -34,6 +35,7 @@ def kb() -> None:
 @click.option("--as-of", "as_of", metavar="YYYY-MM", default=None,
               help="Date the price review is made at (default: this month).")
 @click.pass_obj
+@text_wrapped
 def kb_check(settings, fmt: str, min_coverage: float, as_of: str | None) -> None:
     """Conflicting catalog values, the arithmetic of numeric claims, guideline coverage, and the
     dated price review (a price no lookup reaches fails; missing and stale ones are listed)."""

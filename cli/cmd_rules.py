@@ -14,6 +14,7 @@ from servewise.engine.lang.rulebase import RULES_DIR, RuleBase, RuleLoadError, _
 from servewise.engine.lang.rulelint import Finding, lint, to_sarif
 
 from .main import rules as rules_group
+from .wrap import text_wrapped
 
 COMMANDS: list[click.Command] = []   # all of these join the `rules` group, not the top level
 
@@ -45,6 +46,7 @@ def _load(settings, extra: list[Path], semantic: bool = False) -> RuleBase:
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif"]), default="text")
 @click.option("--style", is_flag=True, help="Also report layout warnings (folder vs stage, id prefix vs file).")
 @click.pass_obj
+@text_wrapped(terminal_only=True)
 def rules_lint(settings, paths: tuple[str, ...], fmt: str, style: bool) -> None:
     """Check rule files: schema, expressions, names against the fact dictionary, stages, protected
     outputs, shadowed ids, component values. Problems print as file:line: rule-id: message (exit 2).
@@ -83,6 +85,7 @@ def rules_lint(settings, paths: tuple[str, ...], fmt: str, style: bool) -> None:
 @click.option("--coverage", is_flag=True, help="Also list rules without a case where they fire with a "
               "checked result, or without a case where they must not fire.")
 @click.pass_obj
+@text_wrapped(terminal_only=True)
 def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool, coverage: bool) -> None:
     """Run the test cases written next to the rules (of PATHS, default all). A failing case shows
     why the rule did not fire: each condition with its values, the first false one marked."""
@@ -130,6 +133,7 @@ def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool
               help="Only the facts a rule in this stage may read.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.pass_obj
+@text_wrapped
 def rules_facts(settings, stage: str | None, fmt: str) -> None:
     """The fact dictionary: every name a rule may read, its type and unit, the stage that first
     provides it and who writes it (workload, catalog or rule ids)."""
@@ -162,6 +166,7 @@ def _loaded(settings) -> RuleBase:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.option("--examples", is_flag=True, help="Also plan every example and list those the rule fires in (slow).")
 @click.pass_obj
+@text_wrapped
 def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
     """One rule: title, stage, sources with quotes, conditions, bindings, reads, writes, tests."""
     from servewise.engine.app.ruledocs import card
@@ -213,12 +218,17 @@ def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
 def _fires_in(rb: RuleBase, rule_id: str) -> list[str]:
     from servewise.engine.app.plan import plan_file
 
+    from .progress import Progress
+
     root = Path(__file__).resolve().parent.parent / "examples"
     out = []
-    for path in sorted(root.glob("*.yaml")):
-        result = plan_file(str(path), rb)
-        if result.memory.fired.get(rule_id):
-            out.append(path.stem)
+    paths = sorted(root.glob("*.yaml"))
+    with Progress("planning examples", len(paths)) as progress:
+        for path in paths:
+            progress.step(path.stem)
+            result = plan_file(str(path), rb)
+            if result.memory.fired.get(rule_id):
+                out.append(path.stem)
     return out
 
 

@@ -172,9 +172,13 @@ def cli(ctx: click.Context, lang: str | None, debug: bool, rules_dirs: tuple[str
 def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: bool) -> None:
     """Plan the servers for WORKLOAD (a YAML workload file). Text output opens with the decision
     on one screen; --full prints the whole plan."""
+    from .progress import Progress
+
     rulebase = settings.rulebase()
     try:
-        result = plan_file(workload, rulebase, settings.rules_dirs)
+        with Progress("servewise: planning…" if settings.lang != "zh" else "servewise：规划中…", 0) as progress:
+            progress.step(workload if workload != "-" else "")
+            result = plan_file(workload, rulebase, settings.rules_dirs)
     except WorkloadError as exc:
         raise workload_error(exc, settings.lang) from None
     except UnknownEntry as exc:

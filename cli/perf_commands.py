@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from servewise.cli.wrap import output_width, wrap
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf import PRECISIONS, estimate, estimate_embedding
 from servewise.engine.domain.perf.calibration import BACKENDS
@@ -161,7 +162,7 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
             raise BadInput(str(exc)) from None
         d = emb.to_dict()
         click.echo(json.dumps(d, indent=2, ensure_ascii=False) if fmt == "json"
-                   else estimate_text(d))
+                   else wrap(estimate_text(d), output_width()).rstrip("\n"))
         return
     if osl is None:
         raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
@@ -176,7 +177,10 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     d = e.to_dict()
-    click.echo(json.dumps(d, indent=2, ensure_ascii=False) if fmt == "json" else estimate_text(d))
+    if fmt == "json":
+        click.echo(json.dumps(d, indent=2, ensure_ascii=False))
+    else:
+        click.echo(wrap(estimate_text(d), output_width()).rstrip("\n"))
 
 
 def _pct(x: float | None) -> str:
@@ -237,4 +241,4 @@ def validate_cmd(data: tuple[str, ...], fmt: str) -> None:
     by_row: dict[tuple[str, int], list[dict]] = {}
     for e in r["errors"]:
         by_row.setdefault((e["file"], e["row"]), []).append(e)
-    click.echo(validate_text(r, by_row))
+    click.echo(wrap(validate_text(r, by_row), output_width()).rstrip("\n"))

@@ -3,9 +3,11 @@ cutting content: long lines continue on the next line, indented under their firs
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import sys
+from contextlib import contextmanager
 
 from .i18n import display_width
 
@@ -108,3 +110,75 @@ def wrap(text: str, width: int | None) -> str:
     end = "\n" if text.endswith("\n") else ""
     lines = text[: len(text) - len(end)].split("\n")
     return "\n".join(piece for line in lines for piece in wrap_line(line, width)) + end
+
+
+class _WrappingWriter(io.TextIOBase):
+    """A text stream that writes whole lines to ``real``, each wrapped to ``width``."""
+
+    def __init__(self, real, width: int):
+        self.real, self.width, self.pending = real, width, ""
+
+    @property
+    def encoding(self) -> str:  # what click and print look at
+        return getattr(self.real, "encoding", "utf-8")
+
+    def isatty(self) -> bool:
+        return self.real.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        if "\n" in self.pending:
+            done, self.pending = self.pending.rsplit("\n", 1)
+            self.real.write(wrap(done + "\n", self.width))
+        return len(text)
+
+    def flush(self) -> None:
+        self.real.flush()
+
+    def finish(self) -> None:
+        if self.pending:
+            self.real.write(wrap(self.pending, self.width))
+            self.pending = ""
+        self.real.flush()
+
+
+@contextmanager
+def wrapped_stdout(enabled: bool = True):
+    """Inside, text written to ``sys.stdout`` (``click.echo``, ``print``) is wrapped line by line
+    to the terminal's width (80 when not a terminal) by :func:`wrap`: never cut, continuations
+    indented. For text output only: JSON must not be wrapped."""
+    if not enabled:
+        yield
+        return
+    real = sys.stdout
+    writer = _WrappingWriter(real, output_width(real))
+    sys.stdout = writer
+    try:
+        yield
+    finally:
+        try:
+            writer.finish()
+        finally:
+            sys.stdout = real
+
+
+def text_wrapped(command=None, *, terminal_only: bool = False):
+    """Decorate a click command so that its text output (``fmt`` "text" or absent) is wrapped by
+    :func:`wrapped_stdout`; other formats (JSON, Markdown) pass through untouched.
+    ``terminal_only``: wrap only when stdout is a terminal — for output that tools parse line by
+    line (``file:line: rule: message`` of the linter and the rule tests), which a pipe gets whole."""
+    import functools
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            tty = sys.stdout.isatty() if hasattr(sys.stdout, "isatty") else False
+            with wrapped_stdout(kwargs.get("fmt", "text") == "text" and (tty or not terminal_only)):
+                return fn(*args, **kwargs)
+
+        return run
+
+    return decorate(command) if command is not None else decorate
