@@ -18,7 +18,7 @@ from servewise.engine.app.inputs import WorkloadError
 from servewise.engine.domain.catalog import UnknownEntry
 from servewise.engine.runtime.runner import LoopError, RuleRuntimeError
 
-from . import render
+from .brief import to_brief
 from .errors import InputError
 from .i18n import pick
 from .wrap import output_width, wrap
@@ -61,8 +61,9 @@ S: dict[str, dict[str, str]] = {
              "zh": "已停止。{n} 个回答已保存到 {file}；继续：servewise ask --resume {file}"},
     "interrupted": {"en": "Interrupted. {n} answer(s) saved in {file}; continue with: servewise ask --resume {file}",
                     "zh": "已中断。{n} 个回答已保存到 {file}；继续：servewise ask --resume {file}"},
-    "finished": {"en": "All questions answered ({file}); `servewise plan {file}` gives this plan.",
-                 "zh": "问题已全部回答（{file}）；`servewise plan {file}` 会得到同样的方案。"},
+    "finished": {"en": "All questions answered ({file}); `servewise plan {file}` gives this plan "
+                       "(`--full`: all of it).",
+                 "zh": "问题已全部回答（{file}）；`servewise plan {file}` 会得到同样的方案（`--full` 显示全部）。"},
     "after": {"en": "Ask: how <component> ({components}) · why-not <option> (e.g. {example}) · "
                     "change <input> (answer again, re-plan) · help · quit",
               "zh": "可输入：how <组件>（{components}）· why-not <选项>（如 {example}）· "
@@ -252,7 +253,7 @@ class Interview:
     def asks(self) -> iv.AskRun | None:
         """What the rules ask for the answers so far (the stages a question needs are run on
         demand; the whole plan only when shown): one per set of answers."""
-        if not self.session.answered("model"):
+        if not self.session.has_model():
             return None
         key = json.dumps(self.session.answers, sort_keys=True, default=str)
         if key != self._run_key or self._run is None:
@@ -300,7 +301,7 @@ class Interview:
             if low in COMMANDS_QUIT:
                 raise Stop
             if low in COMMANDS_DONE:
-                if not self.session.answered("model"):
+                if not self.session.has_model():
                     term.say(term.s("needs_answer"), {"fg": "red"})
                     continue
                 raise Finish
@@ -396,7 +397,7 @@ def after_plan(term: Terminal, runner: Interview, plan: dict[str, Any]) -> dict[
             if new is not None and new is not plan:
                 plan = new
                 term.say("")
-                click.echo(wrap(render.to_text(plan, term.lang), output_width()), nl=False)
+                click.echo(to_brief(plan, term.lang, output_width()), nl=False)
         elif text.lower() in COMMANDS_HELP or text in COMMANDS_WHY:
             term.say(help_line)
         elif text:
@@ -468,7 +469,7 @@ def ask(settings, answers: str | None, resume: str | None, save: str | None) -> 
     session.done = True
     runner.persist()
     term.say("")
-    click.echo(wrap(render.to_text(plan, term.lang), output_width()), nl=False)
+    click.echo(to_brief(plan, term.lang, output_width()), nl=False)
     term.say(term.s("finished", file=runner.save))
     try:
         plan = after_plan(term, runner, plan)

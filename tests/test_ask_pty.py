@@ -216,3 +216,37 @@ def test_answers_prefill_and_chinese(tmp_path):
 def prompt_colored(child) -> str:
     child.expect(re.compile(r"\n(?:\x1b\[[0-9;]*m)*([a-z][a-z0-9_.]*)> "))
     return child.match.group(1)
+
+
+def _site_interview(tmp_path: Path, cooling: str, rack_kw: str) -> tuple[list[str], str]:
+    """Llama-3.1-70B at 10 QPS: the site answered, every other question skipped; the order asked
+    and the plan's saved answers file planned."""
+    child = spawn(tmp_path)
+    assert prompt(child) == "model"
+    child.sendline("Llama-3.1-70B")
+    given = {"mode": "online", "traffic.peak_qps": "10", "deployment.region": "cn",
+             "constraints.cooling_available": cooling, "constraints.rack_power_kw": rack_kw}
+    asked: list[str] = []
+    while (key := prompt(child)) != "servewise":
+        asked.append(key)
+        child.sendline(given.get(key, "skip"))
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    plan = plan_file(tmp_path / "servewise-answers.yaml").plan
+    return asked, json.dumps(plan["components"]["rack"], sort_keys=True)
+
+
+def test_the_interview_asks_market_site_and_budget_first_and_the_site_changes_the_plan(tmp_path):
+    """Issue 39: market, site and budget before request lengths and logs; a different site
+    answer ends in a different plan."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    asked, rack_air = _site_interview(tmp_path / "a", "air", "6")
+    first = ["deployment.region", "constraints.cooling_available", "constraints.rack_power_kw",
+             "constraints.capex_budget_cny"]
+    later = [k for k in ("traffic.avg_input_tokens", "deployment.log_bytes_per_request") if k in asked]
+    assert all(k in asked for k in first) and later
+    assert max(asked.index(k) for k in first) < min(asked.index(k) for k in later)
+    _, rack_liquid = _site_interview(tmp_path / "b", "liquid", "40")
+    assert rack_air != rack_liquid

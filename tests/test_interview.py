@@ -212,3 +212,22 @@ def test_latency_segments_are_asked_with_an_end_to_end_target(rulebase):
     got = keys(iv.open_questions(e2e, plan_of(e2e.answers, rulebase), rulebase))
     assert [k for k in got if k in ("sla.network_ms", "sla.preprocess_ms", "sla.postprocess_ms")] == [
         "sla.network_ms", "sla.preprocess_ms", "sla.postprocess_ms"]
+
+
+def test_a_several_model_workload_is_not_asked_for_a_model_again(rulebase):
+    """Issue 39: `ask --answers` with a `models:` workload asks what is still open, not `model`."""
+    answers = yaml.safe_load((EXAMPLES / "multi-model-tenants.yaml").read_text(encoding="utf-8"))
+    session = iv.Session(answers=answers)
+    assert session.has_model()
+    got = keys(iv.open_questions(session, plan_of(answers, rulebase), rulebase))
+    assert "model" not in got and "models" not in got
+
+
+def test_market_site_and_budget_come_before_lengths_and_logs(rulebase):
+    session = iv.Session(answers={"model": "Llama-3.1-70B"})
+    got = keys(iv.open_questions(session, plan_of(session.answers, rulebase), rulebase))
+    first = ["deployment.region", "constraints.cooling_available", "constraints.rack_power_kw",
+             "constraints.capex_budget_cny", "sla.availability"]
+    later = ["traffic.avg_input_tokens", "traffic.avg_output_tokens", "deployment.log_bytes_per_request"]
+    assert all(k in got for k in first + later), got
+    assert max(got.index(k) for k in first) < min(got.index(k) for k in later)

@@ -11,7 +11,8 @@ Which questions are asked
 Each must still be open (not answered, skipped or asked before) and relevant: its ``ask_if``, if
 any, must hold (no SLA questions offline, no edge questions in a data centre); ``models`` (several
 models together) is not asked: this version plans one model. Open questions are ordered by
-decisiveness, :data:`PRIORITY`; inputs not listed there follow in the order of facts/inputs.yaml.
+decisiveness, :data:`PRIORITY` (facts/interview.yaml, with the reason); inputs not listed there
+follow in the order of facts/inputs.yaml.
 The operator may stop at any time: unanswered inputs keep their defaults.
 
 Only the ``asks`` of a plan matter here, so the interview does not plan after each answer: an
@@ -62,25 +63,17 @@ from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.lang.expr import EvalError, ExprError, compile_expr
 from servewise.engine.lang.rulebase import RuleBase
 
-# Most decisive first: the model and the service mode shape everything, then load and latency
-# (they size the GPUs), then request shape, precision, constraints, facilities, cost, edge.
-PRIORITY: tuple[str, ...] = (
-    "model", "mode", "traffic.peak_qps", "sla.ttft_ms", "sla.tpot_ms",
-    "traffic.avg_input_tokens", "traffic.avg_output_tokens", "traffic.max_context_tokens",
-    "traffic.peak_concurrency", "precision", "task", "sla.e2e_p99_ms", "sla.network_ms", "sla.preprocess_ms",
-    "sla.postprocess_ms", "sla.p99", "sla.confidence", "sla.availability", "constraints.allow_single_point_of_failure",
-    "constraints.domestic_only", "deployment.region", "constraints.exclude_restricted",
-    "constraints.allow_restricted",
-    "constraints.vendors", "constraints.gpu_models",
-    "constraints.team_skills", "constraints.allow_unskilled_vendor", "constraints.capex_budget_cny",
-    "sla.max_cny_per_million_tokens",
-    "constraints.multi_tenant",
-    "constraints.accept_used_hardware", "constraints.rack_power_kw", "constraints.cooling_available",
-    "constraints.electricity_cny_per_kwh", "deployment.horizon_months", "deployment.buy_or_rent",
-    "deployment.model_versions", "deployment.log_storage_tb", "traffic.requests_per_day",
-    "traffic.average_to_peak", "deployment.log_retention_days", "deployment.log_bytes_per_request",
-    "edge.power_budget_w", "edge.video_streams", "edge.ambient_max_c",
-)
+
+def _question_order() -> tuple[str, ...]:
+    """The interview's question order, most decisive first (facts/interview.yaml, with why)."""
+    from servewise.engine.common.paths import FACTS_DIR
+    from servewise.engine.common.yamlio import safe_load
+
+    data = safe_load((FACTS_DIR / "interview.yaml").read_text(encoding="utf-8")) or {}
+    return tuple(str(k) for k in data.get("order") or ())
+
+
+PRIORITY: tuple[str, ...] = _question_order()
 NOT_ASKED = frozenset({"models"})
 HEADER = "# servewise ask: interview answers; a workload file (servewise plan FILE)"
 YES = frozenset({"y", "yes", "true", "on", "1", "是", "对", "要"})
@@ -150,6 +143,11 @@ class Session:
 
     def answered(self, key: str) -> bool:
         return has_path(self.answers, key)
+
+    def has_model(self) -> bool:
+        """The model is known: ``model``, or ``models`` (several models planned together, from an
+        answers or workload file given with ``--answers``)."""
+        return self.answered("model") or bool(self.answers.get("models"))
 
     def value(self, key: str) -> Any:
         return get_path(self.answers, key)
@@ -263,7 +261,7 @@ def open_questions(session: Session, plan: dict[str, Any] | AskRun | None, ruleb
     """Every question still to ask, most decisive first (see the module docstring); ``plan`` is a
     plan (its ``asks`` are read) or an :class:`AskRun` (runs only the stages a question needs).
     ``first``: only the first question (what the interview asks next)."""
-    if not session.answered("model"):
+    if not session.has_model():
         return [Question("model", input_def("model"), readers("model", rulebase))]
     source = plan if isinstance(plan, AskRun) else _PlanAsks(plan)
     order = _askable()
