@@ -17,6 +17,7 @@ from servewise.engine.app import explain as ex
 from servewise.engine.common.text import format_display as fmt
 from servewise.engine.common.text import terminal_safe
 
+from .brief import clip
 from .errors import InputError
 from .i18n import pick
 from .render import component_line, to_json
@@ -185,15 +186,17 @@ def render_explain_brief(result: dict[str, Any], plan: dict[str, Any], lang: str
             tr("full_hint", lang, target=target)]
     steps = result["steps"]
     lines: list[str] = []
-    for s in steps:
-        title = pick(s.get("title"), lang)
-        facts = [c for c in s["conclusions"] if c["fact"] in result["facts"] or len(s["conclusions"]) == 1]
-        shown = ", ".join(f"{c['fact'].removeprefix('components.')} = {_brief_value(c.get('value'))}"
-                          for c in facts[:2])
-        lines.append(f"  [{s['step']}] {s['rule']}" + (f" ⇒ {shown}" if shown else f" — {title}" if title else ""))
+    for k, s in enumerate(steps):
+        # the reason, not the title: the step's because, clipped (two lines for the three latest)
+        reason = pick(s.get("because_i18n") or s.get("because"), lang) or pick(s.get("title"), lang)
+        if not reason:
+            facts = [c for c in s["conclusions"] if c["fact"] in result["facts"] or len(s["conclusions"]) == 1]
+            reason = ", ".join(f"{c['fact'].removeprefix('components.')} = {_brief_value(c.get('value'))}"
+                               for c in facts[:2])
+        line = terminal_safe(f"  [{s['step']}] {s['rule']}: {' '.join(reason.split())}")
+        lines.append("\n".join(clip(line, width or 80, 2 if k < 3 else 1)))
     top = [terminal_safe(x) for x in top + [tr("path", lang, n=len(steps))]]
     tail = [terminal_safe(x) for x in tail]
-    lines = [terminal_safe(x) for x in lines]
     # as many steps as fit (the latest first), counted by the lines each takes once wrapped
     fixed = sum(_rows(x, width) for x in top + tail)
     upto = [0]  # upto[k]: the lines the first k steps take

@@ -228,6 +228,46 @@ def _reason_for(plan: dict[str, Any], comp: str, lang: str) -> str | None:
     return None
 
 
+_ACRONYMS = {"ttft": "TTFT", "tpot": "TPOT", "sla": "SLA", "kv": "KV", "itl": "ITL", "p99": "P99", "gpu": "GPU",
+             "cpu": "CPU", "tco": "TCO", "bom": "BOM", "pue": "PUE", "rtf": "RTF", "tflops": "TFLOP/s", "cny": "CNY"}
+_UNITS = {"ms": "ms", "s": "s", "gib": "GiB", "gb": "GB", "tb": "TB", "CNY": "CNY", "pct": "%", "w": "W",
+          "kw": "kW", "kwh": "kWh", "fps": "frames/s"}
+
+
+def field_label(key: str) -> str:
+    """A plan field's key as a reader's label: ``ttft_p99_ms_band_hi`` → "TTFT P99 band hi (ms)",
+    ``capex_range_cny`` → "Capex range (CNY)"."""
+    words = [_ACRONYMS.get(w, w) for w in key.split("_")]
+    unit = ""
+    for i, w in enumerate(words):
+        if w in _UNITS and i > 0:
+            if words[i - 1] == "per" and i > 1:  # tokens_per_s → "tokens/s"
+                words = words[:i - 2] + [f"{words[i - 2]}/{_UNITS[w]}"] + words[i + 1:]
+            else:
+                unit = _UNITS[w]
+                words = words[:i] + words[i + 1:]
+            break
+    text = " ".join(words)
+    text = text[:1].upper() + text[1:]
+    return f"{text} ({unit})" if unit else text
+
+
+def field_value(value: Any) -> str:
+    """A plan value formatted for a report: thousands separators, ranges as "low – high",
+    booleans as yes / no."""
+    if isinstance(value, list) and len(value) == 2 and all(isinstance(x, (int, float)) for x in value):
+        return f"{_v(value[0])} – {_v(value[1])}"
+    return _v(value)
+
+
+SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
+
+
+def by_severity(warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Warnings critical first, then warnings, then notes (stable within each)."""
+    return sorted(warnings, key=lambda w: SEVERITY_RANK.get(w.get("severity", "info"), 3))
+
+
 def latency_lines(plan: dict[str, Any], lang: str = "en") -> list[str]:
     """The token-stream latencies of a plan, each with its statistic (P99, mean) and the upper end
     of its band, against the target and the statistic the target names (``sla.p99``); empty for
@@ -546,11 +586,12 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o += [f"- {_md_escape(line)}" for line in latency_lines(plan, lang)]
     o.append("")
     o += ["| metric | value |", "|---|---|"]
-    o += [f"| {k} | {_md_escape(_v(v))} |" for k, v in plan["performance"].items()]
+    o += [f"| {field_label(k)} | {_md_escape(field_value(v))} |" for k, v in plan["performance"].items()]
     o.append("")
     o.append(f"## {t('cost', lang)}")
     o.append("")
-    o += ["| item | value |", "|---|---|"] + [f"| {k} | {_md_escape(_v(v))} |" for k, v in plan["cost"].items()]
+    o += ["| item | value |", "|---|---|"] + [f"| {field_label(k)} | {_md_escape(field_value(v))} |"
+                                             for k, v in plan["cost"].items()]
     o.append("")
     if plan.get("bom"):
         o.append(f"## {t('bom', lang)}")
@@ -560,7 +601,7 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
         o.append("")
     o.append(f"## {t('warnings', lang)}")
     o.append("")
-    for warn in plan["warnings"]:
+    for warn in by_severity(plan["warnings"]):
         message = _md_escape(warning_text(warn, lang))
         o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
     if not plan["warnings"]:

@@ -10,7 +10,18 @@ from typing import Any
 from servewise.engine.app.explain import rejections_by_gpu
 
 from .i18n import COMPONENT_NAMES, pick, t
-from .render import _reason_for, _v, bom_rows, component_line, input_rows, warning_text
+from .render import (
+    _reason_for,
+    _v,
+    bom_rows,
+    by_severity,
+    component_line,
+    field_label,
+    field_value,
+    input_rows,
+    latency_lines,
+    warning_text,
+)
 
 STAGE_COLOURS = {
     "inputs": "#e8eaf6", "derivations": "#e3f2fd", "candidates": "#e0f7fa", "filters": "#e8f5e9",
@@ -269,9 +280,12 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
              escape(_reason_for(plan, n, lang) or "")] for n, c in plan["components"].items()]
     o.append(_table(["component", "choice", "why"], rows))
     o.append(f"<h2>{t('performance', lang)}</h2>")
-    o.append(_table(["metric", "value"], [[escape(k), escape(_v(v))] for k, v in plan["performance"].items()]))
+    o.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in latency_lines(plan, lang)) + "</ul>")
+    o.append(_table(["metric", "value"], [[escape(field_label(k)), escape(field_value(v))]
+                                          for k, v in plan["performance"].items()]))
     o.append(f"<h2>{t('cost', lang)}</h2>")
-    o.append(_table(["item", "value"], [[escape(k), escape(_v(v))] for k, v in plan["cost"].items()]))
+    o.append(_table(["item", "value"], [[escape(field_label(k)), escape(field_value(v))]
+                                        for k, v in plan["cost"].items()]))
     if plan.get("bom"):
         o.append(f"<h2>{t('bom', lang)}</h2>")
         o.append(_table(["part", "category", "qty", "unit price (CNY)", "line (CNY)", "source"],
@@ -281,7 +295,7 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
         o.append("<ul>" + "".join(
             f"<li class='warn-{escape(x.get('severity', 'info'))}'><b>{escape(x.get('severity', ''))}</b> "
             f"{escape(warning_text(x, lang))} <code>{escape(x['rule'])}</code></li>"
-            for x in plan["warnings"]) + "</ul>")
+            for x in by_severity(plan["warnings"])) + "</ul>")
     else:
         o.append("<p>—</p>")
     o.append(f"<h2>{t('inputs', lang)}</h2>")

@@ -103,7 +103,7 @@ def test_full_interview_ends_in_the_plan_of_the_example(tmp_path):
 
     child.sendline("how gpu")
     child.expect("explain gpu — ")
-    child.expect("gpu.model = ")
+    child.expect("select.gpu-component: ")  # the brief path gives each step's reason
     assert prompt(child) == "servewise"
     plan = plan_file(tmp_path / "servewise-answers.yaml").plan
     rejected_gpu = next(r["option"].split(" | ")[0] for r in plan["rejected"] if " | " in r["option"])

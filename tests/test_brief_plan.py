@@ -92,3 +92,33 @@ def test_the_load_test_names_the_model_the_workload_serves(example_plans):
     assert plan["workload"]["model"] == "DeepSeek-R1"
     command = plan["components"]["loadtest"]["command"]
     assert "--model DeepSeek-R1 " in command and "DeepSeek-V3" not in command
+
+
+def test_reports_use_labels_formatted_numbers_and_severity_order(example_plans):
+    """Issue 39 item 6: md/html reports show labels and formatted numbers, not raw keys and
+    floats, and list warnings critical first."""
+    from servewise.cli.render import field_label, field_value, to_markdown
+    from servewise.cli.render_html import to_html
+
+    assert field_label("output_tokens_per_s") == "Output tokens/s"
+    assert field_label("capex_range_cny") == "Capex range (CNY)"
+    assert field_value([1213095.0, 2219483.0]) == "1,213,095 – 2,219,483"
+    for name in ("chat-70b-online", "budget-7b"):
+        plan = example_plans[name].plan
+        for text in (to_markdown(plan, "en"), to_html(plan, "en")):
+            report = text.split("Explanation chain", 1)[0]  # the chain lists the trace's raw facts
+            assert "capex_range_cny" not in report and "Capex range (CNY)" in report, name
+            warnings = report.split("Warnings", 1)[1].split("Inputs", 1)[0]
+            ranks = [("critical", "warning", "info").index(w["severity"]) for w in plan["warnings"]]
+            order = sorted(plan["warnings"], key=lambda w: warnings.find(w["rule"]))
+            assert [("critical", "warning", "info").index(w["severity"]) for w in order] == sorted(ranks), name
+
+
+def test_explain_brief_gives_reasons_not_titles(example_plans, tmp_path):
+    plan = example_plans["chat-70b-online"]
+    path = tmp_path / "p.json"
+    path.write_text(plan.json_text, encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--lang", "en", "explain", str(path), "gpu", "--brief"])
+    assert res.exit_code == 0
+    flat = " ".join(res.output.split())
+    assert "select.gpu-component: 6 × H200 NVL (fp8, tensor parallel 2" in flat

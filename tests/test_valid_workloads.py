@@ -133,9 +133,9 @@ def test_packing_places_groups_by_count_not_one_by_one():
                     [Demand("a", 8, 2), Demand("b", 1, 1)]):
         got = [[g[0][0] for g in s.gpus] for s in pack_servers(demands, 8)]
         assert got == reference(demands, 8)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time of this process: a busy machine does not inflate it
     servers = pack_servers([Demand("a", 1, 60000), Demand("b", 4, 10000)], 8)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 3.0  # placing one GPU group at a time would take minutes
     assert sum(s.used for s in servers) == 100000 and len(servers) == 12500
 
 
