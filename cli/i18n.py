@@ -13,6 +13,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "performance": {"en": "Performance (estimated)", "zh": "性能（估算）"},
     "cost": {"en": "Cost", "zh": "成本"},
     "bom": {"en": "Bill of materials", "zh": "物料清单"},
+    "charts": {"en": "Charts", "zh": "图表"},
     "warnings": {"en": "Warnings", "zh": "警告"},
     "reasons": {"en": "Key reasons", "zh": "主要理由"},
     "rejected": {"en": "Rejected alternatives", "zh": "被排除的方案"},

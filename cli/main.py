@@ -165,11 +165,15 @@ def cli(ctx: click.Context, lang: str | None, debug: bool, rules_dirs: tuple[str
 @click.argument("workload", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "html"]), default="text")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False),
+              help="Also write the plan's charts (cost vs latency of the candidates, capex by BOM "
+                   "category) as SVG files into this folder; the md report links them.")
 @click.option("--full", is_flag=True,
               help="Text: everything (reasons, operations, bill of materials, every warning and "
                    "alternative), not the one-screen summary.")
 @click.pass_obj
-def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: bool) -> None:
+def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: bool,
+         plot_dir: str | None) -> None:
     """Plan the servers for WORKLOAD (a YAML workload file). Text output opens with the decision
     on one screen; --full prints the whole plan."""
     from .progress import Progress
@@ -190,7 +194,7 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: 
     if fmt == "json":
         text = render.to_json(result.plan)
     elif fmt == "md":
-        text = render.to_markdown(result.plan, settings.lang)
+        text = render.to_markdown(result.plan, settings.lang, plot_dir)
     elif fmt == "html":
         from .render_html import to_html
 
@@ -201,9 +205,23 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: 
         from .brief import to_brief
 
         text = to_brief(result.plan, settings.lang, output_width() if not output else NOT_A_TTY_WIDTH)
+    if plot_dir:
+        write_charts(result.plan, plot_dir, settings.lang)
     write_output(text, output, settings.lang, utf8=fmt != "text")
     if not result.feasible:
         sys.exit(1)
+
+
+def write_charts(plan: dict, folder: str, lang: str) -> None:
+    """The plan's SVG charts into ``folder`` (made if missing), each written atomically."""
+    from .charts import charts
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--plot {folder}: cannot make the folder ({exc.strerror})") from None
+    for name, svg in charts(plan, lang).items():
+        write_output(svg, str(Path(folder) / name), lang, utf8=True)
 
 
 @cli.group(cls=OptionalCommandsGroup)

@@ -564,8 +564,9 @@ def _rejected_md(plan: dict[str, Any], lang: str) -> list[str]:
     return o
 
 
-def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
-    """A report for GitHub-flavoured Markdown: tables, a mermaid graph, collapsed long lists."""
+def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None = None) -> str:
+    """A report for GitHub-flavoured Markdown: tables, a mermaid graph, collapsed long lists;
+    with ``charts_dir`` (where ``plan --plot`` wrote the SVG charts) the charts as images."""
     w = plan["workload"]
     o: list[str] = []
     o.append(f"# servewise plan: {_md_escape(plan_title(w))}")
@@ -593,6 +594,13 @@ def to_markdown(plan: dict[str, Any], lang: str = "en") -> str:
     o += ["| item | value |", "|---|---|"] + [f"| {field_label(k)} | {_md_escape(field_value(v))} |"
                                              for k, v in plan["cost"].items()]
     o.append("")
+    if charts_dir:
+        from .charts import charts
+
+        drawn = charts(plan, lang)
+        if drawn:
+            o += [f"## {t('charts', lang)}", ""]
+            o += [f"![{name[:-4]}]({charts_dir.rstrip('/')}/{name})" for name in drawn] + [""]
     if plan.get("bom"):
         o.append(f"## {t('bom', lang)}")
         o.append("")

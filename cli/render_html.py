@@ -287,6 +287,12 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(_table(["item", "value"], [[escape(field_label(k)), escape(field_value(v))]
                                         for k, v in plan["cost"].items()]))
     if plan.get("bom"):
+        from .charts import charts
+
+        drawn = charts(plan, lang)
+        if drawn:
+            o.append(f"<h2>{t('charts', lang)}</h2>")
+            o += [f"<figure>{svg}</figure>" for svg in drawn.values()]
         o.append(f"<h2>{t('bom', lang)}</h2>")
         o.append(_table(["part", "category", "qty", "unit price (CNY)", "line (CNY)", "source"],
                         [[escape(c) for c in row] for row in bom_rows(plan)]))

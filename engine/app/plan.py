@@ -116,6 +116,25 @@ def _section(mem: Memory, prefix: str, fields: tuple[str, ...]) -> tuple[dict[st
     return out, steps
 
 
+CANDIDATE_FIELDS = ("gpu", "precision", "tp", "pp", "gpus", "servers", "tco_cny", "capex_cny",
+                    "ttft_ms_hi", "ttft_p99_ms", "tpot_ms_hi", "availability")
+
+
+def ranked_candidates(mem: Memory) -> list[dict[str, Any]]:
+    """Every candidate that reached the ranking (it has a TCO), with its cost and latency and
+    whether it was chosen: what the cost-vs-latency chart of the reports shows."""
+    chosen = mem.values.get("chosen.id")
+    out = []
+    for kind, item_id in mem.item_order:
+        attrs = mem.items.get((kind, item_id)) or {}
+        if kind != "candidate" or attrs.get("tco_cny") is None:
+            continue
+        row = {"id": item_id, **{f: attrs.get(f) for f in CANDIDATE_FIELDS}}
+        row["chosen"] = item_id == chosen
+        out.append(row)
+    return out
+
+
 def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
              rulebase: RuleBase) -> dict[str, Any]:
     components: dict[str, Any] = {}
@@ -160,6 +179,7 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
                  "because": r["because"]["en"], "because_i18n": r["because"],
                  "values": r.get("values", {})} | ({"ranked": True} if r.get("ranked") else {})
                 for r in mem.rejections]
+    candidates = ranked_candidates(mem)
     trace = []
     for s in _closure(mem, roots):
         step = dict(s)
@@ -180,6 +200,7 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
         "cost": cost,
         "warnings": warnings,
         "rejected": rejected,
+        "candidates": candidates,
         "asks": [{"input": a["input"], "rule": a["rule"], "because": a["because"]} for a in mem.asks],
         "trace": trace,
     }

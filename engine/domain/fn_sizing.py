@@ -170,6 +170,34 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
     return int(n)
 
 
+LOAD_POINTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # shares of the operating point's concurrency
+
+
+@domain_function(reads=(("models", 0), ("gpus", 1)))
+def load_curve(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
+               concurrency: int, framework: str | None = None) -> list[dict[str, Any]]:
+    """Latency against load for one replica under open-loop (Poisson) traffic: at shares
+    ``LOAD_POINTS`` of ``concurrency`` (the operating point, share 1.0) the requests in flight,
+    the requests/s they serve (``C / (TTFT + osl x TPOT)``), mean and P99 TTFT, mean TPOT and the
+    upper end of its band — what the reports' latency-vs-load chart draws."""
+    rows = []
+    seen: set[int] = set()
+    for share in LOAD_POINTS:
+        c = max(1, round(int(concurrency) * share))
+        if c in seen:
+            continue
+        seen.add(c)
+        d = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, ARRIVAL, framework)
+        if d.get("ttft_ms") is None or d.get("tpot_ms") is None:
+            continue
+        seconds = (d["ttft_ms"] + int(osl) * d["tpot_ms"]) / 1000
+        rows.append({"share": share, "concurrency": c, "requests_per_s": round(c / seconds, 3),
+                     "ttft_ms": round(d["ttft_ms"], 1),
+                     "ttft_p99_ms": None if d.get("ttft_p99_ms") is None else round(d["ttft_p99_ms"], 1),
+                     "tpot_ms": round(d["tpot_ms"], 2), "tpot_ms_hi": round(_metric(d, "tpot_ms_hi"), 2)})
+    return rows
+
+
 @domain_function
 def framework_profile(framework: str | None) -> str:
     """The measured backend whose profile sizes ``framework`` (``vLLM``, ``SGLang`` or

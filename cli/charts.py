@@ -1,0 +1,186 @@
+"""Charts of a plan as SVG text (no plotting library: a few shapes, deterministic output): the
+candidates' cost against latency with the chosen one marked and the SLA line, one replica's latency
+against load with the operating point, and the capex by bill-of-materials category. Pure
+formatting of the plan's own numbers (``candidates``, ``performance.load_curve``, ``bom``); the
+html report embeds them, ``plan --plot DIR`` writes them as files."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+from typing import Any
+
+from .i18n import pick
+
+FONT = "font-family=\"'Noto Sans CJK SC', 'Source Han Sans SC', 'Microsoft YaHei', 'PingFang SC', sans-serif\""
+W, H = 640, 400
+LEFT, RIGHT, TOP, BOTTOM = 90, 20, 40, 60
+LABELS = {
+    "cost_title": {"en": "Candidates: TCO against TPOT (upper end of the band)",
+                   "zh": "候选方案：总拥有成本与 TPOT（区间上限）"},
+    "cost_x": {"en": "TPOT upper end (ms)", "zh": "TPOT 区间上限（毫秒）"},
+    "cost_y": {"en": "TCO of GPUs, platforms and power (M CNY)", "zh": "GPU、平台与电费总拥有成本（百万元）"},
+    "sla": {"en": "TPOT target", "zh": "TPOT 目标"},
+    "chosen": {"en": "chosen", "zh": "所选"},
+    "load_title": {"en": "One replica: latency against load (% of the target)",
+                   "zh": "单副本：延迟随负载变化（占目标的百分比）"},
+    "load_x": {"en": "requests/s per replica", "zh": "每副本请求数/秒"},
+    "load_y": {"en": "% of the latency target", "zh": "占延迟目标的百分比"},
+    "ttft_p99": {"en": "TTFT P99", "zh": "TTFT P99"},
+    "tpot_hi": {"en": "TPOT (upper end)", "zh": "TPOT（区间上限）"},
+    "operating": {"en": "planned", "zh": "规划工作点"},
+    "capex_title": {"en": "Capex by bill-of-materials category (midpoint, CNY)",
+                    "zh": "按物料类别的采购成本（中值，元）"},
+}
+
+
+def _n(x: float) -> str:
+    """A coordinate with one decimal (byte-identical output for the same plan)."""
+    return f"{x:.1f}"
+
+
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About ``n`` round tick values from ``lo`` (a multiple of the step at or below it) to the
+    first multiple at or above ``hi``: the axis runs to the last tick."""
+    if hi <= lo:
+        hi = lo + 1
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    first = math.floor(lo / step) * step
+    count = math.ceil((hi - first) / step - 1e-9)
+    return [round(first + i * step, 10) for i in range(count + 1)]
+
+
+def _svg(body: list[str], title: str) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+            f'role="img" aria-label="{escape(title)}" {FONT} font-size="12">\n'
+            f'<rect width="{W}" height="{H}" fill="white"/>\n'
+            f'<text x="{W // 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>\n'
+            + "\n".join(body) + "\n</svg>\n")
+
+
+def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """Scatter of the ranked candidates (TCO vs TPOT upper end), the chosen one marked, the TPOT
+    target as a vertical line; None when the plan ranked no candidates."""
+    rows = [c for c in plan.get("candidates") or [] if c.get("tco_cny") and c.get("tpot_ms_hi")]
+    if not rows:
+        return None
+    target = ((plan.get("workload") or {}).get("sla") or {}).get("tpot_ms")
+    xs = [c["tpot_ms_hi"] for c in rows] + ([target] if target else [])
+    ys = [c["tco_cny"] / 1e6 for c in rows]
+    x_ticks, y_ticks = _ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05)
+    x_hi, y_hi = x_ticks[-1], y_ticks[-1]
+
+    def px(x: float) -> float:
+        return LEFT + (W - LEFT - RIGHT) * x / x_hi
+
+    def py(y: float) -> float:
+        return H - BOTTOM - (H - TOP - BOTTOM) * y / y_hi
+
+    body = [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>']
+    for t in x_ticks:
+        body.append(f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>')
+    for t in y_ticks:
+        body.append(f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>')
+        body.append(f'<line x1="{LEFT}" y1="{_n(py(t))}" x2="{W - RIGHT}" y2="{_n(py(t))}" stroke="#eee"/>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(pick(LABELS["cost_x"], lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(pick(LABELS["cost_y"], lang))}</text>')
+    if target:
+        body.append(f'<line x1="{_n(px(target))}" y1="{TOP}" x2="{_n(px(target))}" y2="{H - BOTTOM}" '
+                    f'stroke="#c62828" stroke-dasharray="5,4"/>')
+        body.append(f'<text x="{_n(px(target) - 4)}" y="{TOP + 12}" text-anchor="end" fill="#c62828">'
+                    f'{escape(pick(LABELS["sla"], lang))} {target:g} ms</text>')
+    for c in sorted(rows, key=lambda c: c["chosen"]):  # the chosen one drawn last, on top
+        x, y = _n(px(c["tpot_ms_hi"])), _n(py(c["tco_cny"] / 1e6))
+        tip = f"<title>{escape(c['id'])}: {c['tco_cny']:,.0f} CNY, TPOT ≤ {c['tpot_ms_hi']:.1f} ms</title>"
+        if c["chosen"]:
+            body.append(f'<circle cx="{x}" cy="{y}" r="7" fill="#2e7d32" stroke="black">{tip}</circle>')
+            body.append(f'<text x="{_n(px(c["tpot_ms_hi"]) + 10)}" y="{_n(py(c["tco_cny"] / 1e6) + 4)}" '
+                        f'font-weight="bold">{escape(pick(LABELS["chosen"], lang))}: {escape(c["id"])}</text>')
+        else:
+            body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="#90a4ae" fill-opacity="0.7">{tip}</circle>')
+    return _svg(body, pick(LABELS["cost_title"], lang))
+
+
+def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """P99 TTFT and the upper end of TPOT as % of their targets against the requests/s one
+    replica serves (``performance.load_curve``), the operating point and the 100 % line; None
+    without a curve or targets."""
+    curve = [r for r in (plan.get("performance") or {}).get("load_curve") or [] if r.get("requests_per_s")]
+    sla = (plan.get("workload") or {}).get("sla") or {}
+    if len(curve) < 2 or not sla.get("ttft_ms") or not sla.get("tpot_ms"):
+        return None
+    series = {"ttft_p99": [(r["requests_per_s"], 100 * (r.get("ttft_p99_ms") or r["ttft_ms"]) / sla["ttft_ms"])
+                           for r in curve],
+              "tpot_hi": [(r["requests_per_s"], 100 * r["tpot_ms_hi"] / sla["tpot_ms"]) for r in curve]}
+    x_ticks = _ticks(0, max(x for x, _ in series["ttft_p99"]) * 1.05)
+    y_ticks = _ticks(0, max(110.0, *(y for pts in series.values() for _, y in pts)))
+    x_hi, y_hi = x_ticks[-1], y_ticks[-1]
+
+    def px(x: float) -> float:
+        return LEFT + (W - LEFT - RIGHT) * x / x_hi
+
+    def py(y: float) -> float:
+        return H - BOTTOM - (H - TOP - BOTTOM) * y / y_hi
+
+    body = [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>']
+    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>' for t in x_ticks]
+    body += [f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>' for t in y_ticks]
+    body.append(f'<line x1="{LEFT}" y1="{_n(py(100))}" x2="{W - RIGHT}" y2="{_n(py(100))}" stroke="#c62828" '
+                f'stroke-dasharray="5,4"/>')
+    body.append(f'<text x="{W - RIGHT - 4}" y="{_n(py(100) - 6)}" text-anchor="end" fill="#c62828">SLA 100 %</text>')
+    planned = next((r for r in curve if r.get("share") == 1.0), None)
+    if planned:
+        x = _n(px(planned["requests_per_s"]))
+        body.append(f'<line x1="{x}" y1="{TOP}" x2="{x}" y2="{H - BOTTOM}" stroke="#2e7d32" stroke-dasharray="2,3"/>')
+        body.append(f'<text x="{_n(px(planned["requests_per_s"]) + 4)}" y="{TOP + 12}" fill="#2e7d32">'
+                    f'{escape(pick(LABELS["operating"], lang))} '
+                    f'{planned["requests_per_s"]:g}/s</text>')
+    colours = {"ttft_p99": "#1565c0", "tpot_hi": "#ef6c00"}
+    for k, (name, pts) in enumerate(series.items()):
+        path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y in pts)
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colours[name]}" stroke-width="2"/>')
+        body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colours[name]}"/>' for x, y in pts]
+        body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colours[name]}">'
+                    f'{escape(pick(LABELS[name], lang))}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(pick(LABELS["load_x"], lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(pick(LABELS["load_y"], lang))}</text>')
+    return _svg(body, pick(LABELS["load_title"], lang))
+
+
+def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """Horizontal bars of the capex by BOM category (Σ qty × midpoint), largest first; None
+    without a priced bill of materials."""
+    totals: dict[str, float] = {}
+    for line in plan.get("bom") or []:
+        rng = line.get("unit_price_cny")
+        if rng:
+            totals[line["category"]] = totals.get(line["category"], 0.0) + line["qty"] * (rng[0] + rng[1]) / 2
+    rows = sorted(((v, k) for k, v in totals.items() if v > 0), reverse=True)
+    if not rows:
+        return None
+    top = rows[0][0]
+    bar_h = min(28.0, (H - TOP - 30) / len(rows) - 6)
+    body = []
+    for i, (value, category) in enumerate(rows):
+        y = TOP + 10 + i * (bar_h + 6)
+        width = (W - 260) * value / top
+        body.append(f'<text x="{LEFT + 30}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(category)}</text>')
+        body.append(f'<rect x="{LEFT + 40}" y="{_n(y)}" width="{_n(width)}" height="{_n(bar_h)}" fill="#1565c0">'
+                    f'<title>{escape(category)}: {value:,.0f} CNY</title></rect>')
+        body.append(f'<text x="{_n(LEFT + 46 + width)}" y="{_n(y + bar_h / 2 + 4)}">{value:,.0f}</text>')
+    return _svg(body, pick(LABELS["capex_title"], lang))
+
+
+def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
+    """The plan's charts by file name (those it has data for)."""
+    out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": latency_vs_load(plan, lang),
+           "capex-breakdown.svg": capex_breakdown(plan, lang)}
+    return {name: svg for name, svg in out.items() if svg}

@@ -1,0 +1,73 @@
+"""The plan's charts (issue 39 item 5): valid SVG with the plan's own numbers — every ranked
+candidate a point inside the plot, the chosen one marked once, the TPOT target drawn; latency
+against load rising through the operating point; the capex bars add up to the plan's capex; in
+the html report, and as files with `plan --plot DIR`."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from click.testing import CliRunner
+from conftest import EXAMPLES
+
+from servewise.cli import charts as ch
+from servewise.cli.main import cli
+from servewise.cli.render_html import to_html
+
+NS = "{http://www.w3.org/2000/svg}"
+NAMES = sorted(p.stem for p in EXAMPLES.glob("*.yaml"))
+
+
+def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
+    drew = 0
+    for name in NAMES:
+        plan = example_plans[name].plan
+        drawn = ch.charts(plan, "en")
+        assert drawn == ch.charts(plan, "en"), "deterministic"
+        if "cost-vs-latency.svg" in drawn:
+            drew += 1
+            root = ET.fromstring(drawn["cost-vs-latency.svg"])
+            points = [(float(c.get("cx")), float(c.get("cy")), float(c.get("r"))) for c in root.iter(NS + "circle")]
+            ranked = [c for c in plan["candidates"] if c.get("tco_cny") and c.get("tpot_ms_hi")]
+            assert len(points) == len(ranked), name
+            assert sum(1 for p in points if p[2] > 5) == sum(1 for c in ranked if c["chosen"]) == 1, name
+            assert all(ch.LEFT <= x <= ch.W - ch.RIGHT and ch.TOP <= y <= ch.H - ch.BOTTOM for x, y, _ in points), name
+            if (plan["workload"].get("sla") or {}).get("tpot_ms"):
+                assert "TPOT target" in drawn["cost-vs-latency.svg"], name
+        if "latency-vs-load.svg" in drawn:
+            curve = plan["performance"]["load_curve"]
+            root = ET.fromstring(drawn["latency-vs-load.svg"])
+            assert len(list(root.iter(NS + "polyline"))) == 2, name
+            assert sum(1 for r in curve if r["share"] == 1.0) == 1, name
+            rates = [r["requests_per_s"] for r in curve]
+            assert rates == sorted(rates), name  # more requests in flight serve more requests/s
+            assert [r["tpot_ms"] for r in curve] == sorted(r["tpot_ms"] for r in curve), name
+        if "capex-breakdown.svg" in drawn:
+            root = ET.fromstring(drawn["capex-breakdown.svg"])
+            values = [float(t.text.replace(",", "")) for t in root.iter(NS + "text")
+                      if t.text and t.text.replace(",", "").isdigit()]
+            assert abs(sum(values) - plan["cost"]["capex_cny"]) <= len(values), name
+    assert drew >= 20
+
+
+def test_the_html_report_embeds_the_charts(example_plans):
+    html = to_html(example_plans["chat-70b-online"].plan, "zh")
+    assert html.count("<svg") >= 3 and "候选方案：总拥有成本与 TPOT" in html
+
+
+def test_plot_writes_svg_files_and_the_md_links_them(tmp_path):
+    out = tmp_path / "charts"
+    res = CliRunner().invoke(cli, ["plan", str(EXAMPLES / "chat-8b-small.yaml"), "--format", "md",
+                                   "--plot", str(out)])
+    assert res.exit_code == 0, res.output[-400:]
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["capex-breakdown.svg", "cost-vs-latency.svg", "latency-vs-load.svg"]
+    for f in files:
+        ET.parse(out / f)
+        assert f"({out}/{f})" in res.output
+
+
+def test_ticks_run_past_the_largest_value():
+    for hi in (0.5, 3.2, 11.9, 40, 52.5, 130, 1e4):
+        ticks = ch._ticks(0, hi)
+        assert ticks[0] == 0 and ticks[-1] >= hi and 3 <= len(ticks) <= 8
