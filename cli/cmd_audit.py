@@ -44,6 +44,13 @@ L: dict[str, dict[str, str]] = {
     "not_in_plan": {"en": "is in the catalog now but this plan did not consider it (knowledge changed? try "
                           "`servewise audit PLAN.json`)",
                     "zh": "现在在目录中，但该方案未考虑它（知识库变了？可运行 `servewise audit PLAN.json`）"},
+    "not_searched": {"en": "this version of servewise does not yet plan this layout (disaggregated prefill/decode "
+                           "pools and speculative decoding are open in issue #36), so no candidate of it was "
+                           "sized; the plan's layouts are tensor-parallel replicas and, for mixture-of-experts "
+                           "models, attention-DP × expert-parallel engines",
+                     "zh": "本版本 servewise 尚未规划该布局（预填充/解码分离和投机解码见 issue #36），"
+                           "因此没有该布局的候选被计算；方案的布局为张量并行副本，"
+                           "以及混合专家模型的注意力数据并行 × 专家并行引擎"},
     "more_how": {"en": "more", "zh": "更多"},
     "path": {"en": "Decision path ({n} steps, latest first):", "zh": "决策路径（{n} 步，从最后一步倒序）："},
     "earlier": {"en": "… {n} earlier steps (--full shows them)", "zh": "……另有 {n} 个更早的步骤（--full 显示）"},
@@ -269,6 +276,8 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
            f"knowledge {result['knowledge_hash']})"]
     if result.get("reason") == "not-in-plan":
         out.append(f"  {result['resolved']} {tr('not_in_plan', lang)}")
+    if result.get("reason") == "not-searched":
+        out.append(f"  {result['resolved']}: {tr('not_searched', lang)}")
     if result.get("field"):
         out.append(f"  {result['field']} = {fmt(result.get('value'))}")
     if result["groups"] and status != "chosen":

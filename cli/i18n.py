@@ -10,6 +10,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "configuration": {"en": "Configuration", "zh": "配置"},
     "packed_servers": {"en": "shared physical servers", "zh": "共用的物理服务器"},
     "layout": {"en": "Layout", "zh": "部署方式"},
+    "launch": {"en": "Launch", "zh": "启动命令"},
     "performance": {"en": "Performance (estimated)", "zh": "性能（估算）"},
     "cost": {"en": "Cost", "zh": "成本"},
     "bom": {"en": "Bill of materials", "zh": "物料清单"},

@@ -160,6 +160,11 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
                    if c.get("standby_gpus") else "")
         cards = (f" devices = {c['cards']} cards × {c['devices_per_card']}"
                  if (c.get("devices_per_card") or 1) > 1 else "")
+        if c.get("layout") == "attention-dp":
+            return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), attention data parallel "
+                    f"{c['attention_dp']} × expert parallel {c['expert_parallel']} per "
+                    f"{c.get('gpus_per_replica')}-GPU engine, {c['replicas']} engine(s){standby}, "
+                    f"{c['per_server']} per server")
         return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), tensor parallel "
                 f"{c['tensor_parallel']}{span}, {c['replicas']} replica(s){standby}, "
                 f"{c['per_server']} per server")
@@ -196,7 +201,9 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         return str(c["placement"])
     if name == "software" and c.get("framework"):
         s = c.get("settings") or {}
-        keys = ("tensor_parallel_size", "tp_size", "tp", "pipeline_parallel_size", "data_parallel_replicas",
+        keys = ("tensor_parallel_size", "tp_size", "tp", "dp_size", "data_parallel_size", "enable_dp_attention",
+                "enable_attention_dp", "ep_size", "enable_expert_parallel", "pipeline_parallel_size",
+                "data_parallel_replicas",
                 "max_num_seqs", "max_batch_size", "max_running_requests", "gpu_memory_utilization",
                 "mem_fraction_static", "quantization")
         shown = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None)
@@ -357,6 +364,9 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
         out.append(f"  {pad(label, 13)} {component_line(name, comp)}")
+        launch = (comp.get("settings") or {}).get("launch") if name == "software" else None
+        if launch:
+            out.append(f"  {pad(t('launch', lang), 13)} {launch}")
     if extras:
         out.append("")
         out.append(t("operations", lang))

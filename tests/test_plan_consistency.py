@@ -33,7 +33,9 @@ def test_gpus_replicas_settings_and_containers_agree(plans):
         if not gpu.get("tensor_parallel"):
             continue  # edge devices, encoders without a replica layout
         pp = gpu.get("pipeline_parallel") or 1
-        assert gpu["count"] == gpu["replicas"] * gpu["tensor_parallel"] * pp + (gpu.get("standby_gpus") or 0), name
+        per_replica = gpu["tensor_parallel"] * (gpu.get("attention_dp") or 1) * pp  # an attention-DP engine: tp x dp
+        assert per_replica == (gpu.get("gpus_per_replica") or per_replica), name
+        assert gpu["count"] == gpu["replicas"] * per_replica + (gpu.get("standby_gpus") or 0), name
         assert gpu["replicas"] == gpu["replicas_for_peak"] + gpu["spare_replicas"], name
         settings = c["software"].get("settings") or {}
         if "data_parallel_replicas" in settings:

@@ -298,6 +298,43 @@ def known_options(plan: dict[str, Any], catalog_gpus: Iterable[str] = ()) -> lis
     return list(dict.fromkeys(names))
 
 
+# Serving layouts an auditor may ask about by name (normalised as catalog names are); a candidate's
+# layout is read from its id: 'GPU | precision | tp8' replicas, 'GPU | precision | dp8 ep8' attention-DP.
+LAYOUT_NAMES = {normalise_name(n): layout for layout, names in {
+    "replicas": ("replicas", "tensor-parallel", "tensor parallel", "tp-only", "tp"),
+    "attention-dp": ("attention-dp", "attention dp", "dp-attention", "dp attention", "attention data parallel",
+                     "expert-parallel", "expert parallel", "ep", "wide-ep"),
+    "disaggregated": ("disaggregated", "disaggregation", "pd", "prefill-decode", "prefill/decode"),
+    "speculative": ("speculative", "speculative decoding", "mtp", "eagle", "eagle3"),
+}.items() for n in names}
+NOT_SEARCHED = {  # layouts the planner does not yet propose, and why (issue #36)
+    "disaggregated": "not-searched",
+    "speculative": "not-searched",
+}
+
+
+def _candidate_layout(option: str) -> str | None:
+    parts = option.split(" | ")
+    if len(parts) < 3:
+        return None
+    return "attention-dp" if parts[2].startswith("dp") else "replicas" if parts[2].startswith("tp") else None
+
+
+def _why_not_layout(plan: dict[str, Any], layout: str, rules: dict[str, dict[str, Any]] | None
+                    ) -> dict[str, Any]:
+    """The candidates of one serving layout: chosen, rejected (best first) or never searched."""
+    if layout in NOT_SEARCHED:
+        return {"status": "never-candidate", "kind": "layout", "resolved": layout, "groups": [],
+                "reason": NOT_SEARCHED[layout]}
+    chosen_layout = plan["components"].get("gpu", {}).get("layout") or "replicas"
+    entries = [r for r in plan["rejected"] if r["kind"] == "candidate" and _candidate_layout(r["option"]) == layout]
+    status = "chosen" if chosen_layout == layout else ("rejected" if entries else "never-candidate")
+    return {"status": status, "kind": "layout", "resolved": layout,
+            "groups": group_rejections(plan, entries, rules),
+            "decided_by": _deciding_step(plan, "workload.layouts") if not entries else (
+                _deciding_step(plan, "chosen.id") if status == "chosen" else None)}
+
+
 def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] | None = None,
             catalog_gpus: dict[str, str] | None = None) -> dict[str, Any]:
     """Why OPTION is not in the plan: the rules and numbers that rejected it, or why it never was
@@ -331,7 +368,11 @@ def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] 
     if gpu:  # in the catalog now, but the plan never considered it
         return base | {"status": "never-candidate", "kind": "gpu", "resolved": gpu, "groups": [],
                        "reason": "not-in-plan"}
-    # 3. a precision: the candidates at it, or the step that chose which precisions to consider
+    # 3. a serving layout: the best candidate of that layout and every candidate of it
+    layout = LAYOUT_NAMES.get(key)
+    if layout is not None:
+        return base | _why_not_layout(plan, layout, rules)
+    # 4. a precision: the candidates at it, or the step that chose which precisions to consider
     if key in PRECISIONS:
         entries = [r for r in plan["rejected"] if r["kind"] == "candidate"
                    and len(r["option"].split(" | ")) > 1 and r["option"].split(" | ")[1] == key]
@@ -340,7 +381,7 @@ def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] 
         return base | {"status": status, "kind": "precision", "resolved": key,
                        "groups": group_rejections(plan, entries, rules),
                        "decided_by": _deciding_step(plan, "workload.precisions") if not entries else None}
-    # 4. another value of an enumerated field (air, rent, ethernet-100g, ...)
+    # 5. another value of an enumerated field (air, rent, ethernet-100g, ...)
     values = _value_fields(plan)
     for fact, alternatives in ALTERNATIVES.items():
         match = next((a for a in alternatives if normalise_name(a) == key), None)

@@ -43,33 +43,72 @@ def quant_method(precision: str, framework: str | None = None) -> str | None:
     return QUANT_METHOD.get(str(precision))
 
 
+def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_len: int) -> str:
+    """One engine's launch command in the framework's own flags (see serving_settings)."""
+    per_rank = -(-max_seqs // adp)  # vLLM and TensorRT-LLM limit each attention-DP rank's batch
+    if fw == "TensorRT-LLM":
+        dp = (f" --ep_size {ep} --config config.yml  # config.yml: enable_attention_dp: true"
+              if adp > 1 else "")
+        return (f"trtllm-serve {model} --tp_size {tp} --pp_size 1 --max_batch_size {per_rank} "
+                f"--max_seq_len {max_len} --kv_cache_free_gpu_memory_fraction {MEMORY_FRACTION}{dp}")
+    if fw == "SGLang":
+        dp = f" --dp {adp} --enable-dp-attention --ep-size {ep}" if adp > 1 else ""
+        return (f"python3 -m sglang.launch_server --model-path {model} --tp {tp}{dp} "
+                f"--max-running-requests {max_seqs} --mem-fraction-static {MEMORY_FRACTION} "
+                f"--context-length {max_len}")
+    if fw == "MindIE":
+        return (f"mindieservice_daemon  # conf/config.json: worldSize {tp}, maxBatchSize {max_seqs}, "
+                f"maxSeqLen {max_len}, modelName {model}")
+    dp = f" --data-parallel-size {adp} --enable-expert-parallel" if adp > 1 else ""
+    return (f"vllm serve {model} --tensor-parallel-size {tp // adp if adp > 1 else tp}{dp} "
+            f"--max-num-seqs {per_rank} --gpu-memory-utilization {MEMORY_FRACTION} "
+            f"--max-model-len {max_len}")
+
+
 @domain_function
 def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, precision: str,
-                     max_len: int) -> dict[str, Any]:
-    """Launch settings of one serving engine replica, named as the framework's own flags.
+                     max_len: int, attention_dp: int = 1, ep: int = 1,
+                     model: str | None = None) -> dict[str, Any]:
+    """Launch settings of one serving engine replica, named as the framework's own flags, and with
+    ``model`` (the served model's name) its launch line (``launch``), the weights read from
+    ``/models/<model>`` on the local model store.
 
     ``max_seqs`` is the SLA-limited concurrency per replica (not the framework default);
-    ``replicas`` independent engines are run data-parallel behind a load balancer.
+    ``replicas`` independent engines are run data-parallel behind a load balancer. ``tp`` counts the
+    engine's GPUs as SGLang and TensorRT-LLM do; with ``attention_dp`` > 1 attention runs
+    data-parallel over that many ranks and the MoE layers ``ep``-way expert-parallel over all of
+    them (SGLang ``--dp N --enable-dp-attention --ep-size N``; vLLM ``--data-parallel-size N
+    --enable-expert-parallel`` with tensor-parallel-size tp ÷ N; TensorRT-LLM
+    ``enable_attention_dp``, ``--ep_size``). ``max_seqs`` counts the engine's requests: SGLang
+    shares max-running-requests among its DP ranks, vLLM's max-num-seqs and TensorRT-LLM's
+    max_batch_size are per rank (max_seqs ÷ attention_dp, rounded up).
     """
     tp, replicas, max_seqs, max_len = int(tp), int(replicas), int(max_seqs), int(max_len)
+    adp, ep = max(1, int(attention_dp)), max(1, int(ep))
+    per_rank = -(-max_seqs // adp)
     quant = QUANT_METHOD.get(str(precision))
-    common = {"data_parallel_replicas": replicas}
+    common: dict[str, Any] = {"data_parallel_replicas": replicas}
+    if model:  # the weights as the plan stores them: on the servers' local NVMe model store
+        common["launch"] = _launch(str(framework), f"/models/{model}", tp, adp, ep, max_seqs, max_len)
     fw = str(framework)
     if fw == "TensorRT-LLM":
-        return {"inflight_batching": True, "tp_size": tp, "max_batch_size": max_seqs,
+        dp = {"enable_attention_dp": True, "ep_size": ep} if adp > 1 else {}
+        return {"inflight_batching": True, "tp_size": tp, **dp, "max_batch_size": per_rank,
                 "kv_cache_free_gpu_memory_fraction": MEMORY_FRACTION, "max_seq_len": max_len,
                 "quantization": quant, **common}
     if fw == "SGLang":
-        return {"continuous_batching": True, "tensor_parallel_size": tp, "max_running_requests": max_seqs,
-                "mem_fraction_static": MEMORY_FRACTION, "context_length": max_len,
-                "quantization": quant, **common}
+        dp = {"dp_size": adp, "enable_dp_attention": True, "ep_size": ep} if adp > 1 else {}
+        return {"continuous_batching": True, "tensor_parallel_size": tp, **dp,
+                "max_running_requests": max_seqs, "mem_fraction_static": MEMORY_FRACTION,
+                "context_length": max_len, "quantization": quant, **common}
     if fw == "MindIE":
         return {"continuous_batching": True, "worldSize": tp, "maxBatchSize": max_seqs,
                 "max_batch_size": max_seqs, "npuMemSize": -1, "maxSeqLen": max_len,
                 "quantization": MINDIE_QUANT.get(str(precision)), **common}
-    return {"continuous_batching": True, "tensor_parallel_size": tp, "max_num_seqs": max_seqs,
-            "gpu_memory_utilization": MEMORY_FRACTION, "max_model_len": max_len,
-            "quantization": quant, "dtype": "bfloat16", **common}
+    dp = ({"data_parallel_size": adp, "enable_expert_parallel": True} if adp > 1 else {})
+    return {"continuous_batching": True, "tensor_parallel_size": tp // adp if adp > 1 else tp, **dp,
+            "max_num_seqs": per_rank, "gpu_memory_utilization": MEMORY_FRACTION,
+            "max_model_len": max_len, "quantization": quant, "dtype": "bfloat16", **common}
 
 
 # MIG geometry (NVIDIA MIG user guide): GPUs with 7 compute slices split memory into 8 slices

@@ -31,21 +31,36 @@ def _backend(framework: str | None) -> str:
     return framework_backend(framework)
 
 
+def attention_layout(tp: int, ep: int, attention_dp: int) -> tuple[int, int, int]:
+    """The performance model's (attention tp, ep, attention_dp) of an engine of ``tp`` GPUs as
+    SGLang and TensorRT-LLM count it: with ``attention_dp`` > 1 each of the attention_dp ranks runs
+    attention on tp ÷ attention_dp GPUs and the MoE layers span all tp GPUs, ``ep``-way by expert
+    (SGLang ``--tp 8 --dp 8 --enable-dp-attention``; TensorRT-LLM ``tensor_parallel_size 8,
+    enable_attention_dp``)."""
+    tp, ep, adp = int(tp), max(1, int(ep)), max(1, int(attention_dp))
+    if adp > 1 and tp % adp:
+        raise ValueError(f"attention_dp {adp} must divide the engine's tp {tp}")
+    return (tp // adp if adp > 1 else tp), ep, adp
+
+
 def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-                 concurrency: int, arrival: str = ARRIVAL, framework: str | None = None
-                 ) -> dict[str, Any]:
-    """The performance model's estimate for a tp x pp replica under production (open-loop)
-    traffic at the rate that keeps ``concurrency`` requests in flight, with the measured profile
-    of the serving ``framework`` (vLLM's when none is given), memoised per run."""
+                 concurrency: int, arrival: str = ARRIVAL, framework: str | None = None,
+                 ep: int = 1, attention_dp: int = 1) -> dict[str, Any]:
+    """The performance model's estimate for a tp x pp replica (``ep``, ``attention_dp`` as in
+    :func:`attention_layout`) under production (open-loop) traffic at the rate that keeps
+    ``concurrency`` requests in flight, with the measured profile of the serving ``framework``
+    (vLLM's when none is given), memoised per run."""
     ctx = current()
     c = max(1, int(concurrency))
     backend = _backend(framework)
-    key = ("estimate_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl), c,
-           str(arrival), backend)
+    atp, ep, adp = attention_layout(tp, ep, attention_dp)
+    key = ("estimate_pp", model, gpu, atp, int(pp), str(precision), int(isl), int(osl), c,
+           str(arrival), backend, ep, adp)
     if key not in ctx.cache:
         ctx.cache[key] = _perf().estimate_record(  # steps made only where a plan shows them
-            ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp), precision=str(precision),
-            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival), backend=backend)
+            ctx.model(model), ctx.catalog.gpu(gpu), tp=atp, pp=int(pp), precision=str(precision),
+            isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival), backend=backend,
+            ep=ep, attention_dp=adp)
     return ctx.cache[key]
 
 
@@ -63,15 +78,17 @@ def _metric(data: dict[str, Any], metric: str) -> Any:
 @domain_function(reads=(("models", 0), ("gpus", 1)))
 def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                 concurrency: int, metric: str, arrival: str = ARRIVAL,
-                framework: str | None = None) -> Any:
+                framework: str | None = None, ep: int = 1, attention_dp: int = 1) -> Any:
     """One metric of the performance estimate of a replica of ``tp`` x ``pp`` GPUs (``ttft_ms``,
     ``tpot_ms``, ``output_tokens_per_s``, ``fits``, ``weights_gib``, ``kv_cache_gib``,
     ``overhead_gib``, ``per_gpu_gib``, ``budget_gib``, ``kv_capacity_tokens``, ``*_hi``/``*_lo``
     band ends, ``ttft_p99_ms`` in open loop); ``arrival`` ``poisson`` (production traffic at the
     rate that keeps ``concurrency`` in flight) or ``closed`` (a full batch queue, offline);
     ``framework`` the serving framework whose measured profile applies (``SGLang``, ``vLLM``,
-    ``TensorRT-LLM`` ...; vLLM's when None); records the formula steps as details."""
-    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, arrival, framework)
+    ``TensorRT-LLM`` ...; vLLM's when None); ``ep`` and ``attention_dp`` the engine's expert and
+    attention data parallelism (:func:`attention_layout`); records the formula steps as details."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, arrival, framework,
+                        ep, attention_dp)
     value = _metric(data, metric)
     note_detail({"function": "estimate_pp", "metric": metric, "steps": data.get("steps", []),
                  "calibration": data.get("calibration")})
@@ -80,12 +97,14 @@ def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int
 
 @domain_function(reads=(("models", 0), ("gpus", 1)))
 def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-         concurrency: int, framework: str | None = None) -> dict[str, Any]:
+         concurrency: int, framework: str | None = None, ep: int = 1,
+         attention_dp: int = 1) -> dict[str, Any]:
     """The whole performance estimate of a tp x pp replica as a record, so a rule computes it once:
     ``let: {p: "perf(model.id, chosen.gpu, ...)"}`` then ``p.ttft_ms``, ``p.weights_gib``,
-    ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``, open-loop arrivals, ``framework`` as
-    there)."""
-    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, ARRIVAL, framework)
+    ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``, open-loop arrivals, ``framework``,
+    ``ep`` and ``attention_dp`` as there)."""
+    data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, ARRIVAL, framework,
+                        ep, attention_dp)
     note_detail({"function": "perf", "steps": data.get("steps", []), "calibration": data.get("calibration")})
     out = {k: v for k, v in data.items() if not isinstance(v, (dict, list, Deferred))}
     out.update(data.get("memory", {}))
@@ -115,7 +134,7 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                        ttft_ms: float | None, tpot_ms: float | None,
                        e2e_ms: float | None = None, arrival: str = ARRIVAL,
                        framework: str | None = None, ttft_statistic: str = "p99",
-                       confidence: str = "p80") -> int:
+                       confidence: str = "p80", ep: int = 1, attention_dp: int = 1) -> int:
     """Largest number of requests in flight per ``tp`` x ``pp`` replica, under open-loop
     (Poisson) arrivals (``arrival="closed"``: a full batch queue), whose TTFT (P99 of the queue
     and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x
@@ -125,33 +144,36 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
     None); ``ttft_statistic``: what the TTFT target is, ``p99`` (the default: the queue's P99
     and the mean's upper band) or ``mean`` (the mean's upper band alone); ``confidence``: the edge
     of the estimate band the targets are met at, ``p80`` (the upper end of the 80 % band) or
-    ``median`` (the central estimate)."""
+    ``median`` (the central estimate); ``ep`` and ``attention_dp`` the engine's expert and attention
+    data parallelism (:func:`attention_layout`; the requests counted over all its ranks)."""
     ctx = current()
     backend = _backend(framework)
+    atp, ep, adp = attention_layout(tp, ep, attention_dp)
     ttft_statistic = str(ttft_statistic)
     if ttft_statistic not in ("p99", "mean"):
         raise ValueError(f"ttft_statistic must be 'p99' or 'mean', not {ttft_statistic!r}")
     confidence = str(confidence)
     if confidence not in ("p80", "median"):
         raise ValueError(f"confidence must be 'p80' or 'median', not {confidence!r}")
-    key = ("max_concurrency_pp", model, gpu, int(tp), int(pp), str(precision), int(isl), int(osl),
-           ttft_ms, tpot_ms, e2e_ms, str(arrival), backend, ttft_statistic, confidence)
+    key = ("max_concurrency_pp", model, gpu, atp, int(pp), str(precision), int(isl), int(osl),
+           ttft_ms, tpot_ms, e2e_ms, str(arrival), backend, ttft_statistic, confidence, ep, adp)
     if key not in ctx.cache:
         if e2e_ms is None:
             n = _perf().max_concurrency(
-                ctx.model(model), ctx.catalog.gpu(gpu), tp=int(tp), pp=int(pp),
-                precision=str(precision), isl=int(isl), osl=int(osl), ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                arrival=str(arrival), backend=backend, ttft_statistic=ttft_statistic,
-                confidence=confidence)
+                ctx.model(model), ctx.catalog.gpu(gpu), tp=atp, pp=int(pp), ep=ep,
+                attention_dp=adp, precision=str(precision), isl=int(isl), osl=int(osl),
+                ttft_ms=ttft_ms, tpot_ms=tpot_ms, arrival=str(arrival), backend=backend,
+                ttft_statistic=ttft_statistic, confidence=confidence)
         else:
             def ok(c: int) -> bool:
-                data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival, framework)
+                data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival, framework,
+                                    ep, adp)
                 return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms, ttft_statistic, confidence)
 
             n = 0
             from servewise.engine.domain.perf.architecture import tp_split_problem
 
-            if not tp_split_problem(ctx.model(model), int(tp)) and ok(1):
+            if not tp_split_problem(ctx.model(model), atp) and ok(1):
                 lo, hi = 1, 1024
                 if ok(hi):
                     lo = hi
@@ -175,11 +197,13 @@ LOAD_POINTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # shares of the operating point
 
 @domain_function(reads=(("models", 0), ("gpus", 1)))
 def load_curve(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
-               concurrency: int, framework: str | None = None) -> list[dict[str, Any]]:
+               concurrency: int, framework: str | None = None, ep: int = 1,
+               attention_dp: int = 1) -> list[dict[str, Any]]:
     """Latency against load for one replica under open-loop (Poisson) traffic: at shares
     ``LOAD_POINTS`` of ``concurrency`` (the operating point, share 1.0) the requests in flight,
     the requests/s they serve (``C / (TTFT + osl x TPOT)``), mean and P99 TTFT, mean TPOT and the
-    upper end of its band — what the reports' latency-vs-load chart draws."""
+    upper end of its band — what the reports' latency-vs-load chart draws (``ep``, ``attention_dp``
+    as in :func:`attention_layout`)."""
     rows = []
     seen: set[int] = set()
     for share in LOAD_POINTS:
@@ -187,7 +211,8 @@ def load_curve(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int,
         if c in seen:
             continue
         seen.add(c)
-        d = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, ARRIVAL, framework)
+        d = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, ARRIVAL, framework, ep,
+                         attention_dp)
         if d.get("ttft_ms") is None or d.get("tpot_ms") is None:
             continue
         seconds = (d["ttft_ms"] + int(osl) * d["tpot_ms"]) / 1000

@@ -266,6 +266,8 @@ def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
         for key, src in over.items():
             exprs[f"over.{key}"] = _compile(src, f"propose over {key}")
         exprs["id"] = _compile(spec["id"], "propose id")
+        if spec.get("skip") is not None:  # combinations that name no option (no item, no rejection)
+            exprs["skip"] = _compile(spec["skip"], "propose skip")
         for key, src in spec["attrs"].items():
             exprs[f"attrs.{key}"] = _compile(src, f"propose attr {key}")
         for i, u in enumerate(spec.get("unless") or []):

@@ -157,9 +157,12 @@ def _propose_each(ctx: ActionContext, act: Action, combos: list[tuple], names: l
     spec, mem, a = ctx.spec, ctx.mem, act.spec
     kind = a["kind"]
     once = _ByCombination(spec, names)
+    skip = act.exprs.get("skip")
     for combo in combos:
         local = dict(zip(names, combo, strict=False))
         res = live_resolver(mem, spec, ctx.iid, {}, local)
+        if skip is not None and once.evaluate(skip, res, local):
+            continue
         item_id = str(act.exprs["id"].evaluate(res))
         if (kind, item_id) in mem.items:
             continue

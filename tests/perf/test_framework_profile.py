@@ -45,6 +45,7 @@ def test_example_plans_state_and_use_their_framework_profile(example_plans) -> N
         wl = plan["workload"]
         per_replica = sw["settings"]["max_running_requests"]  # SGLang's per-replica limit
         kwargs = dict(tp=gpu["tensor_parallel"], pp=gpu["pipeline_parallel"], precision=gpu["precision"],
+                      ep=gpu.get("expert_parallel") or 1, attention_dp=gpu.get("attention_dp") or 1,
                       isl=wl["traffic"]["avg_input_tokens"], osl=wl["traffic"]["avg_output_tokens"],
                       concurrency=per_replica, arrival="poisson")
         model, card = catalog.model(wl["model"]), catalog.gpu(gpu["model"])
