@@ -7,6 +7,7 @@ html report embeds them, ``plan --plot DIR`` writes them as files."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from html import escape
 from typing import Any
 
@@ -60,16 +61,10 @@ def _svg(body: list[str], title: str) -> str:
             + "\n".join(body) + "\n</svg>\n")
 
 
-def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
-    """Scatter of the ranked candidates (TCO vs TPOT upper end), the chosen one marked, the TPOT
-    target as a vertical line; None when the plan ranked no candidates."""
-    rows = [c for c in plan.get("candidates") or [] if c.get("tco_cny") and c.get("tpot_ms_hi")]
-    if not rows:
-        return None
-    target = ((plan.get("workload") or {}).get("sla") or {}).get("tpot_ms")
-    xs = [c["tpot_ms_hi"] for c in rows] + ([target] if target else [])
-    ys = [c["tco_cny"] / 1e6 for c in rows]
-    x_ticks, y_ticks = _ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05)
+def _axes(x_ticks: list[float], y_ticks: list[float], grid: bool = False
+          ) -> tuple[Callable[[float], float], Callable[[float], float], list[str]]:
+    """The two axes with their tick labels (and light grid lines): the data-to-pixel maps and the
+    SVG elements drawn so far."""
     x_hi, y_hi = x_ticks[-1], y_ticks[-1]
 
     def px(x: float) -> float:
@@ -80,11 +75,24 @@ def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
 
     body = [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
             f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>']
-    for t in x_ticks:
-        body.append(f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>')
+    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>' for t in x_ticks]
     for t in y_ticks:
         body.append(f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>')
-        body.append(f'<line x1="{LEFT}" y1="{_n(py(t))}" x2="{W - RIGHT}" y2="{_n(py(t))}" stroke="#eee"/>')
+        if grid:
+            body.append(f'<line x1="{LEFT}" y1="{_n(py(t))}" x2="{W - RIGHT}" y2="{_n(py(t))}" stroke="#eee"/>')
+    return px, py, body
+
+
+def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """Scatter of the ranked candidates (TCO vs TPOT upper end), the chosen one marked, the TPOT
+    target as a vertical line; None when the plan ranked no candidates."""
+    rows = [c for c in plan.get("candidates") or [] if c.get("tco_cny") and c.get("tpot_ms_hi")]
+    if not rows:
+        return None
+    target = ((plan.get("workload") or {}).get("sla") or {}).get("tpot_ms")
+    xs = [c["tpot_ms_hi"] for c in rows] + ([target] if target else [])
+    ys = [c["tco_cny"] / 1e6 for c in rows]
+    px, py, body = _axes(_ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05), grid=True)
     body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
                 f'{escape(pick(LABELS["cost_x"], lang))}</text>')
     body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
@@ -117,20 +125,8 @@ def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
     series = {"ttft_p99": [(r["requests_per_s"], 100 * (r.get("ttft_p99_ms") or r["ttft_ms"]) / sla["ttft_ms"])
                            for r in curve],
               "tpot_hi": [(r["requests_per_s"], 100 * r["tpot_ms_hi"] / sla["tpot_ms"]) for r in curve]}
-    x_ticks = _ticks(0, max(x for x, _ in series["ttft_p99"]) * 1.05)
-    y_ticks = _ticks(0, max(110.0, *(y for pts in series.values() for _, y in pts)))
-    x_hi, y_hi = x_ticks[-1], y_ticks[-1]
-
-    def px(x: float) -> float:
-        return LEFT + (W - LEFT - RIGHT) * x / x_hi
-
-    def py(y: float) -> float:
-        return H - BOTTOM - (H - TOP - BOTTOM) * y / y_hi
-
-    body = [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
-            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>']
-    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>' for t in x_ticks]
-    body += [f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>' for t in y_ticks]
+    px, py, body = _axes(_ticks(0, max(x for x, _ in series["ttft_p99"]) * 1.05),
+                         _ticks(0, max(110.0, *(y for pts in series.values() for _, y in pts))))
     body.append(f'<line x1="{LEFT}" y1="{_n(py(100))}" x2="{W - RIGHT}" y2="{_n(py(100))}" stroke="#c62828" '
                 f'stroke-dasharray="5,4"/>')
     body.append(f'<text x="{W - RIGHT - 4}" y="{_n(py(100) - 6)}" text-anchor="end" fill="#c62828">SLA 100 %</text>')
