@@ -281,7 +281,7 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
     if result.get("field"):
         out.append(f"  {result['field']} = {fmt(result.get('value'))}")
     if result["groups"] and status != "chosen":
-        best = result["groups"][0]["entries"][0]
+        best = result.get("closest") or result["groups"][0]["entries"][0]
         because = pick(best.get("because_i18n") or best["because"], lang)
         out.append(f"  {tr('closest', lang)}: {best['option']} — {because}")
     for g in result["groups"]:

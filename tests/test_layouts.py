@@ -71,3 +71,22 @@ def test_why_not_answers_for_layouts(cli, tmp_path):
     assert "% more than the chosen" in replicas.output
     later = cli("why-not", str(out), "disaggregated")
     assert later.exit_code == 0 and "does not yet plan this layout" in later.output
+
+
+def test_a_rejected_layout_is_compared_on_the_plans_own_gpu(cli, tmp_path):
+    """With the default 500 ms TTFT the attention-DP engines miss the target: why-not names the
+    plan's GPU in that layout (not an unpriced GPU elsewhere), and the plan warns what the default
+    costs."""
+    wl = tmp_path / "w.yaml"
+    wl.write_text("model: DeepSeek-V3\nprecision: fp8\nsla: {tpot_ms: 40}\n"
+                  "traffic: {peak_qps: 100, avg_input_tokens: 2000, avg_output_tokens: 800}\n"
+                  "constraints: {gpu_models: [B200, A100 80GB PCIe], cooling_available: liquid, rack_power_kw: 40, "
+                  "allow_restricted: true}\n")
+    out = tmp_path / "plan.json"
+    assert cli("plan", str(wl), "--format", "json", "-o", str(out)).exit_code == 0
+    plan = json.loads(out.read_text())
+    assert plan["components"]["gpu"]["layout"] == "replicas"
+    assert any(w["rule"] == "sla.defaulted-ttft-excludes-attention-dp" for w in plan["warnings"])
+    res = cli("why-not", str(out), "attention-dp")
+    assert "closest to being chosen: B200 | fp8 | dp8 ep8" in res.output, res.output
+    assert "TTFT ≤" in res.output and "(target 500 ms)" in res.output

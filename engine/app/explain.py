@@ -329,7 +329,13 @@ def _why_not_layout(plan: dict[str, Any], layout: str, rules: dict[str, dict[str
     chosen_layout = plan["components"].get("gpu", {}).get("layout") or "replicas"
     entries = [r for r in plan["rejected"] if r["kind"] == "candidate" and _candidate_layout(r["option"]) == layout]
     status = "chosen" if chosen_layout == layout else ("rejected" if entries else "never-candidate")
+    gpu = plan["components"].get("gpu", {}).get("model")
+    trace_stage = {s["rule"]: s.get("stage") for s in plan["trace"]}
+    same_gpu = sorted((r for r in entries if r["option"].split(" | ")[0] == gpu),
+                      key=lambda r: rejection_rank(r, rules, trace_stage))
     return {"status": status, "kind": "layout", "resolved": layout,
+            # the layout on the plan's own GPU is the comparison an auditor asks for
+            "closest": same_gpu[0] if same_gpu else None,
             "groups": group_rejections(plan, entries, rules),
             "decided_by": _deciding_step(plan, "workload.layouts") if not entries else (
                 _deciding_step(plan, "chosen.id") if status == "chosen" else None)}
