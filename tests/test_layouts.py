@@ -90,3 +90,13 @@ def test_a_rejected_layout_is_compared_on_the_plans_own_gpu(cli, tmp_path):
     res = cli("why-not", str(out), "attention-dp")
     assert "closest to being chosen: B200 | fp8 | dp8 ep8" in res.output, res.output
     assert "TTFT ≤" in res.output and "(target 500 ms)" in res.output
+
+
+def test_the_serving_framework_is_decided_once_for_sizing_and_layouts():
+    from servewise.engine.domain.fn_cost import serving_framework
+
+    assert serving_framework("nvidia", ["cuda"], "MLA") == "SGLang"
+    assert serving_framework("nvidia", ["cuda", "tensorrt"], "MLA") == "TensorRT-LLM"
+    assert serving_framework("nvidia", None, "GQA") == "vLLM"
+    assert (serving_framework("amd", [], "GQA"), serving_framework("huawei", [], "GQA")) == ("vLLM (ROCm)", "MindIE")
+    assert serving_framework("intel", [], "GQA") is None

@@ -295,6 +295,7 @@ def _deciding_step(plan: dict[str, Any], fact: str) -> dict[str, Any] | None:
 def known_options(plan: dict[str, Any], catalog_gpus: Iterable[str] = ()) -> list[str]:
     names = [r["option"] for r in plan["rejected"]] + [r["option"].split(" | ")[0] for r in plan["rejected"]]
     names += list(catalog_gpus) + [v for vs in ALTERNATIVES.values() for v in vs] + list(PRECISIONS)
+    names += list(dict.fromkeys(LAYOUT_NAMES.values()))  # replicas, attention-dp, disaggregated, speculative
     return list(dict.fromkeys(names))
 
 

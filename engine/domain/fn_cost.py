@@ -43,6 +43,19 @@ def quant_method(precision: str, framework: str | None = None) -> str | None:
     return QUANT_METHOD.get(str(precision))
 
 
+@domain_function(memoise=False)
+def serving_framework(vendor: str | None, team_skills: Any, attention_type: str | None) -> str | None:
+    """The serving framework a plan uses for an accelerator vendor (rules/bom/software.yaml explains
+    and configures it): on NVIDIA TensorRT-LLM for a team that builds TensorRT engines, else SGLang
+    for multi-head latent attention (DeepSeek-style MLA), else vLLM; AMD the ROCm build of vLLM;
+    Huawei MindIE; None for other vendors."""
+    if vendor == "nvidia":
+        if "tensorrt" in (team_skills or ()):
+            return "TensorRT-LLM"
+        return "SGLang" if attention_type == "MLA" else "vLLM"
+    return {"amd": "vLLM (ROCm)", "huawei": "MindIE"}.get(str(vendor))
+
+
 def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_len: int) -> str:
     """One engine's launch command in the framework's own flags (see serving_settings)."""
     per_rank = -(-max_seqs // adp)  # vLLM and TensorRT-LLM limit each attention-DP rank's batch

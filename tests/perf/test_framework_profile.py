@@ -18,12 +18,17 @@ def test_framework_backend(framework: str | None, backend: str) -> None:
 
 
 def test_every_framework_the_rules_name_has_a_profile() -> None:
-    """The candidate rule's frameworks (rules/candidates/gpu.yaml) are the mapping's keys."""
+    """The frameworks the candidate rule can name (rules/candidates/gpu.yaml decides them with
+    serving_framework) are the mapping's keys."""
     from pathlib import Path
+
+    from servewise.engine.domain.fn_cost import serving_framework
 
     text = (Path(__file__).parents[2] / "rules" / "candidates" / "gpu.yaml").read_text(encoding="utf-8")
     line = next(ln for ln in text.splitlines() if ln.strip().startswith("framework:"))
-    named = {name for name in FRAMEWORK_PROFILE if f"'{name}'" in line}
+    assert "serving_framework(" in line
+    named = {serving_framework(vendor, skills, attention)
+             for vendor in ("nvidia", "amd", "huawei") for skills in ([], ["tensorrt"]) for attention in ("GQA", "MLA")}
     assert named == set(FRAMEWORK_PROFILE)
 
 
