@@ -100,3 +100,13 @@ def test_the_serving_framework_is_decided_once_for_sizing_and_layouts():
     assert serving_framework("nvidia", None, "GQA") == "vLLM"
     assert (serving_framework("amd", [], "GQA"), serving_framework("huawei", [], "GQA")) == ("vLLM (ROCm)", "MindIE")
     assert serving_framework("intel", [], "GQA") is None
+
+
+def test_speculation_is_stated_off_and_an_mtp_model_says_the_plan_is_sized_without_it(example_plans):
+    v3 = example_plans["deepseek-v3-online"].plan
+    assert v3["components"]["gpu"]["speculative"] == "off"
+    note = [w for w in v3["warnings"] if w["rule"] == "sla.speculative-decoding-not-modelled"]
+    assert note and note[0]["severity"] == "info" and "85–90 %" in note[0]["message"]
+    dense = example_plans["chat-70b-online"].plan
+    assert dense["components"]["gpu"]["speculative"] == "off"
+    assert not [w for w in dense["warnings"] if w["rule"] == "sla.speculative-decoding-not-modelled"]

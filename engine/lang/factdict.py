@@ -26,7 +26,7 @@ MODEL_FACT_FIELDS = (
     "total_params_b", "active_params_b", "num_layers", "hidden_size", "num_attention_heads",
     "num_kv_heads", "head_dim", "intermediate_size", "vocab_size", "max_context",
     "attention_type", "kv_lora_rank", "qk_rope_head_dim", "num_experts", "experts_per_token",
-    "family", "task", "moe",
+    "family", "task", "moe", "mtp_layers",
 )
 
 
