@@ -52,9 +52,9 @@ def test_every_measured_row_predicted(result):
     measured = [x for x in result["rows"] if x["file"] == "measured.csv"]
     assert len(measured) == 1256
     skipped = [x for x in measured if x["skipped"]]
-    # only the 88 InferenceX DeepSeek-R1 TensorRT-LLM MTP runs (image 1.2.0rc6.post3)
-    assert len(skipped) == 88
-    assert all(x["skipped"].startswith("speculative decoding") for x in skipped)
+    # the 88 InferenceX DeepSeek-R1 TensorRT-LLM MTP runs (image 1.2.0rc6.post3) are predicted
+    # with speculative decoding since issue #36: every row is predicted
+    assert skipped == []
 
 
 def test_single_stream_prefill_rows_are_engine_prefills():

@@ -71,7 +71,7 @@ def test_shipped_extra_rows_read_the_stated_concurrency():
     assert checked > 1100
 
 
-def test_speculative_decoding_runs_are_skipped_with_the_reason():
+def test_speculative_runs_are_predicted_with_their_draft_length_or_skipped_with_the_reason():
     ix = {"source": "id=2026_04_06_deepseek_r1_b200_sxm_trtllm_fp8_agg_1024x8192_c4_tp8_ep1_68"}
     (mtp,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
                              "backend_version": "1.2.0rc6.post3", "tp": "8", "concurrency": "4",
@@ -82,8 +82,12 @@ def test_speculative_decoding_runs_are_skipped_with_the_reason():
     (plain,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
                                "backend_version": "1.2.0rc6.post2", "tp": "8",
                                "concurrency": "4"}])
-    assert mtp.skipped and "speculative decoding" in mtp.skipped
-    assert not plain.skipped
+    assert not mtp.skipped and mtp.speculative_tokens == 3  # MTP=3 without attention DP (the recipe)
+    assert not plain.skipped and plain.speculative_tokens == 0
+    (mtp_dp,) = read_measured([{**BASE, "model": "DeepSeek-R1", "gpu": "B200", "backend": "trtllm",
+                                "backend_version": "1.2.0rc6.post3", "tp": "1", "attention_dp": "8",
+                                "moe_ep": "8", "concurrency": "64", **ix}])
+    assert mtp_dp.speculative_tokens == 1  # MTP=1 with attention DP
     qwen = {**BASE, "model": "Qwen3.5-397B-A17B", "gpu": "B200", "backend": "sglang",
             "concurrency": "4", "moe_ep": "1", **ix}
     (mtp_layout,) = read_measured([{**qwen, "tp": "4"}])

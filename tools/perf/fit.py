@@ -127,6 +127,7 @@ def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[st
         classes[cls]["backends"][be] = entry
     return {"default_class": REFERENCE_CLASS, "links": _kept("links", FALLBACK_LINKS),
             "moe_kernels": _kept("moe_kernels", {}),
+            "speculative": _kept("speculative", {}),
             "unmeasured_band_widening": 2.0,
             "classes": {**dict(classes),
                         **{c: _inherited(w) for c, w in UNMEASURED.items() if c not in classes}}}

@@ -94,6 +94,7 @@ class Row:
     lengths: str = "fixed"             # closed-loop request lengths: fixed | random (a range)
     skipped: str | None = None
     unused: str | None = None          # a measurement of the row left out, and why
+    speculative_tokens: int = 0        # draft tokens per step of a speculative run (0: none)
 
 
 def _f(v: str | None) -> float | None:
@@ -222,7 +223,8 @@ def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
     return Layout(tp, pp, mep, max(1, n // tp)), conc
 
 
-# Runs with speculative decoding, which the model does not predict, known from their source's
+# Runs with speculative decoding whose draft length their source does not give (the model predicts
+# speculation only with a known number of draft tokens, MODELLED_SPECULATIVE_RUNS below), known from their source's
 # configuration: the columns (lower-case; ``image`` is the notes' ``image=``) a run matches, and
 # why. From InferenceX's .github/configs/nvidia-master.yaml (SemiAnalysisAI/InferenceX), Feb to
 # Apr 2026 (e.g. commit 51e31df):
@@ -234,15 +236,28 @@ def _measured_layout(r: dict[str, str], gpu: dict[str, Any] | None = None,
 #   image lmsysorg/sglang:v0.5.9-cu130, the plain configuration tp 8 / ep 1 and tp 4 / ep 4 in
 #   the -amd64 images (until May 2026); rows without an image repeat those runs' numbers. B300
 #   rows in the same image and layout (April 2026) are the same recipe.
-_MTP_DSR1 = ("speculative decoding: InferenceX ran DeepSeek-R1's TensorRT-LLM MTP configurations "
-             "(MTP 3, or 1 with attention DP) in image 1.2.0rc6.post3, the plain ones in post2; "
-             "the model has no speculative-decoding term")
 _MTP_QWEN35 = ("speculative decoding: InferenceX's qwen3.5-fp8-b200-sglang-mtp configuration "
                "(tp 4, ep 1, image lmsysorg/sglang:v0.5.9-cu130; the plain one searched tp 8 and "
                "tp 4 / ep 4); the model has no speculative-decoding term")
-SPECULATIVE_RUNS: tuple[tuple[dict[str, str], str], ...] = (
+# Speculative runs whose recipe says how many draft tokens they ran, predicted with speculation:
+# InferenceX benchmarks/dsr1_fp8_b200_trt_mtp.sh (and its fp4 twin) set
+# `speculative_config: {decoding_type: MTP, num_nextn_predict_layers: MTP}` with "MTP=1" when
+# DP_ATTENTION is true, else "MTP=3"; the client sends random prompts in the chat template
+# (--use-chat-template). (match, recipe label)
+MODELLED_SPECULATIVE_RUNS: tuple[tuple[dict[str, str], str], ...] = (
     ({"backend": "trtllm", "backend_version": "1.2.0rc6.post3", "model": "deepseek-r1"},
-     _MTP_DSR1),
+     "dsr1-trt-mtp"),
+)
+
+
+def speculative_tokens(recipe: str, attention_dp: int) -> int:
+    """Draft tokens per step of a modelled speculative recipe (MODELLED_SPECULATIVE_RUNS)."""
+    if recipe == "dsr1-trt-mtp":
+        return 1 if attention_dp > 1 else 3
+    raise ValueError(f"unknown speculative recipe {recipe!r}")
+
+
+SPECULATIVE_RUNS: tuple[tuple[dict[str, str], str], ...] = (
     ({"backend": "sglang", "model": "qwen3.5-397b-a17b", "image": "lmsysorg/sglang:v0.5.9-cu130"},
      _MTP_QWEN35),
     ({"backend": "sglang", "model": "qwen3.5-397b-a17b", "gpu": "b200", "precision": "fp8",
@@ -451,6 +466,7 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
         _load(row, r)
         inferencex = _inferencex(r)
         cols = _cols(r) if inferencex else {}
+        recipe = _matching(MODELLED_SPECULATIVE_RUNS, cols) if inferencex else None
         if inferencex:
             row.skipped = (row.skipped or _speculative(cols)
                            or _matching(DISAGGREGATED_RUNS, cols))
@@ -462,6 +478,8 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
             row.skipped = row.skipped or f"parallel layout: {exc}"
         if inferencex and not row.skipped:
             row.layout, row.unused = _script_layout(cols, row.layout, row.concurrency or 0.0)
+            if recipe:
+                row.speculative_tokens = speculative_tokens(recipe, row.layout.attention_dp)
             if row.unused:
                 row.ttft_ms = None
         if inferencex and not (r.get("scheduler_recv_interval") or "").strip():

@@ -39,6 +39,7 @@ from servewise.engine.domain.perf.architecture import (
 from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, MIXED_PREFILL_BACKENDS, Profile, gpu_class, profile
 from servewise.engine.domain.perf.memory import Layout, memory
 from servewise.engine.domain.perf.precision import check_precision, default_kv_precision
+from servewise.engine.domain.perf.speculative import Speculation
 from servewise.engine.domain.perf.timing import DSA_INDEXER_FLOOR_US, StepModel
 from servewise.engine.domain.perf.types import Estimate, Step
 
@@ -57,12 +58,15 @@ def _base(sm: StepModel, c_rank: float, isl: int, osl: int,
     backend runs prefills as steps of their own (not in MIXED_PREFILL_BACKENDS)."""
     prof = sm.prof
     pf = sm.prefill_once(isl)
-    dec = sm.decode(max(c_rank, 1.0), isl + osl / 2.0)
+    # a speculative step (sm.spec) emits tokens_per_step tokens: the time per token is the step's
+    # share; the prefills landing in a request's life are the same whatever its step count
+    dec = (sm.spec_decode if sm.spec else sm.decode)(max(c_rank, 1.0), isl + osl / 2.0)
+    per_token = dec["total"] / dec.get("tokens_per_step", 1.0)
     others = max(c_rank - 1.0, 0.0)
     kappa = (prof.interference_lockstep if lockstep and prof.backend not in MIXED_PREFILL_BACKENDS
              else prof.interference)
     interf = kappa * others * pf["total"] / osl
-    return {"prefill": pf, "dec": dec, "interference": interf, "tpot": dec["total"] + interf,
+    return {"prefill": pf, "dec": dec, "interference": interf, "tpot": per_token + interf,
             "batch": max(c_rank, 1.0), "n_dec": max(osl - 1, 0), "kappa": kappa}
 
 
@@ -443,10 +447,12 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
 
 def _step_model(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
                 backend: str, kv_precision: str | None,
-                calibration: dict[str, Any] | None) -> StepModel:
+                calibration: dict[str, Any] | None,
+                speculative: Speculation | None = None) -> StepModel:
     kvp = kv_precision or default_kv_precision(gpu, precision)
-    return StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
-                           calibration)
+    sm = StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
+                         calibration)
+    return replace(sm, spec=speculative) if speculative else sm
 
 
 def _check_arrival(arrival: str, request_rate: float | None) -> str:
@@ -483,14 +489,16 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
             kv_precision: str | None = None,
             calibration: dict[str, Any] | None = None, arrival: str = "closed",
             request_rate: float | None = None, statistic: str = "mean",
-            recv_interval: int = 1, lengths: str = "fixed") -> tuple[float | None, float, float]:
-    """(TTFT ms, TPOT ms, output tokens/s) without memory check or explanation (fast path).
+            recv_interval: int = 1, lengths: str = "fixed",
+            speculative: Speculation | None = None) -> tuple[float | None, float, float]:
+    """(TTFT ms, TPOT ms, output tokens/s) without memory check or explanation (fast path);
+    ``speculative``: speculative decoding (perf.speculative), off when None.
 
     ``statistic`` ``p99`` gives the P99 TTFT of the open-loop queue (None in closed loop, which
     models the mean); ``mean`` and ``median`` give the mean. ``recv_interval``: the scheduler's
     receive interval of a measured closed-loop run (data.RECV_INTERVAL_RULES).
     """
-    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration)
+    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration, speculative)
     s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
               request_rate=request_rate, limit=MAX_BATCH.get(sm.prof.backend, 1024),
               recv_interval=recv_interval, lengths=lengths)

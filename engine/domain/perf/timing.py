@@ -42,6 +42,7 @@ from servewise.engine.domain.perf.calibration import (
 )
 from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token, replicated_bytes
 from servewise.engine.domain.perf.precision import bytes_per_weight, compute_rate
+from servewise.engine.domain.perf.speculative import Speculation
 
 # DSA indexer (DeepSeek-V3.2, GLM-5.x) per layer and decode step beyond the token reads: the FP8
 # paged MQA logits kernel and the top-k selection at their launch floors, 0.008 + 0.013 ms on an
@@ -97,6 +98,7 @@ class StepModel:
     dsa_layers: float = 0.0     # layers running the DSA indexer (0: dense attention)
     moe_route_bytes: float = 0.0  # fused-MoE bytes per routed (token x hidden) element, per GPU
     moe_layers: float = 0.0     # layers with routed experts
+    spec: Speculation | None = None  # speculative decoding (perf.speculative), None: off
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
@@ -349,6 +351,37 @@ class StepModel:
                 "t_mem": t_mem, "flops": gemm + moe + attn, "gemm_flops": gemm,
                 "moe_flops": moe, "attn_flops": attn, "route_tokens": route, "t_compute": t_cmp,
                 "t_comm": t_comm, "t_overhead": t_ovh, "total": t_mem + t_cmp + t_comm + t_ovh}
+
+    def verify(self, batch: float, context: float, positions: float) -> dict[str, float]:
+        """One target step verifying ``positions`` tokens of each of ``batch`` sequences per DP rank
+        (speculative decoding): weights and each sequence's KV cache read once, GEMMs, attention,
+        expert routing and collectives for every position, the engine's per-step cost once."""
+        batch = max(batch, 1.0)
+        stage_tokens = batch * self.lay.dp * positions
+        w_exp = self.expert_bytes * self.expert_fraction(stage_tokens)
+        kv = self.kv_read_bytes(batch, context)
+        t_mem = self.mem_ms(self.dense_bytes + kv + w_exp / (self.prof.eta_moe * self.moe_read))
+        attn = self.attention_flops(batch * positions, context)
+        dense, moe = self.linear_flops_per_token(self.lay.dp)
+        t_cmp = self.compute_ms(batch * positions * dense, batch * positions * moe, attn,
+                                route_tokens=stage_tokens)
+        t_comm = self.comm_ms(batch * positions, stage_tokens)
+        t_ovh = self.overhead_ms(batch)
+        return {"t_mem": t_mem, "t_compute": t_cmp, "t_comm": t_comm, "t_overhead": t_ovh,
+                "total": t_mem + t_cmp + t_comm + t_ovh}
+
+    def spec_decode(self, batch: float, context: float) -> dict[str, float]:
+        """A speculative step (``spec``): the draft's ``k`` forward passes (each ``draft_layers``
+        of this model's per-layer decode cost), then one verify step of ``k + 1`` positions; it
+        emits ``tokens_per_step`` tokens."""
+        assert self.spec is not None
+        k = int(self.spec.tokens)
+        plain = self.decode(batch, context)
+        per_layer = (plain["t_mem"] + plain["t_compute"]) / max(self.layers, 1.0)
+        draft = k * self.spec.draft_layers * per_layer
+        ver = self.verify(batch, context, k + 1)
+        return {**ver, "t_draft": draft, "total": ver["total"] + draft,
+                "tokens_per_step": self.spec.tokens_per_step}
 
     def prefill_once(self, tokens: float) -> dict[str, float]:
         """:meth:`prefill` of ``tokens`` (no cached tokens), computed once per step model (a

@@ -6,9 +6,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from servewise.engine.domain.perf.calibration import load_calibration
 from servewise.engine.domain.perf.data import DEFAULT_FILES, Row, read_rows
 from servewise.engine.domain.perf.memory import memory
 from servewise.engine.domain.perf.serving import MAX_BATCH, engine_prefill_ms, predict
+from servewise.engine.domain.perf.speculative import speculation
 
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 # issue #13: fitted on all shared data (median APE)
@@ -45,6 +47,9 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
             conc = offline_concurrency(row) if row.offline else float(row.concurrency or 1)
             # a row with an offered request rate ran open loop (Poisson arrivals)
             arrival = "poisson" if row.request_rate and not row.offline else "closed"
+            spec = (speculation(row.model, row.speculative_tokens, None,
+                                calibration or load_calibration())
+                    if row.speculative_tokens else None)
             ttft, tpot, tput = predict(row.model, row.gpu, row.layout, precision=row.precision,
                                        isl=row.isl, osl=row.osl, concurrency=conc,
                                        backend=row.backend, kv_precision=row.kv_precision,
@@ -52,7 +57,7 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
                                        request_rate=row.request_rate if arrival == "poisson"
                                        else None, statistic=row.statistic,
                                        recv_interval=row.recv_interval,
-                                       lengths=row.lengths)
+                                       lengths=row.lengths, speculative=spec)
             if row.statistic == "p99":  # the model gives no P99 of TPOT (nor closed-loop TTFT)
                 tpot = None
     except ValueError as exc:
