@@ -11,8 +11,9 @@ import click
 from servewise.cli.wrap import output_width, wrap
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf import PRECISIONS, estimate, estimate_embedding
-from servewise.engine.domain.perf.calibration import BACKENDS
+from servewise.engine.domain.perf.calibration import BACKENDS, load_calibration
 from servewise.engine.domain.perf.data import MODEL_ALIASES, DataError
+from servewise.engine.domain.perf.speculative import speculation
 from servewise.engine.domain.perf.validate import METRICS, validate
 
 
@@ -62,7 +63,11 @@ def _workload_line(i: dict[str, Any]) -> str:
             " (open loop: Poisson arrivals)" if i.get("arrival") == "poisson"
             else " (closed loop, random lengths)" if i.get("request_lengths") == "random"
             else " (closed loop)")
-    return f"workload: isl {i['isl']}, osl {i['osl']}, {load}"
+    spec = i.get("speculative")
+    extra = (f"; speculative decoding: {spec['tokens']} draft token(s) a step, acceptance "
+             f"{spec['acceptance']:g} ({'given' if spec['source'] == 'given' else 'fitted, see the steps'})"
+             if spec else "")
+    return f"workload: isl {i['isl']}, osl {i['osl']}, {load}{extra}"
 
 
 def estimate_text(d: dict[str, Any]) -> str:
@@ -144,13 +149,21 @@ def estimate_text(d: dict[str, Any]) -> str:
 @click.option("--kv-precision", type=click.Choice(("bf16", "fp16", "fp8", "int8")),
               default=None, help="KV-cache format (default: fp8 with fp8/fp4 weights on GPUs "
                                  "with native FP8, else 16 bit).")
+@click.option("--speculative-tokens", type=click.IntRange(min=1, max=16), default=None,
+              help="Speculative decoding: draft tokens proposed per step (e.g. 1-3 for a model's "
+                   "MTP module); off when not given.")
+@click.option("--acceptance", type=click.FloatRange(min=0, max=1), default=None,
+              help="Probability a draft token is accepted given the ones before it (default: the "
+                   "model family's fitted value, facts/calibration.yaml speculative; an error for "
+                   "a family without one).")
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
 def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
                  precision: str, isl: int, osl: int | None, task: str, concurrency: int,
                  backend: str,
                  arrival: str, request_rate: float | None, request_lengths: str | None,
-                 kv_precision: str | None, fmt: str) -> None:
+                 kv_precision: str | None, speculative_tokens: int | None,
+                 acceptance: float | None, fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
@@ -169,11 +182,15 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
     if request_lengths and (arrival == "poisson" or request_rate):
         raise BadInput("--request-lengths: applies to a closed loop (--arrival closed without "
                        "--request-rate); open-loop arrivals are never in step")
+    if acceptance is not None and speculative_tokens is None:
+        raise BadInput("--acceptance: applies with --speculative-tokens (draft tokens per step)")
     try:
+        spec = (speculation(m, speculative_tokens, acceptance, load_calibration())
+                if speculative_tokens else None)
         e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
                      concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
                      attention_dp=attention_dp, arrival=arrival, request_rate=request_rate,
-                     request_lengths=request_lengths or "fixed")
+                     request_lengths=request_lengths or "fixed", speculative=spec)
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     d = e.to_dict()

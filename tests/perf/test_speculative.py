@@ -54,3 +54,20 @@ def test_measured_mtp_runs_are_predicted_within_15_percent():
     assert len(spec) == 88 and {r.speculative_tokens for r in spec} == {1, 3}
     errs = [abs(predict_row(r)["tpot_ms"] - r.tpot_ms) / r.tpot_ms for r in spec]
     assert statistics.median(errs) <= 0.15
+
+
+def test_estimate_takes_speculative_tokens_through_the_cli(cli):
+    args = ["estimate", "--model", "DeepSeek-R1", "--gpu", "B200", "--tp", "8", "--ep", "8",
+            "--precision", "fp8", "--isl", "1024", "--osl", "8192", "--concurrency", "4",
+            "--backend", "trtllm", "--format", "json"]
+    import json
+
+    plain = json.loads(cli(*args).output)
+    res = cli(*args, "--speculative-tokens", "3")
+    spec = json.loads(res.output)
+    assert spec["tpot_ms"] < 0.75 * plain["tpot_ms"] and spec["inputs"]["speculative"]["tokens"] == 3
+    assert any(s["name"] == "speculative_tpot" for s in spec["steps"])
+    bad = cli(*args[:-2], "--speculative-tokens", "3", "--model", "Llama-3.1-8B", "--tp", "1", "--ep", "1")
+    assert bad.exit_code == 2 and "no measured speculative acceptance" in bad.output
+    lone = cli(*args, "--acceptance", "0.6")
+    assert lone.exit_code == 2 and "--acceptance: applies with --speculative-tokens" in lone.output

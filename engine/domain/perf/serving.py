@@ -552,7 +552,7 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
                    gpu_memory_utilization: float = 0.9, attention_dp: int = 1,
                    check_memory: bool = True, calibration: dict[str, Any] | None = None,
                    arrival: str = "closed", request_rate: float | None = None,
-                   request_lengths: str = "fixed"
+                   request_lengths: str = "fixed", speculative: Speculation | None = None
                    ) -> tuple[Estimate, Callable[[], list[Step]]]:
     """The estimate with the memory steps of its explanation, and a function making the rest of
     its steps (a pure function of the solved state: the same steps whenever it is called).
@@ -566,7 +566,9 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     ``attention_dp`` > 1 runs attention data-parallel (each rank its own
     sequences) with MoE layers shared by all ``tp x attention_dp`` GPUs. ``check_memory=False``
     estimates timings even when the KV cache would not fit (used to validate against measured
-    rows); ``calibration`` overrides facts/calibration.yaml (used by the refit).
+    rows); ``calibration`` overrides facts/calibration.yaml (used by the refit);
+    ``speculative``: speculative decoding (perf.speculative) — the steps explain the plain decode
+    step, then the speculative step that gives TPOT, TTFT and throughput.
     """
     precision = check_precision(precision)
     if isl < 1 or osl < 1 or concurrency < 1:
@@ -582,11 +584,15 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
         sm: StepModel | None = StepModel.build(model, gpu, lay, precision, kvp, prof, calibration)
     except ValueError as exc:
         sm, why = None, str(exc)
-    s = None
+    s = plain = None
     if sm is not None:
-        s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
-                  request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024),
-                  lengths=request_lengths)
+        plain = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
+                      request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024),
+                      lengths=request_lengths)
+        s = plain if speculative is None else solve(
+            replace(sm, spec=speculative), isl=isl, osl=osl, concurrency=concurrency,
+            arrival=arrival, request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024),
+            lengths=request_lengths)
     in_flight = s["c_rank"] * lay.dp if s is not None and request_rate else float(concurrency)
     tokens = in_flight * (isl + osl / 2.0)
     mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=tokens,
@@ -599,7 +605,10 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
               "kv_precision": kvp, "isl": isl, "osl": osl, "concurrency": concurrency,
               "backend": prof.backend, "gpu_memory_utilization": gpu_memory_utilization,
               "arrival": arrival, "request_rate": request_rate,
-              "request_lengths": request_lengths if arrival == "closed" else None}
+              "request_lengths": request_lengths if arrival == "closed" else None,
+              "speculative": None if speculative is None else {
+                  "tokens": speculative.tokens, "acceptance": speculative.acceptance,
+                  "source": speculative.source}}
     steps = tuple(mem.steps)
     null_band = {"ttft_ms": None, "tpot_ms": None, "output_tokens_per_s": None}
     if check_memory and not mem.fits:
@@ -609,7 +618,20 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     tput = s["lam"] * 1e3 * osl * lay.dp
 
     def more() -> list[Step]:
-        out = _steps(sm, s, isl, osl)
+        out = _steps(sm, plain, isl, osl)
+        if speculative is not None:
+            d = s["dec"]
+            out.append(Step(
+                "speculative_tpot",
+                "tpot_ms = (t_verify_ms + t_draft_ms) / tokens_per_step + interference_ms",
+                {"t_verify_ms": d["total"] - d["t_draft"], "t_draft_ms": d["t_draft"],
+                 "tokens_per_step": d["tokens_per_step"], "interference_ms": s["interference"],
+                 "k": speculative.tokens, "a": speculative.acceptance},
+                s["tpot"], "ms",
+                f"speculative decoding: the draft proposes k tokens (k passes of {speculative.draft_layers:g} "
+                "layer(s) of this model), one target step verifies k + 1 positions per sequence (weights "
+                "and KV read once), tokens_per_step = (1 - a^(k+1)) / (1 - a); acceptance a from "
+                f"{speculative.source}; TTFT with it {s['ttft']:.1f} ms (the step above is the plain one)"))
         out.append(Step("throughput", "tokens_per_s = lambda_per_s x osl x dp",
                         {"lambda_per_s": s["lam"] * 1e3, "osl": osl, "dp": lay.dp}, tput,
                         "tokens/s"))
