@@ -160,6 +160,9 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
                    if c.get("standby_gpus") else "")
         cards = (f" devices = {c['cards']} cards × {c['devices_per_card']}"
                  if (c.get("devices_per_card") or 1) > 1 else "")
+        if c.get("speculative") == "mtp":
+            standby += (f", MTP speculative decoding ({c.get('speculative_tokens')} draft token(s), "
+                        f"acceptance {c.get('speculative_acceptance')})")
         if c.get("layout") == "attention-dp":
             return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), attention data parallel "
                     f"{c['attention_dp']} × expert parallel {c['expert_parallel']} per "

@@ -4,6 +4,7 @@ sized by the same performance model, configured with launch lines and answerable
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -102,11 +103,19 @@ def test_the_serving_framework_is_decided_once_for_sizing_and_layouts():
     assert serving_framework("intel", [], "GQA") is None
 
 
-def test_speculation_is_stated_off_and_an_mtp_model_says_the_plan_is_sized_without_it(example_plans):
+def test_an_mtp_model_is_sized_with_its_module_and_a_dense_one_is_not(example_plans, cli, tmp_path):
     v3 = example_plans["deepseek-v3-online"].plan
-    assert v3["components"]["gpu"]["speculative"] == "off"
-    note = [w for w in v3["warnings"] if w["rule"] == "sla.speculative-decoding-not-modelled"]
-    assert note and note[0]["severity"] == "info" and "85–90 %" in note[0]["message"]
+    gpu = v3["components"]["gpu"]
+    assert (gpu["speculative"], gpu["speculative_tokens"], gpu["speculative_acceptance"]) == ("mtp", 1, 0.7)
+    assert "--speculative-algorithm EAGLE --speculative-num-steps 1" in v3["components"]["software"]["settings"]["launch"]
+    assert [w for w in v3["warnings"] if w["rule"] == "sla.speculative-decoding-on"]
     dense = example_plans["chat-70b-online"].plan
     assert dense["components"]["gpu"]["speculative"] == "off"
-    assert not [w for w in dense["warnings"] if w["rule"] == "sla.speculative-decoding-not-modelled"]
+    assert "speculative" not in dense["components"]["software"]["settings"]["launch"]
+    wl = tmp_path / "off.yaml"
+    wl.write_text((Path("examples/deepseek-v3-online.yaml").read_text()) + "serving: {speculative: 'off'}\n")
+    off = json.loads(cli("plan", str(wl), "--format", "json").output)
+    assert off["components"]["gpu"]["speculative"] == "off"
+    assert off["components"]["gpu"]["count"] >= gpu["count"]
+    note = [w for w in off["warnings"] if w["rule"] == "sla.speculative-decoding-not-modelled"]
+    assert note and "serving.speculative: off" in note[0]["message"]

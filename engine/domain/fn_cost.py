@@ -56,32 +56,45 @@ def serving_framework(vendor: str | None, team_skills: Any, attention_type: str 
     return {"amd": "vLLM (ROCm)", "huawei": "MindIE"}.get(str(vendor))
 
 
-def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_len: int) -> str:
-    """One engine's launch command in the framework's own flags (see serving_settings)."""
+def mtp_frameworks() -> tuple[str, ...]:
+    """Frameworks that run a model's MTP module as speculative decoding (policy mtp_frameworks)."""
+    return tuple(current().catalog.table("policies").get("mtp_frameworks")["value"])
+
+
+def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_len: int,
+            spec: int = 0) -> str:
+    """One engine's launch command in the framework's own flags (see serving_settings); ``spec``
+    draft tokens of the model's MTP module (0: off)."""
     per_rank = -(-max_seqs // adp)  # vLLM and TensorRT-LLM limit each attention-DP rank's batch
     if fw == "TensorRT-LLM":
-        dp = (f" --ep_size {ep} --config config.yml  # config.yml: enable_attention_dp: true"
-              if adp > 1 else "")
+        config = (["enable_attention_dp: true"] if adp > 1 else []) + (
+            [f"speculative_config: {{decoding_type: MTP, num_nextn_predict_layers: {spec}}}"] if spec else [])
+        extra = (f" --ep_size {ep}" if adp > 1 else "") + (
+            f" --config config.yml  # config.yml: {'; '.join(config)}" if config else "")
         return (f"trtllm-serve {model} --tp_size {tp} --pp_size 1 --max_batch_size {per_rank} "
-                f"--max_seq_len {max_len} --kv_cache_free_gpu_memory_fraction {MEMORY_FRACTION}{dp}")
+                f"--max_seq_len {max_len} --kv_cache_free_gpu_memory_fraction {MEMORY_FRACTION}{extra}")
     if fw == "SGLang":
         dp = f" --dp {adp} --enable-dp-attention --ep-size {ep}" if adp > 1 else ""
+        mtp = (f" --speculative-algorithm EAGLE --speculative-num-steps {spec} "
+               f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {spec + 1}" if spec else "")
         return (f"python3 -m sglang.launch_server --model-path {model} --tp {tp}{dp} "
                 f"--max-running-requests {max_seqs} --mem-fraction-static {MEMORY_FRACTION} "
-                f"--context-length {max_len}")
+                f"--context-length {max_len}{mtp}")
     if fw == "MindIE":
         return (f"mindieservice_daemon  # conf/config.json: worldSize {tp}, maxBatchSize {max_seqs}, "
                 f"maxSeqLen {max_len}, modelName {model}")
     dp = f" --data-parallel-size {adp} --enable-expert-parallel" if adp > 1 else ""
+    mtp = (f" --speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": {spec}}}'"
+           if spec else "")
     return (f"vllm serve {model} --tensor-parallel-size {tp // adp if adp > 1 else tp}{dp} "
             f"--max-num-seqs {per_rank} --gpu-memory-utilization {MEMORY_FRACTION} "
-            f"--max-model-len {max_len}")
+            f"--max-model-len {max_len}{mtp}")
 
 
 @domain_function
 def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, precision: str,
                      max_len: int, attention_dp: int = 1, ep: int = 1,
-                     model: str | None = None) -> dict[str, Any]:
+                     model: str | None = None, spec_tokens: int = 0) -> dict[str, Any]:
     """Launch settings of one serving engine replica, named as the framework's own flags, and with
     ``model`` (the served model's name) its launch line (``launch``), the weights read from
     ``/models/<model>`` on the local model store.
@@ -94,23 +107,35 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
     --enable-expert-parallel`` with tensor-parallel-size tp ÷ N; TensorRT-LLM
     ``enable_attention_dp``, ``--ep_size``). ``max_seqs`` counts the engine's requests: SGLang
     shares max-running-requests among its DP ranks, vLLM's max-num-seqs and TensorRT-LLM's
-    max_batch_size are per rank (max_seqs ÷ attention_dp, rounded up).
+    max_batch_size are per rank (max_seqs ÷ attention_dp, rounded up). ``spec_tokens`` > 0 runs
+    the model's MTP module as speculative decoding with that many draft tokens a step (SGLang
+    ``--speculative-algorithm EAGLE`` with num-steps k, topk 1, k + 1 draft tokens; vLLM
+    ``--speculative-config {"method": "mtp", ...}``; TensorRT-LLM ``speculative_config:
+    decoding_type MTP``).
     """
     tp, replicas, max_seqs, max_len = int(tp), int(replicas), int(max_seqs), int(max_len)
-    adp, ep = max(1, int(attention_dp)), max(1, int(ep))
+    adp, ep, spec = max(1, int(attention_dp)), max(1, int(ep)), max(0, int(spec_tokens or 0))
     per_rank = -(-max_seqs // adp)
+    if spec and str(framework) not in mtp_frameworks():
+        spec = 0  # e.g. MindIE: no catalogued MTP support, so no flags (and no sizing with it)
     quant = QUANT_METHOD.get(str(precision))
     common: dict[str, Any] = {"data_parallel_replicas": replicas}
     if model:  # the weights as the plan stores them: on the servers' local NVMe model store
-        common["launch"] = _launch(str(framework), f"/models/{model}", tp, adp, ep, max_seqs, max_len)
+        common["launch"] = _launch(str(framework), f"/models/{model}", tp, adp, ep, max_seqs, max_len,
+                                   spec)
     fw = str(framework)
     if fw == "TensorRT-LLM":
         dp = {"enable_attention_dp": True, "ep_size": ep} if adp > 1 else {}
+        if spec:
+            dp["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": spec}
         return {"inflight_batching": True, "tp_size": tp, **dp, "max_batch_size": per_rank,
                 "kv_cache_free_gpu_memory_fraction": MEMORY_FRACTION, "max_seq_len": max_len,
                 "quantization": quant, **common}
     if fw == "SGLang":
         dp = {"dp_size": adp, "enable_dp_attention": True, "ep_size": ep} if adp > 1 else {}
+        if spec:
+            dp.update(speculative_algorithm="EAGLE", speculative_num_steps=spec,
+                      speculative_eagle_topk=1, speculative_num_draft_tokens=spec + 1)
         return {"continuous_batching": True, "tensor_parallel_size": tp, **dp,
                 "max_running_requests": max_seqs, "mem_fraction_static": MEMORY_FRACTION,
                 "context_length": max_len, "quantization": quant, **common}
@@ -119,6 +144,8 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
                 "max_batch_size": max_seqs, "npuMemSize": -1, "maxSeqLen": max_len,
                 "quantization": MINDIE_QUANT.get(str(precision)), **common}
     dp = ({"data_parallel_size": adp, "enable_expert_parallel": True} if adp > 1 else {})
+    if spec:
+        dp["speculative_config"] = {"method": "mtp", "num_speculative_tokens": spec}
     return {"continuous_batching": True, "tensor_parallel_size": tp // adp if adp > 1 else tp, **dp,
             "max_num_seqs": per_rank, "gpu_memory_utilization": MEMORY_FRACTION,
             "max_model_len": max_len, "quantization": quant, "dtype": "bfloat16", **common}

@@ -43,9 +43,45 @@ def attention_layout(tp: int, ep: int, attention_dp: int) -> tuple[int, int, int
     return (tp // adp if adp > 1 else tp), ep, adp
 
 
+def _speculation(model: str, tokens: int, acceptance: float | None,
+                 framework: str | None = None, pp: int = 1) -> Any:
+    """The Speculation a rule asks for (``tokens`` > 0), with ``acceptance`` or the family's
+    fitted one; None when off, when ``framework`` (a plan's) does not run MTP (policy
+    mtp_frameworks) or with pipeline parallelism (vLLM's speculative decoding docs: 'not
+    compatible with pipeline parallelism'; no MTP + PP recipe is catalogued for the others)."""
+    if not tokens or int(tokens) < 1 or int(pp) > 1:
+        return None
+    from servewise.engine.domain.fn_cost import mtp_frameworks
+
+    if framework is not None and framework not in mtp_frameworks():
+        return None
+    from servewise.engine.domain.perf.calibration import load_calibration
+    from servewise.engine.domain.perf.speculative import speculation
+
+    return speculation(current().model(model), int(tokens),
+                       None if acceptance is None else float(acceptance), load_calibration())
+
+
+@domain_function(reads=(("models", 0),))
+def speculative_acceptance(model: str, given: float | None = None) -> float | None:
+    """The acceptance a plan's speculative decoding is sized with: ``given`` (the workload's), else
+    the model family's fitted on measured runs (facts/calibration.yaml ``speculative``), else None."""
+    if given is not None:
+        return float(given)
+    from servewise.engine.domain.perf.calibration import load_calibration
+    from servewise.engine.domain.perf.speculative import acceptance_for
+
+    fitted = acceptance_for(current().model(model), load_calibration())
+    note_detail({"function": "speculative_acceptance", "result": None if fitted is None else fitted[0],
+                 "formula": "the family's acceptance fitted on measured MTP runs"
+                            + (f": {fitted[1]}" if fitted else " (none catalogued)")})
+    return None if fitted is None else fitted[0]
+
+
 def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                  concurrency: int, arrival: str = ARRIVAL, framework: str | None = None,
-                 ep: int = 1, attention_dp: int = 1) -> dict[str, Any]:
+                 ep: int = 1, attention_dp: int = 1, spec_tokens: int = 0,
+                 spec_acceptance: float | None = None) -> dict[str, Any]:
     """The performance model's estimate for a tp x pp replica (``ep``, ``attention_dp`` as in
     :func:`attention_layout`) under production (open-loop) traffic at the rate that keeps
     ``concurrency`` requests in flight, with the measured profile of the serving ``framework``
@@ -54,13 +90,14 @@ def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: in
     c = max(1, int(concurrency))
     backend = _backend(framework)
     atp, ep, adp = attention_layout(tp, ep, attention_dp)
+    spec = _speculation(model, spec_tokens, spec_acceptance, framework, pp)
     key = ("estimate_pp", model, gpu, atp, int(pp), str(precision), int(isl), int(osl), c,
-           str(arrival), backend, ep, adp)
+           str(arrival), backend, ep, adp, spec)
     if key not in ctx.cache:
         ctx.cache[key] = _perf().estimate_record(  # steps made only where a plan shows them
             ctx.model(model), ctx.catalog.gpu(gpu), tp=atp, pp=int(pp), precision=str(precision),
             isl=int(isl), osl=int(osl), concurrency=c, arrival=str(arrival), backend=backend,
-            ep=ep, attention_dp=adp)
+            ep=ep, attention_dp=adp, speculative=spec)
     return ctx.cache[key]
 
 
@@ -78,7 +115,8 @@ def _metric(data: dict[str, Any], metric: str) -> Any:
 @domain_function(reads=(("models", 0), ("gpus", 1)))
 def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                 concurrency: int, metric: str, arrival: str = ARRIVAL,
-                framework: str | None = None, ep: int = 1, attention_dp: int = 1) -> Any:
+                framework: str | None = None, ep: int = 1, attention_dp: int = 1,
+                spec_tokens: int = 0, spec_acceptance: float | None = None) -> Any:
     """One metric of the performance estimate of a replica of ``tp`` x ``pp`` GPUs (``ttft_ms``,
     ``tpot_ms``, ``output_tokens_per_s``, ``fits``, ``weights_gib``, ``kv_cache_gib``,
     ``overhead_gib``, ``per_gpu_gib``, ``budget_gib``, ``kv_capacity_tokens``, ``*_hi``/``*_lo``
@@ -86,9 +124,11 @@ def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int
     rate that keeps ``concurrency`` in flight) or ``closed`` (a full batch queue, offline);
     ``framework`` the serving framework whose measured profile applies (``SGLang``, ``vLLM``,
     ``TensorRT-LLM`` ...; vLLM's when None); ``ep`` and ``attention_dp`` the engine's expert and
-    attention data parallelism (:func:`attention_layout`); records the formula steps as details."""
+    attention data parallelism (:func:`attention_layout`); ``spec_tokens`` > 0 draft tokens of
+    speculative decoding at ``spec_acceptance`` (the family's fitted one when None); records the
+    formula steps as details."""
     data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, arrival, framework,
-                        ep, attention_dp)
+                        ep, attention_dp, spec_tokens, spec_acceptance)
     value = _metric(data, metric)
     note_detail({"function": "estimate_pp", "metric": metric, "steps": data.get("steps", []),
                  "calibration": data.get("calibration")})
@@ -98,13 +138,14 @@ def estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int
 @domain_function(reads=(("models", 0), ("gpus", 1)))
 def perf(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
          concurrency: int, framework: str | None = None, ep: int = 1,
-         attention_dp: int = 1) -> dict[str, Any]:
+         attention_dp: int = 1, spec_tokens: int = 0,
+         spec_acceptance: float | None = None) -> dict[str, Any]:
     """The whole performance estimate of a tp x pp replica as a record, so a rule computes it once:
     ``let: {p: "perf(model.id, chosen.gpu, ...)"}`` then ``p.ttft_ms``, ``p.weights_gib``,
     ``p.tpot_ms_hi`` ... (the metrics of ``estimate_pp``, open-loop arrivals, ``framework``,
-    ``ep`` and ``attention_dp`` as there)."""
+    ``ep``, ``attention_dp`` and the speculation as there)."""
     data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, concurrency, ARRIVAL, framework,
-                        ep, attention_dp)
+                        ep, attention_dp, spec_tokens, spec_acceptance)
     note_detail({"function": "perf", "steps": data.get("steps", []), "calibration": data.get("calibration")})
     out = {k: v for k, v in data.items() if not isinstance(v, (dict, list, Deferred))}
     out.update(data.get("memory", {}))
@@ -134,7 +175,8 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                        ttft_ms: float | None, tpot_ms: float | None,
                        e2e_ms: float | None = None, arrival: str = ARRIVAL,
                        framework: str | None = None, ttft_statistic: str = "p99",
-                       confidence: str = "p80", ep: int = 1, attention_dp: int = 1) -> int:
+                       confidence: str = "p80", ep: int = 1, attention_dp: int = 1,
+                       spec_tokens: int = 0, spec_acceptance: float | None = None) -> int:
     """Largest number of requests in flight per ``tp`` x ``pp`` replica, under open-loop
     (Poisson) arrivals (``arrival="closed"``: a full batch queue), whose TTFT (P99 of the queue
     and upper band of the mean), upper-band TPOT and full response time ``TTFT + (osl-1) x
@@ -145,7 +187,8 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
     and the mean's upper band) or ``mean`` (the mean's upper band alone); ``confidence``: the edge
     of the estimate band the targets are met at, ``p80`` (the upper end of the 80 % band) or
     ``median`` (the central estimate); ``ep`` and ``attention_dp`` the engine's expert and attention
-    data parallelism (:func:`attention_layout`; the requests counted over all its ranks)."""
+    data parallelism (:func:`attention_layout`; the requests counted over all its ranks);
+    ``spec_tokens``/``spec_acceptance`` speculative decoding as in :func:`estimate_pp`."""
     ctx = current()
     backend = _backend(framework)
     atp, ep, adp = attention_layout(tp, ep, attention_dp)
@@ -155,19 +198,21 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
     confidence = str(confidence)
     if confidence not in ("p80", "median"):
         raise ValueError(f"confidence must be 'p80' or 'median', not {confidence!r}")
+    spec = _speculation(model, spec_tokens, spec_acceptance, framework, pp)
     key = ("max_concurrency_pp", model, gpu, atp, int(pp), str(precision), int(isl), int(osl),
-           ttft_ms, tpot_ms, e2e_ms, str(arrival), backend, ttft_statistic, confidence, ep, adp)
+           ttft_ms, tpot_ms, e2e_ms, str(arrival), backend, ttft_statistic, confidence, ep, adp,
+           spec)
     if key not in ctx.cache:
         if e2e_ms is None:
             n = _perf().max_concurrency(
                 ctx.model(model), ctx.catalog.gpu(gpu), tp=atp, pp=int(pp), ep=ep,
                 attention_dp=adp, precision=str(precision), isl=int(isl), osl=int(osl),
                 ttft_ms=ttft_ms, tpot_ms=tpot_ms, arrival=str(arrival), backend=backend,
-                ttft_statistic=ttft_statistic, confidence=confidence)
+                ttft_statistic=ttft_statistic, confidence=confidence, speculative=spec)
         else:
             def ok(c: int) -> bool:
                 data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival, framework,
-                                    ep, adp)
+                                    ep, adp, spec_tokens, spec_acceptance)
                 return _meets(data, osl, ttft_ms, tpot_ms, e2e_ms, ttft_statistic, confidence)
 
             n = 0
@@ -198,7 +243,8 @@ LOAD_POINTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # shares of the operating point
 @domain_function(reads=(("models", 0), ("gpus", 1)))
 def load_curve(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                concurrency: int, framework: str | None = None, ep: int = 1,
-               attention_dp: int = 1) -> list[dict[str, Any]]:
+               attention_dp: int = 1, spec_tokens: int = 0,
+               spec_acceptance: float | None = None) -> list[dict[str, Any]]:
     """Latency against load for one replica under open-loop (Poisson) traffic: at shares
     ``LOAD_POINTS`` of ``concurrency`` (the operating point, share 1.0) the requests in flight,
     the requests/s they serve (``C / (TTFT + osl x TPOT)``), mean and P99 TTFT, mean TPOT and the
@@ -212,7 +258,7 @@ def load_curve(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int,
             continue
         seen.add(c)
         d = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, ARRIVAL, framework, ep,
-                         attention_dp)
+                         attention_dp, spec_tokens, spec_acceptance)
         if d.get("ttft_ms") is None or d.get("tpot_ms") is None:
             continue
         seconds = (d["ttft_ms"] + int(osl) * d["tpot_ms"]) / 1000

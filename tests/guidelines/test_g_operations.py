@@ -9,7 +9,7 @@ CHOSEN = {"chosen.id": "x"}
 # a replica the packing rules placed in a MIG instance (rules/bom/packing.yaml)
 MIG_SLICE = {"chosen.max_concurrency": 64, "performance.memory_per_gpu_gib": 25.0, "pack.unit": "mig",
              "pack.slice_profile": "3g.40gb", "pack.slice_concurrency": 64}
-SERVING = {**CHOSEN, "chosen.tp": 1, "chosen.attention_dp": 1, "chosen.ep": 1, "model.served_name": "org/model", "chosen.replicas": 2, "chosen.replicas_installed": 2, "chosen.max_concurrency": 32, "chosen.precision": "fp8",
+SERVING = {**CHOSEN, "chosen.tp": 1, "chosen.attention_dp": 1, "chosen.ep": 1, "model.served_name": "org/model", "components.gpu.speculative_tokens": 0, "chosen.replicas": 2, "chosen.replicas_installed": 2, "chosen.max_concurrency": 32, "chosen.precision": "fp8",
            "traffic.max_context_tokens": 8192, "model.attention_type": "GQA"}
 FRAMEWORKS = ["software.vllm-default", "software.trtllm-for-tensorrt-teams", "software.mindie-for-ascend",
               "software.vllm-rocm-for-amd"]

@@ -53,6 +53,10 @@ def test_example_plans_state_and_use_their_framework_profile(example_plans) -> N
                       ep=gpu.get("expert_parallel") or 1, attention_dp=gpu.get("attention_dp") or 1,
                       isl=wl["traffic"]["avg_input_tokens"], osl=wl["traffic"]["avg_output_tokens"],
                       concurrency=per_replica, arrival="poisson")
+        if gpu.get("speculative") == "mtp":
+            from servewise.engine.domain.perf.speculative import Speculation
+
+            kwargs["speculative"] = Speculation(gpu["speculative_tokens"], gpu["speculative_acceptance"])
         model, card = catalog.model(wl["model"]), catalog.gpu(gpu["model"])
         own = estimate(model, card, backend="sglang", **kwargs).tpot_ms
         other = estimate(model, card, backend="vllm", **kwargs).tpot_ms

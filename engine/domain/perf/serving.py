@@ -670,7 +670,8 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
                     tpot_ms: float | None, backend: str = "vllm", limit: int = 1024,
                     kv_precision: str | None = None, gpu_memory_utilization: float = 0.9,
                     attention_dp: int = 1, arrival: str = "closed",
-                    ttft_statistic: str = "p99", confidence: str = "p80") -> int:
+                    ttft_statistic: str = "p99", confidence: str = "p80",
+                    speculative: Speculation | None = None) -> int:
     """Largest concurrency whose upper-band TTFT/TPOT meet the targets and whose KV fits (0: none).
 
     ``arrival="poisson"`` sizes for production traffic: the open-loop queue at the rate that keeps
@@ -705,6 +706,8 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
         sm = StepModel.build(model, gpu, lay, precision, kvp, prof)
     except ValueError:
         return 0
+    if speculative is not None:
+        sm = replace(sm, spec=speculative)
     up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
     if confidence == "median":
         up_tpot = 1.0
