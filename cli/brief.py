@@ -76,6 +76,9 @@ def _configuration(plan: dict[str, Any], lang: str, width: int) -> list[str]:
                 f"{cost.get('buy_or_rent')}")
         out += _row(t("cost", lang).split(" ")[0], text, width, 2)
     out += _row("SLA", _sla_text(plan, lang), width, 2)
+    note = next((w for w in plan["warnings"] if w["rule"] == "engine.calibration-overlay"), None)
+    if note is not None:  # the estimates were pinned to the buyer's benchmark: say so, and its effect
+        out += _row("Calibration" if lang != "zh" else "校准", warning_text(note, lang), width, 3)
     return out
 
 

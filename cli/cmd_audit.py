@@ -430,8 +430,18 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
     else:  # re-run with the rule folders the plan was made with, checked as --rules-dir is
         rulebase = recorded_rulebase(plan_file, [d["path"] for d in plan["rules_dirs"]], settings.lang)
         dirs = settings.rules_dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
+    recorded = plan.get("calibration_overlay")
+    overlay = None
+    if isinstance(recorded, dict):  # re-run with the overlay the plan was calibrated with
+        from .perf_commands import read_overlay
+
+        path = str(recorded.get("path") or "")
+        if not path or not Path(path).is_file():
+            raise InputError(f"{plan_file}: calibration_overlay.path: the overlay file the plan was "
+                             f"calibrated with ('{path}'), not found")
+        overlay = read_overlay(path)
     try:
-        report = ex.audit(plan, rulebase, dirs)
+        report = ex.audit(plan, rulebase, dirs, overlay)
     except WorkloadError as exc:
         raise workload_error(in_plan_file(exc, plan_file), settings.lang) from None
     except UnknownEntry as exc:

@@ -168,21 +168,26 @@ def cli(ctx: click.Context, lang: str | None, debug: bool, rules_dirs: tuple[str
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False),
               help="Also write the plan's charts (cost vs latency of the candidates, capex by BOM "
                    "category) as SVG files into this folder; the md report links them.")
+@click.option("--calibration", "calibration", type=click.Path(dir_okay=False), default=None,
+              help="A calibration overlay written by `servewise calibrate` (the estimates use it; "
+                   "the plan records its hash).")
 @click.option("--full", is_flag=True,
               help="Text: everything (reasons, operations, bill of materials, every warning and "
                    "alternative), not the one-screen summary.")
 @click.pass_obj
 def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: bool,
-         plot_dir: str | None) -> None:
+         plot_dir: str | None, calibration: str | None) -> None:
     """Plan the servers for WORKLOAD (a YAML workload file). Text output opens with the decision
     on one screen; --full prints the whole plan."""
+    from .perf_commands import read_overlay
     from .progress import Progress
 
     rulebase = settings.rulebase()
+    overlay = read_overlay(calibration)
     try:
         with Progress("servewise: planning…" if settings.lang != "zh" else "servewise：规划中…", 0) as progress:
             progress.step(workload if workload != "-" else "")
-            result = plan_file(workload, rulebase, settings.rules_dirs)
+            result = plan_file(workload, rulebase, settings.rules_dirs, overlay=overlay)
     except WorkloadError as exc:
         raise workload_error(exc, settings.lang) from None
     except UnknownEntry as exc:

@@ -11,8 +11,9 @@ import click
 from servewise.cli.wrap import output_width, wrap
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf import PRECISIONS, estimate, estimate_embedding
-from servewise.engine.domain.perf.calibration import BACKENDS, load_calibration
+from servewise.engine.domain.perf.calibration import BACKENDS, load_calibration, using_overlay
 from servewise.engine.domain.perf.data import MODEL_ALIASES, DataError
+from servewise.engine.domain.perf.overlay import Overlay, OverlayError, load_overlay
 from servewise.engine.domain.perf.speculative import speculation
 from servewise.engine.domain.perf.validate import METRICS, validate
 
@@ -24,6 +25,20 @@ class BadInput(click.ClickException):
 
     def show(self, file: Any = None) -> None:
         click.echo(f"Error: {self.format_message()}", err=True, file=file)
+
+
+CALIBRATION_HELP = ("A calibration overlay written by `servewise calibrate`: the estimates use the "
+                    "constants it fitted on your own benchmark for its GPU and backend.")
+
+
+def read_overlay(path: str | None) -> Overlay | None:
+    """The ``--calibration`` overlay, or None; a missing or bad file is bad input (exit 2)."""
+    if path is None:
+        return None
+    try:
+        return load_overlay(path)
+    except OverlayError as exc:
+        raise BadInput(f"--calibration: {exc}") from None
 
 
 def _lookup(kind: str, name: str, option: str) -> dict[str, Any]:
@@ -99,7 +114,10 @@ def estimate_text(d: dict[str, Any]) -> str:
             lines.append(f"{s['name'].replace('_', ' '):>10}: {_fmt(s['result'])}")
     c = d["calibration"]
     lines.append(f"calibration: {c['gpu_class']} / {c['backend']}"
-                 f" ({'measured' if c['measured'] else 'not measured: wider band'})")
+                 f" ({'measured' if c['measured'] else 'not measured: wider band'})"
+                 + ("; with the --calibration overlay" if "overlay fitted" in c.get("source", "") else ""))
+    if c.get("band_source"):
+        lines.append(f"bands (80 %): {c['band_source']}")
     lines.append("how:")
     for s in d["steps"]:
         res = s["result"]
@@ -156,6 +174,7 @@ def estimate_text(d: dict[str, Any]) -> str:
               help="Probability a draft token is accepted given the ones before it (default: the "
                    "model family's fitted value, facts/calibration.yaml speculative; an error for "
                    "a family without one).")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None, help=CALIBRATION_HELP)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
 def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
@@ -163,8 +182,19 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
                  backend: str,
                  arrival: str, request_rate: float | None, request_lengths: str | None,
                  kv_precision: str | None, speculative_tokens: int | None,
-                 acceptance: float | None, fmt: str) -> None:
+                 acceptance: float | None, calibration: str | None, fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
+    with using_overlay(read_overlay(calibration)):
+        _estimate(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task, concurrency,
+                  backend, arrival, request_rate, request_lengths, kv_precision,
+                  speculative_tokens, acceptance, fmt)
+
+
+def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
+              precision: str, isl: int, osl: int | None, task: str, concurrency: int,
+              backend: str, arrival: str, request_rate: float | None,
+              request_lengths: str | None, kv_precision: str | None,
+              speculative_tokens: int | None, acceptance: float | None, fmt: str) -> None:
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
     if task == "embedding":
@@ -218,18 +248,26 @@ def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dic
             lines.append(f"{row['row']:>4} {row['file']:<15} {row['note']}")
     s = r["summary"]
     lines.append("")
-    lines.append("absolute percentage error        n   median      p90")
+    lines.append("absolute percentage error        n   median      p90   in 80% band")
     for m, st in s["overall"].items():
-        lines.append(f"  {m:<28} {st['n']:>5}   {_pct(st['median_ape'])}   {_pct(st['p90_ape'])}")
+        lines.append(f"  {m:<28} {st['n']:>5}   {_pct(st['median_ape'])}   {_pct(st['p90_ape'])}"
+                     f"   {_pct(st.get('band_coverage'))}")
+    lines.append("band coverage by regime (backend/arrival/load; share of measurements inside "
+                 "the 80 % band, target 70-90 %):")
+    for g, ms in s.get("by_regime", {}).items():
+        cells = "  ".join(f"{m.split('_')[0]} {_pct(st.get('band_coverage'))} (n={st['n']})"
+                          for m, st in ms.items())
+        lines.append(f"  {g:<26} {cells}")
     for group in ("by_gpu", "by_backend", "by_model"):
         lines.append(f"{group.replace('_', ' ')}:")
         for g, ms in s[group].items():
             cells = "  ".join(f"{m.split('_')[0]} {_pct(st['median_ape'])}/{_pct(st['p90_ape'])}"
                               f" (n={st['n']})" for m, st in ms.items())
             lines.append(f"  {g:<26} {cells}")
-    lines.append("targets (median APE): " + ", ".join(
-        f"{m} ≤ {100 * t['target_median_ape']:.0f}%: {'met' if t['met'] else 'NOT met'}"
-        for m, t in s["targets"].items()))
+    lines.append("targets (median APE on unseen campaigns, here in sample; band coverage 70-90 %): "
+                 + ", ".join(f"{m} ≤ {100 * t['target_median_ape']:.0f}%: {'met' if t['met'] else 'NOT met'}"
+                             f", coverage {'met' if t['coverage_met'] else 'NOT met'}"
+                             for m, t in s["targets"].items()))
     return "\n".join(lines)
 
 
@@ -237,23 +275,31 @@ def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dic
 @click.option("--data", "data", multiple=True, type=click.Path(dir_okay=False),
               help="CSV in the measured.csv or benchmarks.csv layout (repeatable); "
                    "default: the data the project ships.")
+@click.option("--calibration", type=click.Path(dir_okay=False), default=None, help=CALIBRATION_HELP)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
-def validate_cmd(data: tuple[str, ...], fmt: str) -> None:
-    """Estimates against measured rows: error per row, median and p90 per metric."""
+def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> None:
+    """Estimates against measured rows: error per row, median and p90 per metric, and how
+    often the 80 % bands hold the measurement."""
     for p in data:
         if not Path(p).is_file():
             raise BadInput(f"--data: file '{p}' not found (expected a CSV file)")
+    overlay = read_overlay(calibration)
     try:
-        r = validate(list(data) or None)
+        with using_overlay(overlay):
+            r = validate(list(data) or None)
     except DataError as exc:
         raise BadInput(f"--data: {exc}") from None
     if fmt == "json":
         rows = [{"row": x["row"], **{m: (round(x[m], 4) if x[m] is not None else None)
-                                      for m in METRICS}, "skipped": x["skipped"],
+                                      for m in METRICS},
+                 **{f"{m}_band": x.get(f"{m}_band") for m in ("ttft_ms", "tpot_ms")},
+                 "regime": x.get("regime"), "skipped": x["skipped"],
                  "note": x.get("note"), "file": x["file"]} for x in r["rows"]]
-        click.echo(json.dumps({"rows": rows, "summary": r["summary"], "files": r["files"]},
-                              indent=1))
+        out = {"rows": rows, "summary": r["summary"], "files": r["files"]}
+        if overlay is not None:
+            out["calibration_overlay"] = overlay.record()
+        click.echo(json.dumps(out, indent=1))
         return
     by_row: dict[tuple[str, int], list[dict]] = {}
     for e in r["errors"]:

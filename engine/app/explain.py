@@ -450,16 +450,19 @@ def compare(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def audit(plan: dict[str, Any], rulebase: RuleBase, rules_dirs: list[Any] | None = None) -> dict[str, Any]:
+def audit(plan: dict[str, Any], rulebase: RuleBase, rules_dirs: list[Any] | None = None,
+          overlay: Any = None) -> dict[str, Any]:
     """Re-run the plan's recorded workload with ``rulebase`` (loaded with the extra ``rules_dirs``)
     and compare with the plan.
 
     ``status`` is ``identical``; ``edited`` when the knowledge hash is the same but the result is not
     (the recorded inputs and result do not match: the file was edited, or servewise changed); or
-    ``knowledge-changed`` when the hash differs."""
-    from servewise.engine.app.plan import plan_workload, rules_dirs_record
+    ``knowledge-changed`` when the hash differs. ``overlay``: the calibration overlay the plan
+    records (``calibration_overlay``), re-read from its file."""
+    from servewise.engine.app.plan import plan_calibrated, rules_dirs_record
 
-    result = plan_workload(plan["workload"], list(plan.get("defaults_used", [])), rulebase, "<plan workload>")
+    result = plan_calibrated(plan["workload"], list(plan.get("defaults_used", [])), rulebase,
+                             "<plan workload>", overlay)
     if rules_dirs:
         result.plan["rules_dirs"] = rules_dirs_record(rules_dirs)
     new = json.loads(json.dumps(result.plan, ensure_ascii=False, sort_keys=True))

@@ -18,6 +18,8 @@ from servewise.engine.common.messages import both, message
 from servewise.engine.common.version import VERSION
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.functions import RunContext
+from servewise.engine.domain.perf.calibration import using_overlay
+from servewise.engine.domain.perf.overlay import Overlay
 from servewise.engine.lang.factdict import MODEL_FACT_FIELDS
 from servewise.engine.lang.rulebase import RuleBase, load_rules
 from servewise.engine.runtime.memory import Memory, Origin
@@ -271,10 +273,60 @@ def rules_dirs_record(dirs: list[Path] | list[str]) -> list[dict[str, str]]:
 
 
 def plan_file(path: str | Path, rulebase: RuleBase | None = None,
-              rules_dirs: list[Path] | None = None) -> PlanResult:
-    """Plan a workload file (``-`` is stdin); ``rules_dirs`` are recorded in the plan when given."""
+              rules_dirs: list[Path] | None = None, overlay: Overlay | None = None) -> PlanResult:
+    """Plan a workload file (``-`` is stdin); ``rules_dirs`` are recorded in the plan when given;
+    ``overlay``: a calibration overlay (``servewise calibrate``) every estimate uses, recorded
+    in the plan (``calibration_overlay``: file, absolute path, sha256, constants)."""
     workload, defaults_used = load_workload(path)
-    result = plan_workload(workload, defaults_used, rulebase, "<stdin>" if str(path) == "-" else str(path))
+    result = plan_calibrated(workload, defaults_used, rulebase,
+                             "<stdin>" if str(path) == "-" else str(path), overlay)
     if rules_dirs:
         result.plan["rules_dirs"] = rules_dirs_record(rules_dirs)
     return result
+
+
+def plan_calibrated(workload: dict[str, Any], defaults_used: list[str], rulebase: RuleBase | None,
+                    file: str, overlay: Overlay | None) -> PlanResult:
+    """:func:`plan_workload` with every estimate through ``overlay`` (when given), which the plan
+    records with a note of what it changed (the plan without it is made too, to compare)."""
+    if overlay is None:
+        return plan_workload(workload, defaults_used, rulebase, file)
+    with using_overlay(overlay):
+        result = plan_workload(workload, defaults_used, rulebase, file)
+    plain = plan_workload(workload, defaults_used, rulebase, file)
+    result.plan["calibration_overlay"] = overlay_record(overlay)
+    result.plan["warnings"].insert(0, overlay_note(overlay, plain.plan, result.plan))
+    return result
+
+
+def _decision(plan: dict[str, Any]) -> str:
+    """The headline of a plan: GPUs, servers and capex."""
+    g, srv, cost = plan["components"]["gpu"], plan["components"]["servers"], plan["cost"]
+    capex = cost.get("capex_cny")
+    return (f"{g.get('count')} x {g.get('model')} in {srv.get('count')} server(s), capex "
+            + (f"{capex:,.0f} CNY" if isinstance(capex, (int, float)) else "n/a"))
+
+
+def overlay_note(overlay: Overlay, before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The plan's note that it was sized with ``overlay``, and what that changed."""
+    rec = overlay.record()
+    scopes = ", ".join(f"{s['gpu']} / {s['backend']}" for s in rec["scopes"])
+    constants = "; ".join(f"{s['gpu']}: " + ", ".join(f"{k} {v:g}" for k, v in s["constants"].items())
+                          for s in rec["scopes"])
+    b, a = _decision(before), _decision(after)
+    texts = {}
+    for lang in ("en", "zh"):
+        effect = (message("plan.calibration-overlay-same", lang, after=a) if a == b
+                  else message("plan.calibration-overlay-changed", lang, before=b, after=a))
+        texts[lang] = message("plan.calibration-overlay", lang, file=rec["file"],
+                              sha=rec["sha256"][:12], scopes=scopes, effect=effect,
+                              constants=constants)
+    return {"rule": "engine.calibration-overlay", "severity": "info", "message": texts["en"],
+            "message_i18n": texts}
+
+
+def overlay_record(overlay: Overlay) -> dict[str, Any]:
+    """What a plan records of its calibration overlay (`audit` re-reads it from ``path``)."""
+    import os
+
+    return {**overlay.record(), "path": os.path.abspath(overlay.path) if overlay.path else ""}

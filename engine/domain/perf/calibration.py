@@ -13,10 +13,13 @@ from __future__ import annotations
 import math
 import re
 import statistics
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml
 
@@ -273,15 +276,41 @@ def profile(gpu: dict[str, Any], backend: str = "vllm",
     """The calibration profile for ``gpu`` running ``backend``. With the shipped calibration it is
     remembered per GPU class and backend (all it depends on; a Profile is immutable); a
     calibration passed in (a refit) is read every time."""
+    overlay = _OVERLAY.get()
     if cal is not None:
-        return _profile(gpu, backend, cal)
+        p = _profile(gpu, backend, cal)
+        return overlay.apply(p, gpu) if overlay is not None else p
     cal = load_calibration()
     key = (gpu_class(gpu), str(backend))
     hit = _PROFILES.get(key)
-    if hit is not None and hit[0] is cal:  # the same file read (a test may reload it)
-        return hit[1]
-    out = _PROFILES[key] = (cal, _profile(gpu, backend, cal))
-    return out[1]
+    if hit is None or hit[0] is not cal:  # not read yet, or another file read (a test reloads it)
+        hit = _PROFILES[key] = (cal, _profile(gpu, backend, cal))
+    return overlay.apply(hit[1], gpu) if overlay is not None else hit[1]
+
+
+class ProfileOverlay(Protocol):
+    """A calibration overlay (perf.overlay.Overlay): changes the profiles it is scoped to."""
+
+    def apply(self, p: Profile, gpu: dict[str, Any]) -> Profile: ...
+
+
+_OVERLAY: ContextVar[ProfileOverlay | None] = ContextVar("servewise_overlay", default=None)
+
+
+@contextmanager
+def using_overlay(overlay: ProfileOverlay | None) -> Iterator[None]:
+    """Every profile read inside the block has ``overlay`` applied (``servewise calibrate``'s
+    file, perf.overlay); ``None`` leaves the shipped calibration as it is."""
+    token = _OVERLAY.set(overlay)
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
+
+
+def active_overlay() -> ProfileOverlay | None:
+    """The overlay in force (``using_overlay``), or None."""
+    return _OVERLAY.get()
 
 
 def _profile(gpu: dict[str, Any], backend: str, cal: dict[str, Any]) -> Profile:

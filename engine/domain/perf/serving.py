@@ -36,7 +36,15 @@ from servewise.engine.domain.perf.architecture import (
     attention_flops_per_token,
     tp_split_problem,
 )
-from servewise.engine.domain.perf.calibration import CHUNK_TOKENS, MIXED_PREFILL_BACKENDS, Profile, gpu_class, profile
+from servewise.engine.domain.perf.bands import OPEN_BINS, load_bin, lookup, regime
+from servewise.engine.domain.perf.calibration import (
+    CHUNK_TOKENS,
+    MIXED_PREFILL_BACKENDS,
+    Profile,
+    gpu_class,
+    load_calibration,
+    profile,
+)
 from servewise.engine.domain.perf.memory import Layout, memory
 from servewise.engine.domain.perf.precision import check_precision, default_kv_precision
 from servewise.engine.domain.perf.speculative import Speculation
@@ -498,12 +506,62 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
     models the mean); ``mean`` and ``median`` give the mean. ``recv_interval``: the scheduler's
     receive interval of a measured closed-loop run (data.RECV_INTERVAL_RULES).
     """
+    ttft, tpot, tput, _ = predict_state(
+        model, gpu, lay, precision=precision, isl=isl, osl=osl, concurrency=concurrency,
+        backend=backend, kv_precision=kv_precision, calibration=calibration, arrival=arrival,
+        request_rate=request_rate, statistic=statistic, recv_interval=recv_interval,
+        lengths=lengths, speculative=speculative)
+    return ttft, tpot, tput
+
+
+def predict_state(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precision: str,
+                  isl: int, osl: int, concurrency: float, backend: str = "vllm",
+                  kv_precision: str | None = None,
+                  calibration: dict[str, Any] | None = None, arrival: str = "closed",
+                  request_rate: float | None = None, statistic: str = "mean",
+                  recv_interval: int = 1, lengths: str = "fixed",
+                  speculative: Speculation | None = None
+                  ) -> tuple[float | None, float, float, dict[str, Any]]:
+    """:func:`predict` with the solved serving state and its profile (``state["prof"]``), from
+    which the estimate's regime and band follow (:func:`regime_of`, :func:`band_of`)."""
     sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration, speculative)
     s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
               request_rate=request_rate, limit=MAX_BATCH.get(sm.prof.backend, 1024),
               recv_interval=recv_interval, lengths=lengths)
     ttft = s["ttft_p99"] if statistic == "p99" else s["ttft"]
-    return ttft, s["tpot"], s["lam"] * 1e3 * osl * lay.dp
+    return ttft, s["tpot"], s["lam"] * 1e3 * osl * lay.dp, {**s, "prof": sm.prof}
+
+
+def regime_of(prof: Profile, s: dict[str, Any] | None, *, offline: bool = False) -> dict[str, str]:
+    """The band regime of a solved state (perf.bands): backend, arrival, load relative to
+    capacity (requests in flight per engine rank, or the open-loop queue's utilisation)."""
+    if offline:
+        arrival = "offline"
+    else:
+        arrival = "closed" if not s or s.get("arrival") == "closed" else "open"
+    rho = ((s or {}).get("queue") or {}).get("rho")
+    load = load_bin(arrival, per_rank=(s or {}).get("c_rank"), rho=rho)
+    return regime(prof.backend, arrival, load)
+
+
+def band_of(prof: Profile, reg: dict[str, str], metric: str,
+            calibration: dict[str, Any] | None = None) -> tuple[list[float], str]:
+    """``([low, high] multipliers, where they come from)`` of ``metric``'s 80 % band: the
+    out-of-sample band of the regime (perf.bands), widened like the profile's own band for a
+    GPU class or backend without measured rows; the profile's in-sample band without a bands
+    file."""
+    hit = lookup(reg["backend"], reg["arrival"], reg["load"], metric)
+    if hit is None:
+        return list(prof.band[metric]), "in-sample band of the calibration profile"
+    (lo, hi), used = hit
+    what = (f"held-out residuals of {used['backend']} / {used['arrival']} / {used['load']}"
+            " (facts/calibration-bands.yaml)")
+    if not prof.measured:
+        cal = calibration if calibration is not None else load_calibration()
+        w = float(cal.get("unmeasured_band_widening", 2.0))
+        lo, hi = lo ** w, hi ** w
+        what += f", widened ** {w:g} (no measured rows of this class and backend)"
+    return [lo, hi], what
 
 
 def engine_prefill_ms(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
@@ -520,12 +578,13 @@ def engine_prefill_ms(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *
     return pf["t_compute"] + pf["t_comm"] + sm.overhead_ms(1.0)
 
 
-def _band(prof: Profile, ttft: float, tpot: float, tput: float) -> dict[str, tuple[float, float]]:
-    b = prof.band
-    return {"ttft_ms": (ttft * b["ttft_ms"][0], ttft * b["ttft_ms"][1]),
-            "tpot_ms": (tpot * b["tpot_ms"][0], tpot * b["tpot_ms"][1]),
-            "output_tokens_per_s": (tput * b["output_tokens_per_s"][0],
-                                    tput * b["output_tokens_per_s"][1])}
+def _band(prof: Profile, reg: dict[str, str], ttft: float, tpot: float, tput: float,
+          calibration: dict[str, Any] | None = None) -> dict[str, tuple[float, float]]:
+    out = {}
+    for metric, v in (("ttft_ms", ttft), ("tpot_ms", tpot), ("output_tokens_per_s", tput)):
+        (lo, hi), _ = band_of(prof, reg, metric, calibration)
+        out[metric] = (v * lo, v * hi)
+    return out
 
 
 def estimate(model: dict[str, Any], gpu: dict[str, Any], **kwargs: Any) -> Estimate:
@@ -640,10 +699,14 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
                             in_flight, "requests", "requests in flight at the offered rate"))
         return out
 
-    band = _band(prof, s["ttft"], s["tpot"], tput)
+    reg = regime_of(prof, s)
+    band = _band(prof, reg, s["ttft"], s["tpot"], tput, calibration)
     p99 = s["ttft_p99"]
     if p99 is not None:
-        band["ttft_p99_ms"] = (p99 * prof.band["ttft_ms"][0], p99 * prof.band["ttft_ms"][1])
+        (lo, hi), _ = band_of(prof, reg, "ttft_ms", calibration)
+        band["ttft_p99_ms"] = (p99 * lo, p99 * hi)
+    cal["band_regime"] = reg
+    cal["band_source"] = band_of(prof, reg, "tpot_ms", calibration)[1]
     return Estimate(s["ttft"], s["tpot"], tput, mem.fits, mem.reason, mem, band, cal,
                     steps, inputs, ttft_p99_ms=p99), more
 
@@ -708,24 +771,31 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
         return 0
     if speculative is not None:
         sm = replace(sm, spec=speculative)
-    up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
-    if confidence == "median":
-        up_tpot = 1.0
-
     dp = sm.lay.dp
+
+    def up(s: dict[str, Any]) -> tuple[float, float]:
+        """The upper edges (TTFT, TPOT) of the state's band: its regime's (perf.bands)."""
+        reg = regime_of(prof, s)
+        t_hi = band_of(prof, reg, "ttft_ms")[0][1]
+        return t_hi, (1.0 if confidence == "median" else band_of(prof, reg, "tpot_ms")[0][1])
+
+    # the smallest TPOT edge of any open-loop regime: a TPOT above the target at it fails in all
+    open_tpot = 1.0 if confidence == "median" else min(
+        band_of(prof, regime(prof.backend, "open", name), "tpot_ms")[0][1] for _, name in OPEN_BINS)
 
     def ok(c: int) -> bool:
         if arrival == "poisson" and tpot_ms is not None:
             # TPOT does not depend on the arrival rate (_open_at keeps _base's): a concurrency
-            # that misses it fails without solving for the rate (the same answer, sooner)
+            # that misses it at every open-loop band fails without solving for the rate
             base = _base(sm, c / dp, isl, osl)
-            if base["tpot"] * up_tpot > tpot_ms:
+            if base["tpot"] * open_tpot > tpot_ms:
                 return False
             s = _open_at(sm, c / dp, isl, osl, base)
         else:
             s = solve(sm, isl=isl, osl=osl, concurrency=c, arrival=arrival)
         if s.get("queue", {}).get("saturated"):
             return False
+        up_ttft, up_tpot = up(s)
         if ttft_ms is not None and sla_ttft(s, up_ttft, ttft_statistic, confidence) > ttft_ms:
             return False
         return not (tpot_ms is not None and s["tpot"] * up_tpot > tpot_ms)

@@ -6,15 +6,24 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from servewise.engine.domain.perf.calibration import load_calibration
+from servewise.engine.domain.perf.calibration import load_calibration, profile
 from servewise.engine.domain.perf.data import DEFAULT_FILES, Row, read_rows
 from servewise.engine.domain.perf.memory import memory
-from servewise.engine.domain.perf.serving import MAX_BATCH, engine_prefill_ms, predict
+from servewise.engine.domain.perf.serving import (
+    MAX_BATCH,
+    band_of,
+    engine_prefill_ms,
+    predict_state,
+    regime_of,
+)
 from servewise.engine.domain.perf.speculative import speculation
 
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
-# issue #13: fitted on all shared data (median APE)
-TARGETS = {"ttft_ms": 0.15, "tpot_ms": 0.08, "offline_output_tokens_per_s": 0.12}
+# issue #40: median APE on campaigns the calibration never saw (leave-one-campaign-out, measured by
+# tools/perf/bands.py); `validate` with the shipped calibration measures them in sample, which
+# flatters them. The 80 % bands should hold 70-90 % of the measurements.
+TARGETS = {"ttft_ms": 0.25, "tpot_ms": 0.12}
+COVERAGE_TARGET = (0.7, 0.9)
 
 
 def offline_concurrency(row: Row) -> float:
@@ -37,6 +46,7 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
     if row.skipped:
         return out
     assert row.model is not None and row.gpu is not None
+    state: dict[str, Any] | None = None
     try:
         if row.prefill_only:  # an in-engine prefill benchmark: nothing else was measured
             ttft = engine_prefill_ms(row.model, row.gpu, row.layout, precision=row.precision,
@@ -50,14 +60,13 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
             spec = (speculation(row.model, row.speculative_tokens, None,
                                 calibration or load_calibration())
                     if row.speculative_tokens else None)
-            ttft, tpot, tput = predict(row.model, row.gpu, row.layout, precision=row.precision,
-                                       isl=row.isl, osl=row.osl, concurrency=conc,
-                                       backend=row.backend, kv_precision=row.kv_precision,
-                                       calibration=calibration, arrival=arrival,
-                                       request_rate=row.request_rate if arrival == "poisson"
-                                       else None, statistic=row.statistic,
-                                       recv_interval=row.recv_interval,
-                                       lengths=row.lengths, speculative=spec)
+            ttft, tpot, tput, state = predict_state(
+                row.model, row.gpu, row.layout, precision=row.precision, isl=row.isl,
+                osl=row.osl, concurrency=conc, backend=row.backend,
+                kv_precision=row.kv_precision, calibration=calibration, arrival=arrival,
+                request_rate=row.request_rate if arrival == "poisson" else None,
+                statistic=row.statistic, recv_interval=row.recv_interval,
+                lengths=row.lengths, speculative=spec)
             if row.statistic == "p99":  # the model gives no P99 of TPOT (nor closed-loop TTFT)
                 tpot = None
     except ValueError as exc:
@@ -69,6 +78,13 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
         out["tpot_ms"] = tpot
     if row.tput:
         out["output_tokens_per_s"] = tput
+    prof = state["prof"] if state else profile(row.gpu, row.backend, calibration)
+    reg = regime_of(prof, state, offline=row.offline)
+    out["regime"] = reg
+    for m in METRICS:
+        if out[m] is not None:
+            (lo, hi), _ = band_of(prof, reg, m, calibration)
+            out[f"{m}_band"] = [round(out[m] * lo, 4), round(out[m] * hi, 4)]
     if not (out["ttft_ms"] or out["tpot_ms"] or out["output_tokens_per_s"]):
         out["skipped"] = ("p99 latency of a closed-loop run is not modelled"
                           if row.statistic == "p99" else "no measurement the model predicts")
@@ -99,8 +115,12 @@ def errors(rows: Iterable[Row], preds: Iterable[dict[str, Any]]) -> list[dict[st
                 continue
             metric = "offline_output_tokens_per_s" if (m == "output_tokens_per_s"
                                                        and row.offline) else m
+            band = pr.get(f"{m}_band")
+            reg = pr.get("regime") or {}
             out.append({"row": row.index, "metric": metric, "pred": pr[m], "meas": meas,
                         "err": (pr[m] - meas) / meas, "gpu": row.gpu_name,
+                        "in_band": None if not band else band[0] <= meas <= band[1],
+                        "regime": "/".join(reg.get(k, "?") for k in ("backend", "arrival", "load")),
                         "backend": row.backend, "model": row.model_name,
                         "concurrency": row.concurrency,
                         "arrival": "poisson" if row.request_rate else "closed",
@@ -108,14 +128,18 @@ def errors(rows: Iterable[Row], preds: Iterable[dict[str, Any]]) -> list[dict[st
     return out
 
 
-def summarise(errs: list[dict[str, Any]], by: tuple[str, ...] = ("gpu", "backend", "model")
-              ) -> dict[str, Any]:
-    """Median / p90 absolute percentage error per metric, overall and per group."""
+def summarise(errs: list[dict[str, Any]],
+              by: tuple[str, ...] = ("gpu", "backend", "model", "regime")) -> dict[str, Any]:
+    """Median / p90 absolute percentage error and 80 % band coverage (the share of measurements
+    inside the predicted band) per metric, overall and per group (``regime``: the band's
+    backend / arrival / load, perf.bands)."""
     def stats(sel: list[dict[str, Any]]) -> dict[str, Any]:
         ape = [abs(e["err"]) for e in sel]
+        inside = [e["in_band"] for e in sel if e.get("in_band") is not None]
         return {"n": len(ape), "median_ape": round(quantile(ape, 0.5), 4),
                 "p90_ape": round(quantile(ape, 0.9), 4),
-                "median_signed": round(quantile([e["err"] for e in sel], 0.5), 4)}
+                "median_signed": round(quantile([e["err"] for e in sel], 0.5), 4),
+                "band_coverage": round(sum(inside) / len(inside), 4) if inside else None}
 
     metrics = sorted({e["metric"] for e in errs})
     summary: dict[str, Any] = {"overall": {m: stats([e for e in errs if e["metric"] == m])
@@ -126,8 +150,12 @@ def summarise(errs: list[dict[str, Any]], by: tuple[str, ...] = ("gpu", "backend
             g: {m: stats(sel) for m in metrics
                 if (sel := [e for e in errs if e[key] == g and e["metric"] == m])}
             for g in groups}
+    lo, hi = COVERAGE_TARGET
     summary["targets"] = {m: {"target_median_ape": t,
-                              "met": (summary["overall"].get(m, {}).get("median_ape", 1e9) <= t)}
+                              "met": (summary["overall"].get(m, {}).get("median_ape", 1e9) <= t),
+                              "target_band_coverage": [lo, hi],
+                              "coverage_met": lo <= (summary["overall"][m].get("band_coverage")
+                                                     or 0.0) <= hi}
                           for m, t in TARGETS.items() if m in summary["overall"]}
     return summary
 
