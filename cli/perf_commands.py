@@ -13,7 +13,9 @@ from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf import PRECISIONS, estimate, estimate_embedding
 from servewise.engine.domain.perf.calibration import BACKENDS, load_calibration, using_overlay
 from servewise.engine.domain.perf.data import MODEL_ALIASES, DataError
+from servewise.engine.domain.perf.memory import Layout
 from servewise.engine.domain.perf.overlay import Overlay, OverlayError, load_overlay
+from servewise.engine.domain.perf.serving import max_rate_meeting
 from servewise.engine.domain.perf.speculative import speculation
 from servewise.engine.domain.perf.validate import METRICS, validate
 
@@ -112,6 +114,7 @@ def estimate_text(d: dict[str, Any]) -> str:
     for s in d["steps"]:
         if s["name"] in ("requests_per_s", "input_tokens_per_s"):
             lines.append(f"{s['name'].replace('_', ' '):>10}: {_fmt(s['result'])}")
+    lines += load_lines(d)
     c = d["calibration"]
     lines.append(f"calibration: {c['gpu_class']} / {c['backend']}"
                  f" ({'measured' if c['measured'] else 'not measured: wider band'})"
@@ -127,6 +130,31 @@ def estimate_text(d: dict[str, Any]) -> str:
         if s.get("note"):
             lines.append(f"      ({s['note']})")
     return "\n".join(lines)
+
+
+def load_lines(d: dict[str, Any]) -> list[str]:
+    """The open loop's load: utilisation, saturation, the largest rate meeting the targets."""
+    out = []
+    ld = d.get("load")
+    if ld:
+        out.append(f"{'load':>10}: {ld['offered_requests_per_s']:g} of at most "
+                   f"{ld['max_requests_per_s']:.2f} requests/s sustained (utilisation "
+                   f"{100 * ld['utilisation']:.0f} %); prefill queue rho {ld['prefill_queue_rho']:.2f}; "
+                   f"{ld['in_flight_per_rank']:g} in flight of a {ld['batch_cap_per_rank']:g}-sequence "
+                   "batch per engine")
+        if ld["saturated"]:
+            out.append(f"{'SATURATED':>10}: more requests arrive than the engine completes; TPOT is the "
+                       "full batch's step, and TTFT has no steady value (the waiting line grows for as "
+                       "long as the load lasts: the TTFT above is the capped queue's, not a prediction)")
+    mr = d.get("max_rate_meeting_sla")
+    if mr:
+        want = " and ".join(x for x in (
+            f"TTFT P99 <= {mr['ttft_p99_target_ms']:g} ms" if mr["ttft_p99_target_ms"] else "",
+            f"TPOT <= {mr['tpot_target_ms']:g} ms" if mr["tpot_target_ms"] else "") if x)
+        out.append(f"{'max rate':>10}: {mr['requests_per_s']:.2f} requests/s meet {want} at the "
+                   f"upper band edge (limited by {mr['limited_by']}; sustainable at most "
+                   f"{mr['max_requests_per_s']:.2f})")
+    return out
 
 
 @click.command("estimate")
@@ -174,6 +202,11 @@ def estimate_text(d: dict[str, Any]) -> str:
               help="Probability a draft token is accepted given the ones before it (default: the "
                    "model family's fitted value, facts/calibration.yaml speculative; an error for "
                    "a family without one).")
+@click.option("--ttft-target-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --request-rate or --arrival poisson: also find the largest offered rate "
+                   "whose P99 TTFT (upper band edge) meets this target.")
+@click.option("--tpot-target-ms", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="With --request-rate or --arrival poisson: the TPOT target of that rate.")
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, help=CALIBRATION_HELP)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
@@ -182,19 +215,25 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
                  backend: str,
                  arrival: str, request_rate: float | None, request_lengths: str | None,
                  kv_precision: str | None, speculative_tokens: int | None,
-                 acceptance: float | None, calibration: str | None, fmt: str) -> None:
+                 acceptance: float | None, ttft_target_ms: float | None,
+                 tpot_target_ms: float | None, calibration: str | None, fmt: str) -> None:
     """Performance and memory of one model on one GPU configuration."""
+    targets = (ttft_target_ms, tpot_target_ms)
+    if any(x is not None for x in targets) and not (request_rate or arrival == "poisson"):
+        raise BadInput("--ttft-target-ms / --tpot-target-ms: apply to open-loop traffic "
+                       "(--request-rate R or --arrival poisson)")
     with using_overlay(read_overlay(calibration)):
         _estimate(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task, concurrency,
                   backend, arrival, request_rate, request_lengths, kv_precision,
-                  speculative_tokens, acceptance, fmt)
+                  speculative_tokens, acceptance, fmt, targets)
 
 
 def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
               precision: str, isl: int, osl: int | None, task: str, concurrency: int,
               backend: str, arrival: str, request_rate: float | None,
               request_lengths: str | None, kv_precision: str | None,
-              speculative_tokens: int | None, acceptance: float | None, fmt: str) -> None:
+              speculative_tokens: int | None, acceptance: float | None, fmt: str,
+              targets: tuple[float | None, float | None] = (None, None)) -> None:
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
     if task == "embedding":
@@ -221,9 +260,16 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
                      concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
                      attention_dp=attention_dp, arrival=arrival, request_rate=request_rate,
                      request_lengths=request_lengths or "fixed", speculative=spec)
+        d = e.to_dict()
+        if any(x is not None for x in targets) and e.fits:
+            d["max_rate_meeting_sla"] = {
+                "ttft_p99_target_ms": targets[0], "tpot_target_ms": targets[1],
+                **max_rate_meeting(m, g, Layout(tp, pp, ep, attention_dp),
+                                   precision=precision.lower(), isl=isl, osl=osl,
+                                   ttft_ms=targets[0], tpot_ms=targets[1], backend=backend.lower(),
+                                   kv_precision=kv_precision, speculative=spec)}
     except ValueError as exc:
         raise BadInput(str(exc)) from None
-    d = e.to_dict()
     if fmt == "json":
         click.echo(json.dumps(d, indent=2, ensure_ascii=False))
     else:

@@ -1,6 +1,6 @@
 """Calibration overlays: the shipped calibration pinned to a buyer's own benchmark.
 
-``servewise calibrate`` fits, per (GPU, backend) the benchmark ran, four named constants
+``servewise calibrate`` fits, per (GPU, backend) the benchmark ran, five named constants
 (:data:`CONSTANTS`) over the shipped profile and writes them to a YAML file; ``--calibration
 FILE`` on ``plan`` / ``estimate`` / ``validate`` applies it (``calibration.using_overlay``).
 The constants:
@@ -10,7 +10,9 @@ The constants:
 * ``eta_bw_scale`` — × the shipped share of peak memory bandwidth that decode steps reach;
 * ``eta_flops_scale`` — × the shipped share of peak tensor FLOPS that prefills reach;
 * ``interference_scale`` — × the shipped share of other requests' prefill time that lands on
-  decode steps (both the random-length and the lock-step value).
+  decode steps (both the random-length and the lock-step value);
+* ``wait_scale`` — × the shipped waits before a request's prefill starts (decode steps waited,
+  the arrival-burst share, the completion-admission share): how the scheduler admits requests.
 
 An overlay changes only the profiles of the GPU (catalog id) and backend it was fitted on.
 """
@@ -158,9 +160,10 @@ def dump_overlay(scopes: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     head = ("# servewise calibration overlay, written by `servewise calibrate`.\n"
             "# Apply it with `servewise plan|estimate|validate --calibration FILE`. Per scope (the\n"
             "# GPU and backend the benchmark ran): t_request_ms is the fixed request cost before\n"
-            "# the first token (ms, absolute); eta_bw_scale, eta_flops_scale and\n"
-            "# interference_scale multiply the shipped decode-bandwidth efficiency, prefill-compute\n"
-            "# efficiency and prefill interference (facts/calibration.yaml). `meta` records the\n"
+            "# the first token (ms, absolute); eta_bw_scale, eta_flops_scale, interference_scale\n"
+            "# and wait_scale multiply the shipped decode-bandwidth efficiency, prefill-compute\n"
+            "# efficiency, prefill interference and admission waits (facts/calibration.yaml,\n"
+            "# engine/domain/perf/overlay.py). `meta` records the\n"
             "# files fitted on (sha256), the rows, and the error before, after and cross-validated.\n")
     body = {"format": FORMAT, "version": VERSION, "scopes": scopes, "meta": meta}
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True)

@@ -41,14 +41,17 @@ def _observations(rows: Sequence[Row]) -> MetricRows:
     return out
 
 
-def _predict(rows: Sequence[Row], scope: Scope | None) -> list[dict[str, Any]]:
+def _predict(rows: Sequence[Row], scope: Scope | None,
+             calibration: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     with using_overlay(Overlay((scope,)) if scope is not None else None):
-        return [predict_row(r) for r in rows]
+        return [predict_row(r, calibration) for r in rows]
 
 
-def errors(rows: Sequence[Row], scope: Scope | None) -> dict[str, list[float]]:
-    """Signed relative errors (predicted − measured) / measured per metric."""
-    preds = _predict(rows, scope)
+def errors(rows: Sequence[Row], scope: Scope | None,
+           calibration: dict[str, Any] | None = None) -> dict[str, list[float]]:
+    """Signed relative errors (predicted − measured) / measured per metric; ``calibration``:
+    the base calibration (default: the shipped one; a held-out refit in tools/perf)."""
+    preds = _predict(rows, scope, calibration)
     out: dict[str, list[float]] = {"ttft_ms": [], "tpot_ms": []}
     for r, p in zip(rows, preds, strict=True):
         for m, meas in (("ttft_ms", r.ttft_ms), ("tpot_ms", r.tpot_ms)):
@@ -114,22 +117,23 @@ def _bounded(k: str, v: float) -> float:
     return min(max(v, max(lo, 1e-3)), hi)
 
 
-def fit_scope(rows: Sequence[Row], gpu: str, backend: str) -> Scope:
+def fit_scope(rows: Sequence[Row], gpu: str, backend: str,
+              calibration: dict[str, Any] | None = None) -> Scope:
     """The overlay constants of one GPU and backend fitted on ``rows`` (all of that GPU and
-    backend)."""
+    backend) over ``calibration`` (default: the shipped one)."""
     obs = _observations(rows)
     free = _free(rows)
     if not obs or not free:
         return Scope(gpu, backend, {})
     assert rows[0].gpu is not None
-    t0 = profile(rows[0].gpu, backend).t_request_ms
+    t0 = profile(rows[0].gpu, backend, calibration).t_request_ms
     centre = {k: 1.0 for k in CONSTANTS} | {"t_request_ms": t0}
 
     def consts(x: list[float]) -> dict[str, float]:
         return {k: _bounded(k, centre[k] * math.exp(v)) for k, v in zip(free, x, strict=True)}
 
     def loss(x: list[float]) -> float:
-        preds = _predict([r for r, _, _ in obs], Scope(gpu, backend, consts(x)))
+        preds = _predict([r for r, _, _ in obs], Scope(gpu, backend, consts(x)), calibration)
         total = 0.0
         for (_, m, meas), p in zip(obs, preds, strict=True):
             pred = p.get(m)

@@ -220,14 +220,49 @@ def _open_rate(sm: StepModel, lam: float, isl: int, osl: int, limit: float) -> d
         return q["ttft"] + s["n_dec"] * s["tpot"], s
 
     lo, hi = 0.0, float(limit)
-    if lam * life(hi)[0] > hi:
-        c = hi
-    else:
-        for _ in range(50):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if lam * life(mid)[0] > mid else (lo, mid)
-        c = (lo + hi) / 2
-    return _finish_open(sm, life(c)[1], lam, c, isl)
+    at_cap = life(hi)
+    lam_max = max_rate_per_rank(sm, hi, isl, osl)
+    if lam >= lam_max or lam * at_cap[0] > hi:
+        # saturated: more arrive than the engine completes with its batch full. TPOT stays at
+        # the full batch's step; the waiting line grows for as long as the run lasts, so no
+        # steady TTFT exists (it depends on the run's length)
+        s = _finish_open(sm, at_cap[1], min(lam, lam_max), hi, isl)
+        s.update(saturated=True, lam_offered=lam, lam_max=lam_max, batch_cap=hi)
+        return s
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if lam * life(mid)[0] > mid else (lo, mid)
+    c = (lo + hi) / 2
+    s = _finish_open(sm, life(c)[1], lam, c, isl)
+    s.update(saturated=False, lam_offered=lam, lam_max=lam_max, batch_cap=float(limit))
+    return s
+
+
+def max_rate_per_rank(sm: StepModel, cap: float, isl: int, osl: int) -> float:
+    """The largest arrival rate (requests/ms per rank) with a steady state: over the batch sizes
+    ``c`` up to ``cap``, the most of ``min(c / lifetime(c), RHO_MAX / S(c))`` — the rate ``c``
+    requests in flight complete (lifetime without a waiting line) and the rate the prefill
+    queue serves below ``RHO_MAX`` (``S(c)``, a prefill's engine time beside ``c`` decodes).
+    The first grows with ``c``, the second falls: the maximum is where they cross (found on a
+    geometric grid of 48 sizes, then by golden-section search around the best)."""
+    chunk = CHUNK_TOKENS.get(sm.prof.backend, 8192)
+    front = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
+
+    def rate(c: float) -> float:
+        b = _base(sm, c, isl, osl)
+        t_pf, t_dec = b["prefill"]["total"], b["dec"]["total"]
+        return min(c / (front + t_pf + b["n_dec"] * b["tpot"]),
+                   RHO_MAX / (t_pf + isl / chunk * t_dec))
+
+    grid = [cap ** (i / 47) for i in range(48)] if cap > 1 else [1.0]
+    vals = [rate(c) for c in grid]
+    k = max(range(len(grid)), key=lambda i: (vals[i], -i))
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+    g = (5 ** 0.5 - 1) / 2
+    for _ in range(30 if hi > lo else 0):
+        a, b = hi - g * (hi - lo), lo + g * (hi - lo)
+        lo, hi = (lo, b) if rate(a) >= rate(b) else (a, hi)
+    return max(vals[k], rate((lo + hi) / 2))
 
 
 def _finish_open(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float,
@@ -525,11 +560,29 @@ def predict_state(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, pr
     """:func:`predict` with the solved serving state and its profile (``state["prof"]``), from
     which the estimate's regime and band follow (:func:`regime_of`, :func:`band_of`)."""
     sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration, speculative)
+    limit = (batch_cap(model, gpu, lay, precision, kv_precision or default_kv_precision(gpu, precision),
+                       isl, osl, sm.prof.backend)
+             if request_rate else MAX_BATCH.get(sm.prof.backend, 1024))
     s = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
-              request_rate=request_rate, limit=MAX_BATCH.get(sm.prof.backend, 1024),
+              request_rate=request_rate, limit=limit,
               recv_interval=recv_interval, lengths=lengths)
     ttft = s["ttft_p99"] if statistic == "p99" else s["ttft"]
     return ttft, s["tpot"], s["lam"] * 1e3 * osl * lay.dp, {**s, "prof": sm.prof}
+
+
+def batch_cap(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
+              kv_precision: str, isl: int, osl: int, backend: str,
+              gpu_memory_utilization: float = 0.9) -> float:
+    """The most sequences one engine rank holds in its batch: the backend's sequence limit
+    (MAX_BATCH), or fewer where the KV cache holds fewer sequences of ``isl + osl / 2`` tokens
+    (a request waits outside the batch until one finishes)."""
+    mem = memory(model, gpu, tp=lay.tp, pp=lay.pp, ep=lay.ep, precision=precision,
+                 tokens_in_flight=0, kv_precision=kv_precision,
+                 gpu_memory_utilization=gpu_memory_utilization, attention_dp=lay.attention_dp)
+    limit = float(MAX_BATCH.get(backend, 1024))
+    if not mem.kv_capacity_tokens:
+        return limit
+    return max(1.0, min(limit, mem.kv_capacity_tokens / lay.dp / (isl + osl / 2.0)))
 
 
 def regime_of(prof: Profile, s: dict[str, Any] | None, *, offline: bool = False) -> dict[str, str]:
@@ -645,13 +698,14 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
         sm, why = None, str(exc)
     s = plain = None
     if sm is not None:
+        limit = (batch_cap(model, gpu, lay, precision, kvp, isl, osl, prof.backend,
+                           gpu_memory_utilization) if request_rate
+                 else MAX_BATCH.get(prof.backend, 1024))
         plain = solve(sm, isl=isl, osl=osl, concurrency=concurrency, arrival=arrival,
-                      request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024),
-                      lengths=request_lengths)
+                      request_rate=request_rate, limit=limit, lengths=request_lengths)
         s = plain if speculative is None else solve(
             replace(sm, spec=speculative), isl=isl, osl=osl, concurrency=concurrency,
-            arrival=arrival, request_rate=request_rate, limit=MAX_BATCH.get(prof.backend, 1024),
-            lengths=request_lengths)
+            arrival=arrival, request_rate=request_rate, limit=limit, lengths=request_lengths)
     in_flight = s["c_rank"] * lay.dp if s is not None and request_rate else float(concurrency)
     tokens = in_flight * (isl + osl / 2.0)
     mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=tokens,
@@ -708,7 +762,20 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     cal["band_regime"] = reg
     cal["band_source"] = band_of(prof, reg, "tpot_ms", calibration)[1]
     return Estimate(s["ttft"], s["tpot"], tput, mem.fits, mem.reason, mem, band, cal,
-                    steps, inputs, ttft_p99_ms=p99), more
+                    steps, inputs, ttft_p99_ms=p99, load=open_load(s, lay.dp)), more
+
+
+def open_load(s: dict[str, Any], dp: int) -> dict[str, Any] | None:
+    """How loaded an open loop at an offered rate is: the prefill queue's utilisation, the
+    batch's occupancy, the largest sustainable rate and whether the offered one exceeds it."""
+    if s.get("lam_max") is None:
+        return None
+    return {"offered_requests_per_s": round(s["lam_offered"] * 1e3 * dp, 4),
+            "max_requests_per_s": round(s["lam_max"] * 1e3 * dp, 4),
+            "utilisation": round(s["lam_offered"] / s["lam_max"], 4),
+            "prefill_queue_rho": round(s["queue"]["rho"], 4),
+            "in_flight_per_rank": round(s["c_rank"], 2), "batch_cap_per_rank": round(s["batch_cap"], 1),
+            "saturated": bool(s.get("saturated"))}
 
 
 TTFT_STATISTICS = ("p99", "mean")
@@ -884,3 +951,48 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
             "output_tokens_per_s": None}
     return Estimate(latency, None, None, mem.fits, mem.reason, mem, band, cal, tuple(steps),
                     inputs)
+
+
+def max_rate_meeting(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precision: str,
+                     isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None,
+                     backend: str = "vllm", kv_precision: str | None = None,
+                     ttft_statistic: str = "p99", confidence: str = "p80",
+                     speculative: Speculation | None = None) -> dict[str, Any]:
+    """The largest offered rate (Poisson, requests/s over the replica) whose TTFT (its P99, or
+    mean) and TPOT meet the targets at the ``confidence`` edge of their bands, by bisection
+    below the sustainable maximum; ``{"requests_per_s", "max_requests_per_s", "limited_by"}``
+    (``requests_per_s`` 0 when even a trickle misses a target)."""
+    def state(rate: float) -> dict[str, Any]:
+        return predict_state(model, gpu, lay, precision=precision, isl=isl, osl=osl,
+                             concurrency=1, backend=backend, kv_precision=kv_precision,
+                             request_rate=rate, speculative=speculative)[3]
+
+    def miss(rate: float) -> str | None:
+        s = state(rate)
+        if s.get("saturated"):
+            return "saturation"
+        prof, reg = s["prof"], regime_of(s["prof"], s)
+        hi_t = band_of(prof, reg, "ttft_ms")[0][1] if confidence == "p80" else 1.0
+        hi_p = band_of(prof, reg, "tpot_ms")[0][1] if confidence == "p80" else 1.0
+        ttft = s["ttft_p99"] if ttft_statistic == "p99" else s["ttft"]
+        if ttft_ms is not None and ttft * hi_t > ttft_ms:
+            return "ttft"
+        if tpot_ms is not None and s["tpot"] * hi_p > tpot_ms:
+            return "tpot"
+        return None
+
+    top = state(1e-3)["lam_max"] * 1e3 * lay.dp
+    lo, hi = 0.0, top * 0.999
+    why = miss(hi)
+    if why is None:
+        return {"requests_per_s": round(hi, 4), "max_requests_per_s": round(top, 4),
+                "limited_by": "saturation"}
+    if miss(top * 1e-4) is not None:
+        return {"requests_per_s": 0.0, "max_requests_per_s": round(top, 4),
+                "limited_by": miss(top * 1e-4)}
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        w = miss(mid)
+        lo, hi, why = (mid, hi, why) if w is None else (lo, mid, w)
+    return {"requests_per_s": round(lo, 4), "max_requests_per_s": round(top, 4),
+            "limited_by": why}

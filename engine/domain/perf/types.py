@@ -117,6 +117,7 @@ class Estimate:
     steps: tuple[Step, ...]
     inputs: dict[str, Any]
     ttft_p99_ms: float | None = None  # open loop only: 99th percentile of TTFT
+    load: dict[str, Any] | None = None  # open loop at an offered rate: utilisation, saturation
 
     def upper(self, metric: str) -> float | None:
         """Conservative (slow) side of the band for a latency metric."""
@@ -138,4 +139,4 @@ class Estimate:
             "inputs": self.inputs,
             "steps": Deferred(lambda: [s.to_dict() for s in steps]) if deferred_steps
             else [s.to_dict() for s in steps],
-        }
+        } | ({"load": self.load} if self.load is not None else {})

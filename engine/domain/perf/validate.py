@@ -72,8 +72,14 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
     except ValueError as exc:
         out["skipped"] = str(exc)
         return out
-    if row.ttft_ms and ttft is not None:
+    saturated = bool(state and state.get("saturated"))
+    if row.ttft_ms and ttft is not None and not saturated:
         out["ttft_ms"] = ttft
+    if saturated:  # no steady state: the measured TTFT depends on how long the run lasted
+        assert state is not None
+        out["note"] = ((out["note"] + "; ") if out["note"] else "") + (
+            f"saturated: {row.request_rate:g} requests/s offered, at most "
+            f"{state['lam_max'] * 1e3 * row.layout.dp:.2f} sustained; TTFT has no steady value")
     if row.tpot_ms and row.osl > 1 and tpot is not None:
         out["tpot_ms"] = tpot
     if row.tput:
