@@ -160,8 +160,11 @@ def test_unmeasured_class_has_wider_band(cat):
     h = estimate(m, cat.gpu("H100 SXM"), backend="trtllm", **kw)
     ampere = estimate(m, cat.gpu("A10"), backend="trtllm", **kw)  # ampere-gddr: no rows
     assert h.calibration["measured"] and not ampere.calibration["measured"]
-    width = lambda e: e.band["tpot_ms"][1] / e.band["tpot_ms"][0]  # noqa: E731
-    assert width(ampere) > width(h)
+    width = lambda e, m: e.band[m][1] / e.band[m][0]  # noqa: E731
+    # leave-one-class-out refits (tools/perf/class_widening.py): TTFT errs wider on a class nobody
+    # measured; TPOT no wider than on an unseen campaign (its exponent is 1)
+    assert width(ampere, "ttft_ms") > width(h, "ttft_ms")
+    assert width(ampere, "tpot_ms") >= width(h, "tpot_ms")
 
 
 @pytest.mark.parametrize("backend", ["vllm", "trtllm", "sglang"])
@@ -289,10 +292,11 @@ def _max_concurrency_by_definition(m, g, *, tp, precision, isl, osl, ttft_ms, tp
     if hi < 1:
         return 0
     sm = StepModel.build(m, g, lay, precision, kvp, prof)
-    up_ttft, up_tpot = prof.band["ttft_ms"][1], prof.band["tpot_ms"][1]
-
     def ok(c):
         s = serving.solve(sm, isl=isl, osl=osl, concurrency=c, arrival="poisson")
+        reg = serving.regime_of(prof, s)  # the band of the state's own regime (perf.bands)
+        up_ttft = serving.band_of(prof, reg, "ttft_ms")[0][1]
+        up_tpot = serving.band_of(prof, reg, "tpot_ms")[0][1]
         if s["queue"]["saturated"] or (ttft_ms is not None and serving.sla_ttft(s, up_ttft) > ttft_ms):
             return False
         return not (tpot_ms is not None and s["tpot"] * up_tpot > tpot_ms)

@@ -149,14 +149,22 @@ def is_gpu(row: Row, names: Iterable[str]) -> bool:
 
 
 def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = (),
-                exclude_gpus: Iterable[str] = ()) -> list[Row]:
-    """Rows with a known model and GPU, without those of ``exclude_models`` / ``exclude_gpus``."""
+                exclude_gpus: Iterable[str] = (),
+                exclude_campaigns: Iterable[tuple[str, str, str, str, str]] = ()) -> list[Row]:
+    """Rows with a known model and GPU, without those of ``exclude_models`` / ``exclude_gpus``
+    nor of the campaigns ``exclude_campaigns``: ``(file name, model_name, backend, gpu_name,
+    precision)`` keys (the row attributes; held-out refits of tools/perf/bands.py)."""
     exclude_models, exclude_gpus = list(exclude_models), list(exclude_gpus)
+    campaigns = {tuple(c) for c in exclude_campaigns}
     out = []
     for p in paths:
         _, rows = read_rows(p)
+        name = Path(p).name
         for r in rows:
             if r.skipped or r.model is None or r.gpu is None:
+                continue
+            if campaigns and (name, r.model_name, r.backend, r.gpu_name,
+                              r.precision) in campaigns:
                 continue
             if not is_model(r, exclude_models) and not is_gpu(r, exclude_gpus):
                 out.append(r)
@@ -353,18 +361,20 @@ def _thin(rows: list[Row]) -> list[Row]:
 
 def fit(paths: Iterable[str | Path] = DEFAULT_FILES, exclude_models: Iterable[str] = (),
         exclude_gpus: Iterable[str] = (), warm: bool = True,
-        max_nfev: int = MAX_NFEV, backends: Iterable[str] | None = None) -> dict[str, Any]:
+        max_nfev: int = MAX_NFEV, backends: Iterable[str] | None = None,
+        exclude_campaigns: Iterable[tuple[str, str, str, str, str]] = ()) -> dict[str, Any]:
     """Fit every measured (class, backend) group; returns the calibration dict.
 
     ``warm=False`` starts from the round START values instead of the shipped constants (a
     held-out refit must not start from constants that saw the held-out rows). ``backends``:
     refit only these (each backend is an independent fit), keep the shipped constants of the
-    others (a model change that moves only one backend's rows)."""
+    others (a model change that moves only one backend's rows). ``exclude_campaigns``: leave
+    out the rows of these (file name, model, backend, GPU, precision) campaigns (usable_rows)."""
     from servewise.engine.domain.perf.calibration import _value, load_calibration
 
     only = {b.lower() for b in backends} if backends else None
     paths = [Path(p) for p in paths]
-    rows = usable_rows(paths, exclude_models, exclude_gpus)
+    rows = usable_rows(paths, exclude_models, exclude_gpus, exclude_campaigns)
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         assert r.gpu is not None

@@ -14,8 +14,9 @@ An estimate's 80 % band is its central value times those two numbers. A regime i
   the prefill queue's utilisation for an open loop (``rho<0.5`` | ``rho0.5-0.85`` | ``rho0.85+``),
   ``max`` offline.
 
-A regime with fewer than ``min_rows`` held-out rows of a metric falls back to the same backend and
-arrival over every load, then to the backend, then to all rows (``lookup``). Without the file the
+A regime with fewer than ``min_rows`` held-out rows of a metric falls back (``lookup``) — for an open
+loop first to the closed loop at the same requests in flight per rank — to the same backend and
+arrival over every load, then to the backend, then to all rows. Without the file the
 calibration profile's in-sample band applies (calibration.Profile.band).
 """
 
@@ -82,17 +83,25 @@ _INDEX: dict[int, tuple[dict[str, Any], dict[tuple[str, str, str], dict[str, Any
 
 
 def lookup(backend: str, arrival: str, load: str, metric: str,
-           bands: dict[str, Any] | None = None) -> tuple[list[float], dict[str, str]] | None:
+           bands: dict[str, Any] | None = None, closed_load: str | None = None
+           ) -> tuple[list[float], dict[str, str]] | None:
     """``([low, high], regime used)`` of ``metric``: the most specific regime with at least
     ``min_rows`` held-out rows of it (backend × arrival × load, then backend × arrival, then
-    backend, then all rows); None without a bands file."""
+    backend, then all rows); None without a bands file. ``closed_load``: for an open loop, the
+    closed-loop load bin of the same requests in flight per rank, tried after the open regime
+    itself (a batch of C sequences steps alike whether a client or Poisson arrivals keep C in
+    flight; only the queue in front of it differs)."""
     bands = load_bands() if bands is None else bands
     if not bands:
         return None
     idx = _index(bands)
     need = int(bands.get("min_rows", 30))
     b = str(backend).lower()
-    for key in ((b, arrival, load), (b, arrival, ANY), (b, ANY, ANY), (ANY, ANY, ANY)):
+    keys = [(b, arrival, load)]
+    if closed_load is not None and arrival == "open":
+        keys += [(b, "closed", closed_load)]
+    keys += [(b, arrival, ANY), (b, ANY, ANY), (ANY, ANY, ANY)]
+    for key in keys:
         e = idx.get(key)
         if e is None:
             continue

@@ -113,6 +113,8 @@ class Profile:
     band: dict[str, list[float]]  # [low, high] multipliers from the measured error spread
     measured: bool         # fitted on rows of this class and backend
     source: str            # where the numbers come from
+    band_widening: float = 1.0  # exponent on a measured band: 1 measured; >1 borrowed constants
+    vendor: str = ""       # the GPU vendor of the class (which leave-one-class-out evidence covers)
 
     def to_dict(self) -> dict[str, Any]:
         return {"gpu_class": self.gpu_class, "backend": self.backend, "measured": self.measured,
@@ -314,6 +316,10 @@ def active_overlay() -> ProfileOverlay | None:
 
 
 def _profile(gpu: dict[str, Any], backend: str, cal: dict[str, Any]) -> Profile:
+    return replace(_class_or_inherited(gpu, backend, cal), vendor=str(gpu.get("vendor") or "").lower())
+
+
+def _class_or_inherited(gpu: dict[str, Any], backend: str, cal: dict[str, Any]) -> Profile:
     backend = str(backend).lower()
     if backend not in BACKENDS:
         raise ValueError(f"backend '{backend}': expected one of {', '.join(BACKENDS)}")
@@ -333,7 +339,7 @@ def _profile(gpu: dict[str, Any], backend: str, cal: dict[str, Any]) -> Profile:
                     eta_bw=parent.eta_bw * scale.get("eta_bw", 1.0),
                     eta_flops=parent.eta_flops * scale.get("eta_flops", 1.0),
                     eta_lowp=float(entry.get("eta_lowp", parent.eta_lowp)),
-                    band=_widen(parent.band, widen),
+                    band=_widen(parent.band, widen), band_widening=widen,
                     source=f"no measured rows for {cls}: efficiencies of {entry['inherit']}"
                            f" ({entry.get('why', 'same memory/compute class')})"
                            + (", eta_lowp the prior (no 8-bit kernel data of its own)"
@@ -383,11 +389,12 @@ def _class_profile(classes: dict[str, Any], cls: str, backend: str,
     if common is None or backend not in ref:
         b = next(iter(backends.values()))
         vals = [_value(b, k) for k in keys]
-        band = _widen(b["band"], widen)
+        factor = widen
     else:
         b, r0, r1 = backends[common], ref[common], ref[backend]
         vals = [_clip(k, _value(b, k) * _value(r1, k) / _value(r0, k)) for k in keys]
-        band = _widen(b["band"], widen ** 0.5)
-    return Profile(cls, backend, *vals, band=band, measured=False,
+        factor = widen ** 0.5
+    band = _widen(b["band"], factor)
+    return Profile(cls, backend, *vals, band=band, measured=False, band_widening=factor,
                    source=f"{backend} not measured on {cls}: {common or 'first'} profile of "
                           f"{cls} x ({backend}/{common}) ratio on {ref_cls}, band widened")

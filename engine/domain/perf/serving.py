@@ -36,7 +36,7 @@ from servewise.engine.domain.perf.architecture import (
     attention_flops_per_token,
     tp_split_problem,
 )
-from servewise.engine.domain.perf.bands import OPEN_BINS, load_bin, lookup, regime
+from servewise.engine.domain.perf.bands import CLOSED_BINS, OPEN_BINS, load_bands, load_bin, lookup, regime
 from servewise.engine.domain.perf.calibration import (
     CHUNK_TOKENS,
     MIXED_PREFILL_BACKENDS,
@@ -594,7 +594,10 @@ def regime_of(prof: Profile, s: dict[str, Any] | None, *, offline: bool = False)
         arrival = "closed" if not s or s.get("arrival") == "closed" else "open"
     rho = ((s or {}).get("queue") or {}).get("rho")
     load = load_bin(arrival, per_rank=(s or {}).get("c_rank"), rho=rho)
-    return regime(prof.backend, arrival, load)
+    reg = regime(prof.backend, arrival, load)
+    if arrival == "open":  # its batch, as a closed loop of the same requests in flight holds it
+        reg["closed_load"] = load_bin("closed", per_rank=(s or {}).get("c_rank"))
+    return reg
 
 
 def band_of(prof: Profile, reg: dict[str, str], metric: str,
@@ -603,18 +606,45 @@ def band_of(prof: Profile, reg: dict[str, str], metric: str,
     out-of-sample band of the regime (perf.bands), widened like the profile's own band for a
     GPU class or backend without measured rows; the profile's in-sample band without a bands
     file."""
-    hit = lookup(reg["backend"], reg["arrival"], reg["load"], metric)
+    closed = reg.get("closed_load")
+    if closed is not None and metric == "ttft_ms":
+        # an open loop's TTFT is the front, the prefill and the queue the model computes; a
+        # loaded closed loop's TTFT error is mostly its clients' start-together waits, which
+        # Poisson arrivals do not have: the front and prefill err as in a lightly loaded one
+        closed = CLOSED_BINS[0][1]
+    hit = lookup(reg["backend"], reg["arrival"], reg["load"], metric, closed_load=closed)
     if hit is None:
         return list(prof.band[metric]), "in-sample band of the calibration profile"
     (lo, hi), used = hit
     what = (f"held-out residuals of {used['backend']} / {used['arrival']} / {used['load']}"
             " (facts/calibration-bands.yaml)")
-    if not prof.measured:
-        cal = calibration if calibration is not None else load_calibration()
-        w = float(cal.get("unmeasured_band_widening", 2.0))
+    w = widening(prof, metric)
+    if w != 1.0:  # constants borrowed from another class or backend: a wider band
         lo, hi = lo ** w, hi ** w
-        what += f", widened ** {w:g} (no measured rows of this class and backend)"
+        what += f", widened ** {w:.3g} (no measured rows of this class and backend)"
     return [lo, hi], what
+
+
+def widening(prof: Profile, metric: str) -> float:
+    """The exponent on a held-out band for a profile whose constants are borrowed: the measured
+    leave-one-class-out exponent of ``metric`` (facts/calibration-bands.yaml
+    ``unmeasured_widening``, tools/perf/class_widening.py) for a class without measured rows,
+    its square root for a backend borrowed by ratio from another class (as the profile's own
+    ``band_widening`` relates to calibration.yaml's ``unmeasured_band_widening``); without
+    measured exponents, or for a vendor whose classes were not held out (the exponents were
+    measured on NVIDIA classes only: AMD and Ascend run other software stacks), the profile's
+    own."""
+    if prof.band_widening == 1.0:
+        return 1.0
+    section = load_bands().get("unmeasured_widening") or {}
+    measured = section.get(metric)
+    if measured is None or prof.vendor not in section.get("vendors", ["nvidia"]):
+        # no measured exponent, or a vendor none of whose classes was held out (another
+        # software stack too): the assumed widening of calibration.yaml
+        return prof.band_widening
+    full = float(load_calibration().get("unmeasured_band_widening", 2.0))
+    share = math.log(prof.band_widening) / math.log(full) if full > 1 else 1.0
+    return float(measured) ** share
 
 
 def engine_prefill_ms(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
@@ -848,7 +878,8 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
 
     # the smallest TPOT edge of any open-loop regime: a TPOT above the target at it fails in all
     open_tpot = 1.0 if confidence == "median" else min(
-        band_of(prof, regime(prof.backend, "open", name), "tpot_ms")[0][1] for _, name in OPEN_BINS)
+        band_of(prof, {**regime(prof.backend, "open", name), "closed_load": closed}, "tpot_ms")[0][1]
+        for _, name in OPEN_BINS for _, closed in CLOSED_BINS)
 
     def ok(c: int) -> bool:
         if arrival == "poisson" and tpot_ms is not None:
