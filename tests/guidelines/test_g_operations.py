@@ -394,7 +394,8 @@ def test_g_scen_007(run):
     """Hundreds of requests per second: many independent instances behind a load-balancing gateway."""
     out = run("network.ethernet-for-independent-replicas",
               {"chosen.id": "x", "chosen.servers": 6, "chosen.tp": 1, "bom.servers_per_replica": 1,
-               "mode": "online", "chosen.weights_gib": 15, "constraints.domestic_only": False})
+               "mode": "online", "chosen.weights_gib": 15, "constraints.domestic_only": False,
+               "traffic.peak_qps": 300, "traffic.avg_input_tokens": 1000, "traffic.avg_output_tokens": 200})
     assert "load-balancer" in out.values["components.network.switch_features"]
 
 

@@ -815,7 +815,7 @@ CONFIDENCES = ("p80", "median")
 def sla_ttft(s: dict[str, Any], up_ttft: float, statistic: str = "p99", confidence: str = "p80") -> float:
     """The TTFT an SLA is checked against. The mean at the ``confidence`` edge of its band
     (``p80``: ``up_ttft`` x the estimate, the upper end of the 80 % band of measured / predicted on
-    the fitted rows; ``median``: the estimate); for a ``p99`` target in open loop also the queue's
+    held-out campaigns (perf.bands); ``median``: the estimate); for a ``p99`` target in open loop also the queue's
     P99, at its central value whatever the confidence: the band was measured on mean and median
     latencies, not on P99s (the plan warns when the band, applied to the P99 as well, would
     reach the target)."""
