@@ -115,6 +115,10 @@ def input_def(key: str) -> InputDef:
     raise KeyError(key)
 
 
+# traffic fields a ``models:`` entry may give for its own pool (CONTRACTS, turn 3: per-model lengths)
+POOL_TRAFFIC = ("avg_input_tokens", "avg_output_tokens", "max_context_tokens")
+
+
 def _field_schema(d: InputDef) -> dict[str, Any]:
     s: dict[str, Any]
     if d.type == "model":
@@ -130,7 +134,8 @@ def _field_schema(d: InputDef) -> dict[str, Any]:
             "type": "object",
             "properties": {"model": _field_schema(input_def("model")),
                            "peak_qps": {"type": "number", "exclusiveMinimum": 0, "maximum": qps.maximum},
-                           "tenant": {"type": "string", "maxLength": 200}},
+                           "tenant": {"type": "string", "maxLength": 200},
+                           **{k: _field_schema(input_def(f"traffic.{k}")) for k in POOL_TRAFFIC}},
             "required": ["model"], "additionalProperties": False}}
         if d.maximum is not None:
             s["maxItems"] = int(d.maximum)
@@ -275,6 +280,8 @@ def _def_at(path_items: list) -> InputDef | None:
         dotted = "model"
     elif len(path_items) == 3 and path_items[0] == "models" and path_items[2] == "peak_qps":
         dotted = "traffic.peak_qps"
+    elif len(path_items) == 3 and path_items[0] == "models" and path_items[2] in POOL_TRAFFIC:
+        dotted = f"traffic.{path_items[2]}"
     try:
         return input_def(dotted)
     except KeyError:

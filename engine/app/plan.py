@@ -11,7 +11,7 @@ from typing import Any
 from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, input_error, load_workload
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
-from servewise.engine.app.pools import combine, portable, sub_workload
+from servewise.engine.app.pools import combine, pool_given, portable, sub_workload
 from servewise.engine.common.forkmap import fork_map
 from servewise.engine.common.gctune import fewer_collections
 from servewise.engine.common.messages import both, message
@@ -234,7 +234,7 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
         def pool(entry: dict[str, Any], gpu: str | None = None) -> PlanResult:
             """One model's pool; on ``gpu`` alone when given (a re-plan on another host GPU)."""
             sub, extra = sub_workload(workload, entry)
-            dropped = {"traffic.peak_qps"} if entry.get("peak_qps") is not None else set()
+            dropped = pool_given(entry)
             if gpu is not None:
                 sub["constraints"]["gpu_models"] = [gpu]
                 dropped.add("constraints.gpu_models")

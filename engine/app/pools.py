@@ -31,14 +31,27 @@ PACKED_COMPONENTS = ("servers", "cpu", "memory", "storage", "power", "cooling", 
 
 
 def sub_workload(workload: dict[str, Any], entry: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """The single-model workload of one pool (its own model and peak QPS)."""
+    """The single-model workload of one pool (its own model, peak QPS and request lengths)."""
+    from servewise.engine.app.inputs import POOL_TRAFFIC
+
     sub = copy.deepcopy(workload)
     sub["model"] = entry["model"]
     sub["models"] = None
     extra: list[str] = []
     if entry.get("peak_qps") is not None:
         sub["traffic"]["peak_qps"] = entry["peak_qps"]
+    for key in POOL_TRAFFIC:
+        if entry.get(key) is not None:
+            sub["traffic"][key] = entry[key]
     return sub, extra
+
+
+def pool_given(entry: dict[str, Any]) -> set[str]:
+    """The workload fields a ``models:`` entry gives for its pool (not defaulted there)."""
+    from servewise.engine.app.inputs import POOL_TRAFFIC
+
+    keys = ["peak_qps", *POOL_TRAFFIC]
+    return {f"traffic.{k}" for k in keys if entry.get(k) is not None}
 
 
 def pack_steps(mem: Memory) -> list[dict[str, Any]]:
