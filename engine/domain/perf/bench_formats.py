@@ -642,13 +642,18 @@ def _read_vllm(doc: _Doc) -> dict[str, str]:
     burst = doc.num("burstiness")
     if rec["request_rate"] and burst not in (None, 1.0):
         notes.append(f"burstiness {_fmt(burst, 2)} (gamma arrivals)")
+    _peak_and_acceptance(doc, notes, "spec_decode_acceptance_length", "acceptance length")
+    return _finish(rec, notes)
+
+
+def _peak_and_acceptance(doc: _Doc, notes: list[str], acc_key: str, acc_label: str) -> None:
+    """Notes of the peak requests in flight and the speculative-decoding acceptance, if stated."""
     peak = doc.num("max_concurrent_requests")
     if peak is not None:
         notes.append(f"peak {_fmt(peak)} requests in flight")
-    acc = doc.num("spec_decode_acceptance_length")
+    acc = doc.num(acc_key)
     if acc is not None:
-        notes.append(f"speculative decoding acceptance length {_fmt(acc, 2)}")
-    return _finish(rec, notes)
+        notes.append(f"speculative decoding {acc_label} {_fmt(acc, 2)}")
 
 
 def _read_sglang(doc: _Doc) -> dict[str, str]:
@@ -694,12 +699,7 @@ def _read_sglang(doc: _Doc) -> dict[str, str]:
     conc = doc.num("concurrency")
     if conc is not None:
         notes.append(f"mean requests in flight {_fmt(conc, 1)}")
-    peak = doc.num("max_concurrent_requests")
-    if peak is not None:
-        notes.append(f"peak {_fmt(peak)} requests in flight")
-    acc = doc.num("accept_length")
-    if acc is not None:
-        notes.append(f"speculative decoding accept length {_fmt(acc, 2)}")
+    _peak_and_acceptance(doc, notes, "accept_length", "accept length")
     return _finish(rec, notes)
 
 
