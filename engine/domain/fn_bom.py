@@ -320,7 +320,8 @@ def _host_parts(sku: str | None, gpu: str, per_server: int, region: str, include
 
 BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "mem_type", "dimm_gb", "dimms", "data_ssd",
             "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling", "data_ssd_tb",
-            "spine", "spines", "dac_links", "aoc_links", "uplinks")
+            "spine", "spines", "dac_links", "aoc_links", "uplinks", "front_nic", "front_switches",
+            "front_links")
 
 
 @domain_function
@@ -387,13 +388,18 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
         servers * int(spec.get("nics") or 0))
     add(spec.get("switch"), "switch", int(spec.get("switches") or 0))
     add(spec.get("spine"), "switch", int(spec.get("spines") or 0))
-    if spec.get("nic") and spec.get("nics") and spec.get("switch"):
+    if spec.get("nic") and spec.get("nics") and (spec.get("switch") or spec.get("front_nic")):
         if spec.get("dac_links") is not None:  # the cabling as laid out: copper in a rack, optical across
             add(f"{spec['nic']} optics/cable", "optics", int(spec["dac_links"]))
             add(f"{spec['nic']} cross-rack cable", "optics", int(spec.get("aoc_links") or 0))
             add("100g uplink cable", "optics", int(spec.get("uplinks") or 0))
         else:
             add(f"{spec['nic']} optics/cable", "optics", servers * int(spec["nics"]))
+    if spec.get("front_nic"):  # a fabric plan's front-end Ethernet (clients, model files, management)
+        front = str(spec["front_nic"])
+        add(front, "nic-frontend", servers)
+        add("ToR Ethernet switch (any vendor)", "switch", int(spec.get("front_switches") or 0))
+        add(f"{front} cross-rack cable", "optics", int(spec.get("front_links") or 0))
     if spec.get("cooling") == "liquid":
         base = [ln for ln in lines if ln["category"] in ("gpu", "platform", "server") and ln["unit_price_cny"]]
         per_server = [sum(ln["qty"] * ln["unit_price_cny"][i] for ln in base) / max(servers, 1)

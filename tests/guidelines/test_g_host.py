@@ -40,11 +40,15 @@ def test_g_net_004(run):
 
 
 def test_g_net_005(run):
-    """RoCE v2 with PFC on a 400G-capable switch: Spectrum-4 is chosen, Aruba CX 10000 (no 400G) rejected."""
+    """RoCE v2 with PFC on a 400G-capable switch: Spectrum-4 for replicas of three or more servers,
+    Aruba CX 10000 (no 400G) rejected; two servers of a replica are cabled point to point."""
     out = run(["network.roce-for-cross-node-replicas", "network.reject-aruba-for-400g"],
-              {**ONLINE, **PP_TRAFFIC, "chosen.gpu": "H100 SXM", "bom.servers_per_replica": 2})
+              {**ONLINE, **PP_TRAFFIC, "chosen.gpu": "H100 SXM", "bom.servers_per_replica": 3})
     assert out.values["components.network.switch"] == "NVIDIA Spectrum-4 SN5600"
     assert out.rejected("HPE Aruba CX 10000")
+    pair = run("network.roce-for-cross-node-replicas",
+               {**ONLINE, **PP_TRAFFIC, "chosen.gpu": "H100 SXM", "bom.servers_per_replica": 2})
+    assert pair.values["components.network.switch"].startswith("none (point-to-point")
 
 
 @pytest.mark.parametrize("gpu", ["H100 SXM", "H200 SXM"])

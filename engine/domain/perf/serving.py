@@ -600,12 +600,30 @@ def regime_of(prof: Profile, s: dict[str, Any] | None, *, offline: bool = False)
     return reg
 
 
+_BANDS_SEEN: dict[tuple, tuple[dict[str, Any], tuple[list[float], str]]] = {}
+
+
 def band_of(prof: Profile, reg: dict[str, str], metric: str,
             calibration: dict[str, Any] | None = None) -> tuple[list[float], str]:
     """``([low, high] multipliers, where they come from)`` of ``metric``'s 80 % band: the
     out-of-sample band of the regime (perf.bands), widened like the profile's own band for a
     GPU class or backend without measured rows; the profile's in-sample band without a bands
-    file."""
+    file. Remembered per (profile class, regime, metric) while the same bands file is loaded (a
+    plan asks the same few thousands of times)."""
+    bands = load_bands()
+    key = (prof.gpu_class, prof.backend, prof.band_widening, prof.vendor, reg["backend"],
+           reg["arrival"], reg["load"], reg.get("closed_load"), metric)
+    hit = _BANDS_SEEN.get(key)
+    if bands and hit is not None and hit[0] is bands:
+        lo_hi, what = hit[1]
+        return list(lo_hi), what
+    out = _band_of(prof, reg, metric)
+    if bands:
+        _BANDS_SEEN[key] = (bands, (list(out[0]), out[1]))
+    return out
+
+
+def _band_of(prof: Profile, reg: dict[str, str], metric: str) -> tuple[list[float], str]:
     closed = reg.get("closed_load")
     if closed is not None and metric == "ttft_ms":
         # an open loop's TTFT is the front, the prefill and the queue the model computes; a
