@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from servewise.engine.domain.catalog import UnknownEntry, load_catalog
+from servewise.engine.domain.catalog import UnknownEntry
 from servewise.engine.domain.perf.bench_formats import ResultsFormatError, read_results
-from servewise.engine.domain.perf.data import MODEL_ALIASES, Row, read_measured
+from servewise.engine.domain.perf.data import Row, read_measured, resolve_gpu, resolve_model
 from servewise.engine.domain.perf.overlay import dump_overlay
 from servewise.engine.domain.perf.overlay_fit import calibrate
 
@@ -34,21 +34,14 @@ class CalibrateError(ValueError):
 def catalog_name(kind: str, name: str) -> str | None:
     """The catalog name of a model or GPU as a result file writes it (a Hugging Face id such as
     ``meta-llama/Llama-3.1-8B-Instruct``, ``NVIDIA H100 80GB HBM3``), or None."""
-    cat = load_catalog()
-    tries = [name, name.split("/")[-1]]
-    if kind == "model":
-        tries.append(SUFFIXES.sub("", name.split("/")[-1]))
-    for t in tries:
-        t = t.strip()
-        if not t:
-            continue
+    base = name.strip().split("/")[-1]
+    tries = [name.strip(), base] + ([SUFFIXES.sub("", base)] if kind == "model" else [])
+    resolve = resolve_model if kind == "model" else resolve_gpu  # catalog names and aliases
+    for t in dict.fromkeys(x for x in tries if x):
         try:
-            entry = cat.model(t) if kind == "model" else cat.gpu(t)
-            return str(entry["id"])
+            return str(resolve(t)["id"])
         except UnknownEntry:
-            alias = MODEL_ALIASES.get(t.lower()) if kind == "model" else None
-            if alias:
-                return alias
+            continue
     return None
 
 

@@ -348,7 +348,7 @@ def _class_or_inherited(gpu: dict[str, Any], backend: str, cal: dict[str, Any]) 
     return _class_profile(classes, cls, backend, cal)
 
 
-def _clip(key: str, value: float) -> float:
+def clip(key: str, value: float) -> float:
     """``value`` kept inside the physical range of ``key`` (a ratio transfer can leave it)."""
     lo, hi = BOUNDS[key]
     return min(max(value, lo), hi)
@@ -392,7 +392,7 @@ def _class_profile(classes: dict[str, Any], cls: str, backend: str,
         factor = widen
     else:
         b, r0, r1 = backends[common], ref[common], ref[backend]
-        vals = [_clip(k, _value(b, k) * _value(r1, k) / _value(r0, k)) for k in keys]
+        vals = [clip(k, _value(b, k) * _value(r1, k) / _value(r0, k)) for k in keys]
         factor = widen ** 0.5
     band = _widen(b["band"], factor)
     return Profile(cls, backend, *vals, band=band, measured=False, band_widening=factor,

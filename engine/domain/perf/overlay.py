@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from servewise.engine.domain.perf.calibration import BOUNDS, Profile
+from servewise.engine.domain.perf.calibration import BOUNDS, Profile, clip
 
 FORMAT = "servewise-calibration-overlay"
 VERSION = 1
@@ -56,7 +56,6 @@ class Scope:
 
     def apply(self, p: Profile) -> Profile:
         c = self.constants
-        clip = lambda k, v: min(max(v, BOUNDS[k][0]), BOUNDS[k][1])  # noqa: E731
         scale_i = c.get("interference_scale", 1.0)
         scale_w = c.get("wait_scale", 1.0)
         return replace(

@@ -113,6 +113,12 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int,
     return s
 
 
+def prefill_service_ms(sm: StepModel, t_prefill: float, t_decode: float, isl: int) -> float:
+    """Engine time one request's prefill takes: its compute plus the decode steps its chunks share
+    (``t_prefill + isl / chunk_tokens x t_decode``)."""
+    return t_prefill + isl / CHUNK_TOKENS.get(sm.prof.backend, 8192) * t_decode
+
+
 def md1_tail(rho: float) -> tuple[float, float]:
     """(x, c) of the M/D/1 waiting-time tail ``P(W > t) ≈ c exp(-x t / S)``.
 
@@ -147,7 +153,7 @@ def _queue(sm: StepModel, s: dict[str, Any], lam: float, c_rank: float, isl: int
     prof = sm.prof
     t_pf, t_dec = s["prefill"]["total"], s["dec"]["total"]
     chunk = CHUNK_TOKENS.get(prof.backend, 8192)
-    svc = t_pf + isl / chunk * t_dec
+    svc = prefill_service_ms(sm, t_pf, t_dec, isl)
     rho = min(lam * svc, RHO_MAX)
     w_mean = rho * svc / (2 * (1 - rho))
     x, c_tail = md1_tail(rho)
@@ -179,7 +185,7 @@ def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int,
     # P99 tail is not needed to find the rate)
     chunk = CHUNK_TOKENS.get(sm.prof.backend, 8192)
     t_pf, t_dec = s["prefill"]["total"], s["dec"]["total"]
-    svc = t_pf + isl / chunk * t_dec
+    svc = prefill_service_ms(sm, t_pf, t_dec, isl)
     busy = 1 - math.exp(-c_rank)
     mix = sm.prof.interference * math.ceil(isl / chunk) * t_dec * (1.0 if c_rank > 1 else 0.0)
     fixed = s["front"] + t_pf + mix + t_dec / 2 * busy
@@ -188,7 +194,7 @@ def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int,
         rho = min(lam * svc, RHO_MAX)
         return lam * (fixed + rho * svc / (2 * (1 - rho)) + tail) - c_rank
 
-    lo, hi = 0.0, RHO_MAX / (s["prefill"]["total"] + isl / chunk * s["dec"]["total"])
+    lo, hi = 0.0, RHO_MAX / svc
     if gap(hi) < 0:
         lam = hi
     else:
@@ -245,14 +251,13 @@ def max_rate_per_rank(sm: StepModel, cap: float, isl: int, osl: int) -> float:
     queue serves below ``RHO_MAX`` (``S(c)``, a prefill's engine time beside ``c`` decodes).
     The first grows with ``c``, the second falls: the maximum is where they cross (found on a
     geometric grid of 48 sizes, then by golden-section search around the best)."""
-    chunk = CHUNK_TOKENS.get(sm.prof.backend, 8192)
     front = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
 
     def rate(c: float) -> float:
         b = _base(sm, c, isl, osl)
         t_pf, t_dec = b["prefill"]["total"], b["dec"]["total"]
         return min(c / (front + t_pf + b["n_dec"] * b["tpot"]),
-                   RHO_MAX / (t_pf + isl / chunk * t_dec))
+                   RHO_MAX / prefill_service_ms(sm, t_pf, t_dec, isl))
 
     grid = [cap ** (i / 47) for i in range(48)] if cap > 1 else [1.0]
     vals = [rate(c) for c in grid]
