@@ -13,6 +13,7 @@ from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf import PRECISIONS, estimate, estimate_embedding
 from servewise.engine.domain.perf.calibration import BACKENDS, load_calibration, using_overlay
 from servewise.engine.domain.perf.data import MODEL_ALIASES, DataError
+from servewise.engine.domain.perf.disagg import Pool, estimate_disagg
 from servewise.engine.domain.perf.memory import Layout
 from servewise.engine.domain.perf.overlay import Overlay, OverlayError, load_overlay
 from servewise.engine.domain.perf.serving import max_rate_meeting
@@ -207,6 +208,19 @@ def load_lines(d: dict[str, Any]) -> list[str]:
                    "whose P99 TTFT (upper band edge) meets this target.")
 @click.option("--tpot-target-ms", type=click.FloatRange(min=0, min_open=True), default=None,
               help="With --request-rate or --arrival poisson: the TPOT target of that rate.")
+@click.option("--prefill-workers", type=click.IntRange(min=1), default=None,
+              help="Disaggregated serving: prefill workers (with --decode-workers; --tp/--ep/"
+                   "--attention-dp are then one decode worker's layout).")
+@click.option("--decode-workers", type=click.IntRange(min=1), default=None,
+              help="Disaggregated serving: decode workers.")
+@click.option("--prefill-tp", type=click.IntRange(min=1), default=None,
+              help="Tensor parallel size of a prefill worker (default: --tp).")
+@click.option("--prefill-ep", type=click.IntRange(min=1), default=None,
+              help="Expert parallel size of a prefill worker (default: --ep).")
+@click.option("--prefill-attention-dp", type=click.IntRange(min=1), default=None,
+              help="Attention data-parallel ranks of a prefill worker (default: --attention-dp).")
+@click.option("--prefill-gpu", default=None,
+              help="GPU of the prefill workers (default: --gpu).")
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, help=CALIBRATION_HELP)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
@@ -216,9 +230,28 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
                  arrival: str, request_rate: float | None, request_lengths: str | None,
                  kv_precision: str | None, speculative_tokens: int | None,
                  acceptance: float | None, ttft_target_ms: float | None,
-                 tpot_target_ms: float | None, calibration: str | None, fmt: str) -> None:
-    """Performance and memory of one model on one GPU configuration."""
+                 tpot_target_ms: float | None, prefill_workers: int | None,
+                 decode_workers: int | None, prefill_tp: int | None, prefill_ep: int | None,
+                 prefill_attention_dp: int | None, prefill_gpu: str | None,
+                 calibration: str | None, fmt: str) -> None:
+    """Performance and memory of one model on one GPU configuration (or, with
+    --prefill-workers / --decode-workers, of a disaggregated deployment)."""
     targets = (ttft_target_ms, tpot_target_ms)
+    prefill_opts = {"--prefill-tp": prefill_tp, "--prefill-ep": prefill_ep,
+                    "--prefill-attention-dp": prefill_attention_dp, "--prefill-gpu": prefill_gpu}
+    if prefill_workers is None and decode_workers is None:
+        given = [k for k, v in prefill_opts.items() if v is not None]
+        if given:
+            raise BadInput(f"{given[0]}: applies to disaggregated serving (--prefill-workers N "
+                           "--decode-workers M)")
+    else:
+        with using_overlay(read_overlay(calibration)):
+            _estimate_disagg(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task,
+                             concurrency, backend, arrival, request_rate, kv_precision,
+                             speculative_tokens, acceptance, prefill_workers or 1,
+                             decode_workers or 1, prefill_tp or tp, prefill_ep or ep,
+                             prefill_attention_dp or attention_dp, prefill_gpu, fmt, targets)
+        return
     if any(x is not None for x in targets) and not (request_rate or arrival == "poisson"):
         raise BadInput("--ttft-target-ms / --tpot-target-ms: apply to open-loop traffic "
                        "(--request-rate R or --arrival poisson)")
@@ -274,6 +307,93 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
         click.echo(json.dumps(d, indent=2, ensure_ascii=False))
     else:
         click.echo(wrap(estimate_text(d), output_width()).rstrip("\n"))
+
+
+def _estimate_disagg(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
+                     precision: str, isl: int, osl: int | None, task: str, concurrency: int,
+                     backend: str, arrival: str, request_rate: float | None,
+                     kv_precision: str | None, speculative_tokens: int | None,
+                     acceptance: float | None, prefill_workers: int, decode_workers: int,
+                     prefill_tp: int, prefill_ep: int, prefill_attention_dp: int,
+                     prefill_gpu: str | None, fmt: str,
+                     targets: tuple[float | None, float | None]) -> None:
+    if task != "generate":
+        raise BadInput("--prefill-workers/--decode-workers: apply to --task generate")
+    if osl is None:
+        raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
+    if pp > 1:
+        raise BadInput("--pp: disaggregated workers are modelled without pipeline parallelism")
+    if any(x is not None for x in targets):
+        raise BadInput("--ttft-target-ms / --tpot-target-ms: not modelled for disaggregated "
+                       "serving yet; compare the estimate with your targets")
+    if acceptance is not None and speculative_tokens is None:
+        raise BadInput("--acceptance: applies with --speculative-tokens (draft tokens per step)")
+    if arrival == "poisson" and not request_rate:
+        raise BadInput("--arrival poisson: a disaggregated open loop needs --request-rate R")
+    m = _lookup("model", model, "--model")
+    g = _lookup("gpu", gpu, "--gpu")
+    gp = _lookup("gpu", prefill_gpu, "--prefill-gpu") if prefill_gpu else g
+    try:
+        spec = (speculation(m, speculative_tokens, acceptance, load_calibration())
+                if speculative_tokens else None)
+        d = estimate_disagg(
+            m, Pool(gp, Layout(prefill_tp, 1, prefill_ep, prefill_attention_dp), prefill_workers),
+            Pool(g, Layout(tp, 1, ep, attention_dp), decode_workers),
+            precision=precision.lower(), isl=isl, osl=osl,
+            concurrency=None if request_rate else float(concurrency),
+            request_rate=request_rate,
+            backend=backend.lower(), kv_precision=kv_precision, speculative=spec)
+    except ValueError as exc:
+        raise BadInput(str(exc)) from None
+    if fmt == "json":
+        click.echo(json.dumps(d, indent=2, ensure_ascii=False))
+    else:
+        click.echo(wrap(disagg_text(d), output_width()).rstrip("\n"))
+
+
+def disagg_text(d: dict[str, Any]) -> str:
+    """A disaggregated estimate as text: the pools, the three numbers, how they were reached."""
+    i, b = d["inputs"], d["band"]
+    lines = [f"{i['model']}, disaggregated: {i['precision']} weights, {i['kv_precision']} KV, "
+             f"{i['backend']}"]
+    for name in ("prefill", "decode"):
+        p = d["pools"][name]
+        adp = f", attention-dp {p['attention_dp']}" if p["attention_dp"] > 1 else ""
+        mem = p["memory"]
+        lines.append(f"{name:>8}: {p['workers']} worker(s) x {p['gpus_per_worker']} {p['gpu']} "
+                     f"(tp {p['tp']}, ep {p['ep']}{adp}) = {p['gpus']} GPUs; memory per GPU "
+                     f"{mem['per_gpu_gib']:.1f} of {mem['budget_gib']:.1f} GiB -> "
+                     + ("fits" if p["fits"] else "does NOT fit"))
+    load = (f"Poisson arrivals at {i['request_rate']:g} requests/s (open loop)"
+            if i.get("request_rate") else f"{i['concurrency']:g} requests in flight (closed loop)")
+    spec = i.get("speculative")
+    lines.append(f"workload: isl {i['isl']}, osl {i['osl']}, {load}"
+                 + (f"; speculative decoding: {spec['tokens']} draft token(s), acceptance "
+                    f"{spec['acceptance']:g}" if spec else ""))
+    if d["reason"]:
+        lines.append(f"reason: {d['reason']}")
+    for key, label, unit in (("ttft_ms", "TTFT", "ms"), ("tpot_ms", "TPOT", "ms"),
+                             ("output_tokens_per_s", "throughput", "tokens/s")):
+        lo, hi = b[key]
+        lines.append(f"{label:>10}: {_fmt(d[key])} {unit}  (band {_fmt(lo)} .. {_fmt(hi)})")
+    lines.append(f"{'requests':>10}: {_fmt(d['requests_per_s'], 2)} /s"
+                 + ("  SATURATED: a pool is at its limit" if d["saturated"] else ""))
+    kv = d["kv_transfer"]
+    lines.append(f"{'KV move':>10}: {kv['bytes_per_request'] / 1e6:,.1f} MB a request over "
+                 f"{kv['link']} ({kv['gbs_per_gpu']:.0f} GB/s per GPU): {kv['ms']:.2f} ms")
+    c = d["calibration"]
+    lines.append(f"calibration: {c['gpu_class']} / {c['backend']}; hand-off "
+                 f"{c['t_handoff_ms']:.0f} ms ({c['t_handoff_fitted_on'] or 'not fitted'})")
+    lines.append(f"bands (80 %): {c['band_source']}")
+    lines.append("how:")
+    for s in d["steps"]:
+        res = s["result"]
+        res = f"{res:,.4g}" if isinstance(res, float) else res
+        lines.append(f"  {s['name']}: {s['formula']}")
+        lines.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
+        if s.get("note"):
+            lines.append(f"      ({s['note']})")
+    return "\n".join(lines)
 
 
 def _pct(x: float | None) -> str:

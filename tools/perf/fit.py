@@ -128,6 +128,7 @@ def calibration_dict(profiles: dict[tuple[str, str], dict[str, Any]]) -> dict[st
     return {"default_class": REFERENCE_CLASS, "links": _kept("links", FALLBACK_LINKS),
             "moe_kernels": _kept("moe_kernels", {}),
             "speculative": _kept("speculative", {}),
+            "disaggregated": _kept("disaggregated", {}),
             "unmeasured_band_widening": 2.0,
             "classes": {**dict(classes),
                         **{c: _inherited(w) for c, w in UNMEASURED.items() if c not in classes}}}
@@ -161,8 +162,8 @@ def usable_rows(paths: Iterable[str | Path], exclude_models: Iterable[str] = (),
         _, rows = read_rows(p)
         name = Path(p).name
         for r in rows:
-            if r.skipped or r.model is None or r.gpu is None:
-                continue
+            if r.skipped or r.model is None or r.gpu is None or r.disagg is not None:
+                continue  # disaggregated runs fit their own constant (tools/perf/disagg_fit.py)
             if campaigns and (name, r.model_name, r.backend, r.gpu_name,
                               r.precision) in campaigns:
                 continue

@@ -67,6 +67,17 @@ class DataError(ValueError):
     """A data file that cannot be read as either layout."""
 
 
+@dataclass(frozen=True)
+class DisaggRun:
+    """The pools of a disaggregated run (prefill and decode workers); the row's ``layout`` is
+    one decode worker's."""
+
+    prefill: Layout
+    prefill_workers: int
+    decode_workers: int
+    source: str  # where the layouts come from: the row's notes or a recipe
+
+
 @dataclass
 class Row:
     """One measurement, normalised; ``skipped`` says why it cannot be predicted."""
@@ -95,6 +106,7 @@ class Row:
     skipped: str | None = None
     unused: str | None = None          # a measurement of the row left out, and why
     speculative_tokens: int = 0        # draft tokens per step of a speculative run (0: none)
+    disagg: DisaggRun | None = None    # a disaggregated run (prefill and decode pools)
 
 
 def _f(v: str | None) -> float | None:
@@ -454,6 +466,49 @@ def _mean_length(nominal: int) -> int:
     return round((math.floor(nominal * INFERENCEX_RANGE_RATIO) + nominal) / 2)
 
 
+_WORKER = re.compile(r"\b(prefill|decode): workers=(\d+) tp=(\d+) pp=(\d+) attn_dp=(\d+) "
+                     r"moe_tp=(\d+) moe_ep=(\d+)")
+
+
+def disaggregated(r: dict[str, str]) -> bool:
+    """A row of a disaggregated run (measured-disagg.csv: its notes say ``mode=disagg``)."""
+    return "mode=disagg" in (r.get("notes") or "")
+
+
+def _read_disagg(row: Row, r: dict[str, str]) -> None:
+    """The pools of a disaggregated row: from the InferenceX recipe that ran it where one matches
+    (perf.disagg_recipes: the configuration states the worker counts, layouts and draft length),
+    else from the notes' ``prefill: workers=.. tp=..`` / ``decode: ..`` — except for InferenceX
+    rows whose notes say one worker of each (``provenance: source_file``: those files did not
+    keep the worker counts; the same measurements in ``db-dump`` rows ran several)."""
+    from servewise.engine.domain.perf.disagg_recipes import recipe_for
+
+    notes = r.get("notes") or ""
+    found = {ph: tuple(int(x) for x in rest) for ph, *rest in _WORKER.findall(notes)}
+    recipe, why = recipe_for(r)
+    if recipe is not None:
+        p, d = recipe.prefill, recipe.decode
+        row.disagg = DisaggRun(Layout(p.tp, 1, p.ep, p.attention_dp), p.workers, d.workers,
+                               f"InferenceX {recipe.key} @ {recipe.commit}")
+        row.layout = Layout(d.tp, 1, d.ep, d.attention_dp)
+        if recipe.spec_decoding != "none" and recipe.draft_tokens is None:
+            row.skipped = (f"speculative decoding: InferenceX {recipe.key} ran "
+                           f"{recipe.spec_decoding} and no source gives its draft length")
+        row.speculative_tokens = int(recipe.draft_tokens or 0)
+        return
+    if set(found) != {"prefill", "decode"}:
+        row.skipped = "disaggregated run: the notes do not give both pools' layouts"
+        return
+    (pw, ptp, ppp, padp, _pmtp, pep), (dw, dtp, dpp, dadp, _dmtp, dep) = (
+        found["prefill"], found["decode"])
+    if "provenance: source_file" in notes and pw == dw == 1:
+        row.skipped = ("disaggregated InferenceX run without its worker counts (the source file "
+                       f"kept one worker of each) and no InferenceX recipe: {why}")
+        return
+    row.disagg = DisaggRun(Layout(ptp, ppp, pep, padp), pw, dw, "the row's notes")
+    row.layout = Layout(dtp, dpp, dep, dadp)
+
+
 def read_measured(rows: list[dict[str, str]]) -> list[Row]:
     out = []
     dates = run_dates(rows)
@@ -464,6 +519,16 @@ def read_measured(rows: list[dict[str, str]]) -> list[Row]:
                   ttft_ms=_f(r.get("ttft_ms")), tpot_ms=_f(r.get("tpot_ms")))
         _entities(row, r.get("model", ""), r.get("gpu", ""))
         _load(row, r)
+        if disaggregated(r):
+            _read_disagg(row, r)
+            row.concurrency = _f(r.get("concurrency"))
+            if _inferencex(r):
+                row.isl, row.osl = _mean_length(row.isl), _mean_length(row.osl)
+                row.lengths = "random"
+            if not row.skipped and not (row.isl and row.osl and row.concurrency):
+                row.skipped = "isl, osl or concurrency missing"
+            out.append(row)
+            continue
         inferencex = _inferencex(r)
         cols = _cols(r) if inferencex else {}
         recipe = _matching(MODELLED_SPECULATIVE_RUNS, cols) if inferencex else None

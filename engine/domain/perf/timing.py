@@ -383,23 +383,27 @@ class StepModel:
         return {**ver, "t_draft": draft, "total": ver["total"] + draft,
                 "tokens_per_step": self.spec.tokens_per_step}
 
-    def prefill_once(self, tokens: float) -> dict[str, float]:
+    def prefill_once(self, tokens: float, ranks: float | None = None) -> dict[str, float]:
         """:meth:`prefill` of ``tokens`` (no cached tokens), computed once per step model (a
         serving solve asks for it at every concurrency tried); a copy each time."""
         memo = self.__dict__.setdefault("_prefill_memo", {})  # not a field: eq and repr ignore it
-        key = (type(tokens), tokens)
+        key = (type(tokens), tokens) if ranks is None else (type(tokens), tokens, ranks)
         hit = memo.get(key)
         if hit is None:
-            hit = memo[key] = self.prefill(tokens)
+            hit = memo[key] = self.prefill(tokens, ranks=ranks)
         return dict(hit)
 
-    def prefill(self, tokens: float, past: float = 0.0) -> dict[str, float]:
-        """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens."""
+    def prefill(self, tokens: float, past: float = 0.0,
+                ranks: float | None = None) -> dict[str, float]:
+        """Prefill of ``tokens`` new tokens of one sequence after ``past`` cached tokens.
+        ``ranks``: attention-DP ranks prefilling at the same time (their tokens meet in the MoE
+        layers); all ``dp`` of them by default (an aggregated engine's ranks prefill in
+        lockstep), fewer on a lightly loaded prefill worker of a disaggregated deployment."""
         tokens = max(tokens, 1.0)
         ctx = past + tokens / 2  # causal: mean context seen by a new token
         attn = self.attention_flops(tokens, ctx, decode=False)
         sparse = self.sparse_prefill_flops(tokens, ctx)
-        dp = self.lay.dp  # attention-DP ranks prefill in lockstep: experts see dp x tokens
+        dp = self.lay.dp if ranks is None else min(max(ranks, 1.0), float(self.lay.dp))
         d0, m0 = self.linear_flops_per_token(dp, lm_head=False)
         d1, m1 = self.linear_flops_per_token(dp)
         gemm, moe = (tokens - 1) * d0 + d1, (tokens - 1) * m0 + m1

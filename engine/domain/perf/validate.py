@@ -8,6 +8,7 @@ from typing import Any
 
 from servewise.engine.domain.perf.calibration import load_calibration, profile
 from servewise.engine.domain.perf.data import DEFAULT_FILES, Row, read_rows
+from servewise.engine.domain.perf.disagg import Pool, predict_disagg
 from servewise.engine.domain.perf.memory import memory
 from servewise.engine.domain.perf.serving import (
     MAX_BATCH,
@@ -46,6 +47,8 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
     if row.skipped:
         return out
     assert row.model is not None and row.gpu is not None
+    if row.disagg is not None:
+        return _predict_disagg(row, out, calibration)
     state: dict[str, Any] | None = None
     try:
         if row.prefill_only:  # an in-engine prefill benchmark: nothing else was measured
@@ -94,6 +97,46 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
     if not (out["ttft_ms"] or out["tpot_ms"] or out["output_tokens_per_s"]):
         out["skipped"] = ("p99 latency of a closed-loop run is not modelled"
                           if row.statistic == "p99" else "no measurement the model predicts")
+    return out
+
+
+def _predict_disagg(row: Row, out: dict[str, Any],
+                    calibration: dict[str, Any] | None) -> dict[str, Any]:
+    """A disaggregated run's predictions (perf.disagg), banded like a closed loop of its backend at
+    the decode ranks' batch."""
+    assert row.disagg is not None and row.model is not None and row.gpu is not None
+    run = row.disagg
+    try:
+        spec = (speculation(row.model, row.speculative_tokens, None,
+                            calibration or load_calibration())
+                if row.speculative_tokens else None)
+        s = predict_disagg(row.model, Pool(row.gpu, run.prefill, run.prefill_workers),
+                           Pool(row.gpu, row.layout, run.decode_workers),
+                           precision=row.precision, isl=row.isl, osl=row.osl,
+                           concurrency=float(row.concurrency or 1), backend=row.backend,
+                           kv_precision=row.kv_precision, calibration=calibration,
+                           speculative=spec)
+    except ValueError as exc:
+        out["skipped"] = str(exc)
+        return out
+    if row.ttft_ms:
+        out["ttft_ms"] = s["ttft"]
+    if row.tpot_ms and row.osl > 1:
+        out["tpot_ms"] = s["tpot"]
+    if row.tput:
+        out["output_tokens_per_s"] = s["output_tokens_per_s"]
+    prof = s["prof_decode"]
+    reg = regime_of(prof, {"arrival": "closed", "c_rank": s["c_decode_rank"]})
+    out["regime"] = reg
+    out["state"] = {k: s[k] for k in ("c_total", "prefill_ranks", "t_prefill", "c_decode_rank")}
+    out["note"] = f"disaggregated: {run.prefill_workers} prefill + {run.decode_workers} decode " \
+        f"workers ({run.source})"
+    for m in METRICS:
+        if out[m] is not None:
+            (lo, hi), _ = band_of(prof, reg, m, calibration)
+            out[f"{m}_band"] = [round(out[m] * lo, 4), round(out[m] * hi, 4)]
+    if not (out["ttft_ms"] or out["tpot_ms"] or out["output_tokens_per_s"]):
+        out["skipped"] = "no measurement the model predicts"
     return out
 
 
