@@ -163,6 +163,12 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         if c.get("speculative") == "mtp":
             standby += (f", MTP speculative decoding ({c.get('speculative_tokens')} draft token(s), "
                         f"acceptance {c.get('speculative_acceptance')})")
+        if c.get("layout") == "disaggregated":
+            return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), prefill/decode "
+                    f"disaggregated: {c.get('prefill_workers')} prefill + {c.get('decode_workers')} "
+                    f"decode workers for the peak, each attention data parallel {c['attention_dp']} × "
+                    f"expert parallel {c['expert_parallel']} on {c.get('gpus_per_replica')} GPUs, "
+                    f"{c['replicas']} worker(s) installed{standby}, {c['per_server']} per server")
         if c.get("layout") == "attention-dp":
             return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), attention data parallel "
                     f"{c['attention_dp']} × expert parallel {c['expert_parallel']} per "
@@ -367,9 +373,11 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
         out.append(f"  {pad(label, 13)} {component_line(name, comp)}")
-        launch = (comp.get("settings") or {}).get("launch") if name == "software" else None
-        if launch:
-            out.append(f"  {pad(t('launch', lang), 13)} {launch}")
+        settings = (comp.get("settings") or {}) if name == "software" else {}
+        pools_launch = [(key, settings[key]) for key in ("launch_prefill", "launch_decode", "launch_router")
+                        if settings.get(key)]
+        for key, line in pools_launch or ([("launch", settings["launch"])] if settings.get("launch") else []):
+            out.append(f"  {pad(t(key, lang), 13)} {line}")
     if extras:
         out.append("")
         out.append(t("operations", lang))

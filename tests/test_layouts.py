@@ -47,31 +47,63 @@ def test_moe_models_get_attention_dp_candidates_of_2_to_8_gpus_only(example_plan
     assert dense["components"]["gpu"]["layout"] == "replicas"
 
 
-def test_the_public_deepseek_api_runs_attention_dp_engines_on_at_most_18_servers(cli):
+def test_the_public_deepseek_api_runs_disaggregated_on_at_most_18_servers(cli):
     res = cli("plan", PUBLIC_API, "--format", "json")
     assert res.exit_code == 0, res.output[-2000:]
     plan = json.loads(res.output)
     gpu, servers = plan["components"]["gpu"], plan["components"]["servers"]
-    assert (gpu["model"], gpu["layout"], gpu["attention_dp"], gpu["expert_parallel"]) == ("B200", "attention-dp", 8, 8)
+    assert (gpu["model"], gpu["layout"], gpu["attention_dp"], gpu["expert_parallel"]) == ("B200", "disaggregated", 8, 8)
+    assert gpu["prefill_workers"] >= 1 and gpu["decode_workers"] >= 1
+    assert gpu["replicas_for_peak"] == gpu["prefill_workers"] + gpu["decode_workers"]
     assert servers["count"] <= 18 and plan["performance"]["meets_sla"] is True
-    assert "--enable-dp-attention --ep-size 8" in plan["components"]["software"]["settings"]["launch"]
-    tp_only = [c for c in plan["candidates"] if c["gpu"] == "B200" and " | tp" in c["id"]]
+    settings = plan["components"]["software"]["settings"]
+    assert "--disaggregation-mode prefill" in settings["launch_prefill"]
+    assert "--disaggregation-mode decode" in settings["launch_decode"]
+    assert settings["launch_router"].count("--prefill http") == gpu["prefill_workers"]
+    assert settings["launch_router"].count("--decode http") == gpu["decode_workers"]
+    net = plan["components"]["network"]  # the KV cache between the pools needs RDMA, sized from it
+    assert net["inter_node"] == "roce-v2-400g" and net["nics_per_server"] >= 1 and net["traffic_gbps"] > 0
     chosen = next(c for c in plan["candidates"] if c["chosen"])
-    assert tp_only and min(c["tco_cny"] for c in tp_only) > 1.3 * chosen["tco_cny"]
+    for kind in (" | tp", " | dp"):  # TP-only replicas and aggregated attention-DP engines both cost more
+        others = [c for c in plan["candidates"] if c["gpu"] == "B200" and kind in c["id"]]
+        assert others and min(c["tco_cny"] for c in others) > chosen["tco_cny"], kind
     text = cli("plan", PUBLIC_API, "--full").output
-    assert "attention data parallel 8 × expert parallel 8" in text and "Launch" in text
+    assert "prefill/decode disaggregated" in text and "Router" in text
+
+
+def test_the_pools_are_sized_from_their_loads_not_a_fixed_ratio(cli, tmp_path):
+    """Long prompts with short answers need more prefill than decode workers; short prompts with
+    long answers the reverse; a higher rate needs more of both."""
+    def pools(isl: int, osl: int, qps: int) -> tuple[int, int]:
+        wl = tmp_path / f"w{isl}-{osl}-{qps}.yaml"
+        wl.write_text(f"model: DeepSeek-V3\nprecision: fp8\nsla: {{ttft_ms: 2000, tpot_ms: 40}}\n"
+                      f"traffic: {{peak_qps: {qps}, avg_input_tokens: {isl}, avg_output_tokens: {osl}, "
+                      "max_context_tokens: 32768}\nconstraints: {gpu_models: [B200], cooling_available: liquid, "
+                      "rack_power_kw: 40}\ndeployment: {region: global}\n")
+        plan = json.loads(cli("plan", str(wl), "--format", "json").output)
+        rec = next(c for c in plan["candidates"] if c["id"] == "B200 | fp8 | pd dp8 ep8")
+        assert rec["layout"] == "disaggregated"
+        return rec["prefill_workers"], rec["decode_workers"]
+
+    long_prompts = pools(8000, 200, 60)
+    long_answers = pools(500, 2000, 60)
+    assert long_prompts[0] > long_prompts[1], long_prompts
+    assert long_answers[1] > long_answers[0], long_answers
+    more = pools(8000, 200, 120)
+    assert more[0] > long_prompts[0] and more[1] >= long_prompts[1]
 
 
 def test_why_not_answers_for_layouts(cli, tmp_path):
     out = tmp_path / "plan.json"
     assert cli("plan", PUBLIC_API, "--format", "json", "-o", str(out)).exit_code == 0
-    chosen = cli("why-not", str(out), "attention-dp")
-    assert chosen.exit_code == 0 and "attention-dp: chosen" in chosen.output
-    replicas = cli("why-not", str(out), "tensor-parallel")
-    assert "replicas: rejected" in replicas.output and "| tp8" in replicas.output, replicas.output
-    assert "% more than the chosen" in replicas.output
-    later = cli("why-not", str(out), "disaggregated")
-    assert later.exit_code == 0 and "does not yet plan this layout" in later.output
+    chosen = cli("why-not", str(out), "disaggregated")
+    assert chosen.exit_code == 0 and "disaggregated: chosen" in chosen.output
+    for name, tag in (("tensor-parallel", "| tp8"), ("attention-dp", "| dp8 ep8")):
+        res = cli("why-not", str(out), name)
+        assert ": rejected" in res.output and tag in res.output, res.output
+        assert "% more than the chosen" in res.output
+    spec = cli("why-not", str(out), "speculative")
+    assert spec.exit_code == 0 and "components.gpu.speculative = mtp" in spec.output
 
 
 def test_a_rejected_layout_is_compared_on_the_plans_own_gpu(cli, tmp_path):
@@ -81,7 +113,7 @@ def test_a_rejected_layout_is_compared_on_the_plans_own_gpu(cli, tmp_path):
     wl = tmp_path / "w.yaml"
     wl.write_text("model: DeepSeek-V3\nprecision: fp8\nsla: {tpot_ms: 40}\n"
                   "traffic: {peak_qps: 100, avg_input_tokens: 2000, avg_output_tokens: 800}\n"
-                  "constraints: {gpu_models: [B200, A100 80GB PCIe], cooling_available: liquid, rack_power_kw: 40, "
+                  "constraints: {gpu_models: [H200 SXM, A100 80GB PCIe], cooling_available: liquid, rack_power_kw: 40, "
                   "allow_restricted: true}\n")
     out = tmp_path / "plan.json"
     assert cli("plan", str(wl), "--format", "json", "-o", str(out)).exit_code == 0
@@ -89,7 +121,7 @@ def test_a_rejected_layout_is_compared_on_the_plans_own_gpu(cli, tmp_path):
     assert plan["components"]["gpu"]["layout"] == "replicas"
     assert any(w["rule"] == "sla.defaulted-ttft-excludes-attention-dp" for w in plan["warnings"])
     res = cli("why-not", str(out), "attention-dp")
-    assert "closest to being chosen: B200 | fp8 | dp8 ep8" in res.output, res.output
+    assert "closest to being chosen: H200 SXM | fp8 | dp8 ep8" in res.output, res.output
     assert "TTFT ≤" in res.output and "(target 500 ms)" in res.output
 
 

@@ -308,22 +308,25 @@ LAYOUT_NAMES = {normalise_name(n): layout for layout, names in {
     "disaggregated": ("disaggregated", "disaggregation", "pd", "prefill-decode", "prefill/decode"),
     "speculative": ("speculative", "speculative decoding", "mtp", "eagle", "eagle3"),
 }.items() for n in names}
-NOT_SEARCHED = {  # layouts the planner does not yet propose, and why (issue #36)
-    "disaggregated": "not-searched",
-    "speculative": "not-searched",
-}
+NOT_SEARCHED: dict[str, str] = {}  # layouts the planner does not yet propose, and why (issue #36)
 
 
 def _candidate_layout(option: str) -> str | None:
     parts = option.split(" | ")
     if len(parts) < 3:
         return None
-    return "attention-dp" if parts[2].startswith("dp") else "replicas" if parts[2].startswith("tp") else None
+    return ("attention-dp" if parts[2].startswith("dp") else "disaggregated" if parts[2].startswith("pd")
+            else "replicas" if parts[2].startswith("tp") else None)
 
 
 def _why_not_layout(plan: dict[str, Any], layout: str, rules: dict[str, dict[str, Any]] | None
                     ) -> dict[str, Any]:
     """The candidates of one serving layout: chosen, rejected (best first) or never searched."""
+    if layout == "speculative":  # not a layout of its own: every candidate is sized with or without it
+        value = plan["components"].get("gpu", {}).get("speculative") or "off"
+        return {"status": "chosen" if value != "off" else "not-chosen", "kind": "value",
+                "resolved": layout, "field": "components.gpu.speculative", "value": value,
+                "groups": [], "decided_by": _deciding_step(plan, "workload.spec_tokens")}
     if layout in NOT_SEARCHED:
         return {"status": "never-candidate", "kind": "layout", "resolved": layout, "groups": [],
                 "reason": NOT_SEARCHED[layout]}

@@ -119,7 +119,8 @@ def _section(mem: Memory, prefix: str, fields: tuple[str, ...]) -> tuple[dict[st
 
 
 CANDIDATE_FIELDS = ("gpu", "precision", "tp", "pp", "gpus", "servers", "tco_cny", "capex_cny",
-                    "ttft_ms_hi", "ttft_p99_ms", "tpot_ms_hi", "availability")
+                    "ttft_ms_hi", "ttft_p99_ms", "tpot_ms_hi", "availability", "layout",
+                    "prefill_workers", "decode_workers")
 
 
 def ranked_candidates(mem: Memory) -> list[dict[str, Any]]:

@@ -91,10 +91,40 @@ def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_
             f"--max-model-len {max_len}{mtp}")
 
 
+def _disagg_launch(fw: str, one: str, prefill: int, decode: int) -> dict[str, str]:
+    """Launch lines of a disaggregated deployment (``prefill`` + ``decode`` workers of the engine
+    ``one`` launches) in the framework's own flags, and its router (policy
+    disaggregated_frameworks cites each): SGLang ``--disaggregation-mode prefill|decode`` with the
+    Mooncake transfer engine and ``sglang_router --pd-disaggregation``; vLLM's NixlConnector
+    (``--kv-transfer-config``) behind a prefill/decode-aware router (llm-d or NVIDIA Dynamo: vLLM
+    ships only an example proxy); TensorRT-LLM's ``trtllm-serve disaggregated`` with its context
+    and generation servers."""
+    if fw == "SGLang":
+        kv = " --disaggregation-transfer-backend mooncake --disaggregation-ib-device <RDMA NIC>"
+        urls = (" ".join(f"--prefill http://prefill-{i}:30000" for i in range(1, prefill + 1)) + " "
+                + " ".join(f"--decode http://decode-{i}:30000" for i in range(1, decode + 1)))
+        return {"launch_prefill": f"{one} --disaggregation-mode prefill{kv}",
+                "launch_decode": f"{one} --disaggregation-mode decode{kv}",
+                "launch_router": ("python3 -m sglang_router.launch_router --pd-disaggregation "
+                                  f"{urls} --host 0.0.0.0 --port 8000")}
+    if fw == "TensorRT-LLM":
+        cfg = "cache_transceiver_config: {backend: UCX}"
+        return {"launch_prefill": f"{one}  # context server; config.yml also: {cfg}",
+                "launch_decode": f"{one}  # generation server; config.yml also: {cfg}",
+                "launch_router": (f"trtllm-serve disaggregated -c disagg.yml  # disagg.yml: "
+                                  f"context_servers: {{num_instances: {prefill}, urls: [...]}}, "
+                                  f"generation_servers: {{num_instances: {decode}, urls: [...]}}")}
+    kv = " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}'"
+    return {"launch_prefill": one + kv, "launch_decode": one + kv,
+            "launch_router": (f"a prefill/decode-aware router over {prefill} prefill and {decode} "
+                              "decode workers: llm-d or NVIDIA Dynamo (vLLM ships an example proxy only)")}
+
+
 @domain_function
 def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, precision: str,
                      max_len: int, attention_dp: int = 1, ep: int = 1,
-                     model: str | None = None, spec_tokens: int = 0) -> dict[str, Any]:
+                     model: str | None = None, spec_tokens: int = 0, prefill_workers: int = 0,
+                     decode_workers: int = 0) -> dict[str, Any]:
     """Launch settings of one serving engine replica, named as the framework's own flags, and with
     ``model`` (the served model's name) its launch line (``launch``), the weights read from
     ``/models/<model>`` on the local model store.
@@ -111,7 +141,8 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
     the model's MTP module as speculative decoding with that many draft tokens a step (SGLang
     ``--speculative-algorithm EAGLE`` with num-steps k, topk 1, k + 1 draft tokens; vLLM
     ``--speculative-config {"method": "mtp", ...}``; TensorRT-LLM ``speculative_config:
-    decoding_type MTP``).
+    decoding_type MTP``). ``prefill_workers``/``decode_workers`` > 0: a disaggregated deployment —
+    ``disaggregation`` and the launch lines of each pool and of the router (:func:`_disagg_launch`).
     """
     tp, replicas, max_seqs, max_len = int(tp), int(replicas), int(max_seqs), int(max_len)
     adp, ep, spec = max(1, int(attention_dp)), max(1, int(ep)), max(0, int(spec_tokens or 0))
@@ -123,6 +154,12 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
     if model:  # the weights as the plan stores them: on the servers' local NVMe model store
         common["launch"] = _launch(str(framework), f"/models/{model}", tp, adp, ep, max_seqs, max_len,
                                    spec)
+    if int(prefill_workers or 0) > 0 and int(decode_workers or 0) > 0:
+        common["disaggregation"] = {"prefill_workers": int(prefill_workers),
+                                    "decode_workers": int(decode_workers)}
+        if model:
+            common.update(_disagg_launch(str(framework), common["launch"], int(prefill_workers),
+                                         int(decode_workers)))
     fw = str(framework)
     if fw == "TensorRT-LLM":
         dp = {"enable_attention_dp": True, "ep_size": ep} if adp > 1 else {}
