@@ -43,5 +43,10 @@ def test_no_single_rack_or_independent_replica_plan_buys_a_400g_fabric(example_p
             continue
         net = plan["components"]["network"]
         if net.get("inter_node") == "roce-v2-400g":
-            # only a replica split across servers carries activations between them
-            assert plan["components"]["gpu"].get("servers_per_replica", 1) > 1, name
+            # only a replica split across servers carries activations between them, or separate
+            # prefill and decode servers the KV cache: the fabric is sized from that traffic
+            gpu = plan["components"]["gpu"]
+            assert gpu.get("servers_per_replica", 1) > 1 or gpu.get("layout") == "disaggregated", name
+            assert net["traffic_gbps"] > 0 and net["nics_per_server"] >= 1, name
+            if gpu.get("layout") == "disaggregated":  # half load at most on each 400G NIC
+                assert net["traffic_gbps"] <= net["nics_per_server"] * 400 * 0.5, name

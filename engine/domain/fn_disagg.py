@@ -58,14 +58,16 @@ def _p99_wait(rho: float, t_prefill: float) -> float:
     return t_prefill * max(math.log(c_tail / 0.01), 0.0) / x
 
 
-def _smallest(ok: Any) -> int | None:
-    """Fewest workers in [1, MAX_WORKERS] with ``ok`` (monotone), or None."""
-    hi = 1
+def _smallest(ok: Any, start: int = 1) -> int | None:
+    """Fewest workers in [``start``, MAX_WORKERS] with ``ok`` (monotone; every count below
+    ``start`` is known to fail), or None: the largest pool first (a target no pool meets fails
+    at once), then doubling from ``start`` and bisection."""
+    start = max(1, min(int(start), MAX_WORKERS))
+    if not ok(MAX_WORKERS):
+        return None
+    lo, hi = start - 1, start
     while not ok(hi):
-        if hi >= MAX_WORKERS:
-            return None
-        hi = min(hi * 2, MAX_WORKERS)
-    lo = hi // 2
+        lo, hi = hi, min(hi * 2, MAX_WORKERS)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if ok(mid) else (mid, hi)
@@ -114,7 +116,11 @@ def _size(model: str, gpu: str, n: int, precision: str, isl: int, osl: int, rate
         return (s["c_decode_rank"] < s["batch_cap"]
                 and (tpot_ms is None or tpot_edge(s) <= tpot_ms))
 
-    d = _smallest(decode_ok)
+    # the decode pool must at least hold the requests decoding at the fastest TPOT (that of the
+    # largest pool): D x n ranks x the batch cap >= rate x (osl - 1) x that TPOT
+    s_big = at(big, MAX_WORKERS)
+    d = _smallest(decode_ok, math.floor(rate / 1e3 * max(osl - 1, 0) * s_big["tpot"]
+                                        / (n * s_big["batch_cap"])) + 1)
     if d is None:
         s = at(big, MAX_WORKERS)
         out["reason"] = (f"decode: TPOT {tpot_edge(s):.1f} ms with {MAX_WORKERS} decode workers "
@@ -126,7 +132,10 @@ def _size(model: str, gpu: str, n: int, precision: str, isl: int, osl: int, rate
         return (rate / 1e3 * s["t_prefill"] / (p * n) < _disagg().RHO_MAX
                 and not s["saturated"] and (ttft_ms is None or ttft_sla(s) <= ttft_ms))
 
-    p = _smallest(prefill_ok)
+    # the prefill pool must at least keep up: P x n ranks x RHO_MAX >= rate x the shortest prefill
+    # (with attention DP a prefill only lengthens as the ranks' concurrent prefills share the MoE)
+    t_min = at(big, d)["t_prefill"]
+    p = _smallest(prefill_ok, math.floor(rate / 1e3 * t_min / (n * _disagg().RHO_MAX)) + 1)
     if p is None:
         s = at(MAX_WORKERS, d)
         out["reason"] = (f"prefill: TTFT {ttft_sla(s):.0f} ms with {MAX_WORKERS} prefill workers "
