@@ -151,3 +151,20 @@ def test_an_mtp_model_is_sized_with_its_module_and_a_dense_one_is_not(example_pl
     assert off["components"]["gpu"]["count"] >= gpu["count"]
     note = [w for w in off["warnings"] if w["rule"] == "sla.speculative-decoding-not-modelled"]
     assert note and "serving.speculative: off" in note[0]["message"]
+
+
+def test_disaggregated_launch_lines_per_pool_and_router():
+    """Each framework's own disaggregation flags; a prefill worker keeps the framework's batch limit
+    (it holds no decode batch), a decode worker the plan's; the router lists every worker."""
+    sg = serving_settings("SGLang", 8, 7, 761, "fp8", 8192, 8, 8, "DeepSeek-V3", 1, 3, 4)
+    assert sg["disaggregation"] == {"prefill_workers": 3, "decode_workers": 4}
+    assert "--disaggregation-mode prefill" in sg["launch_prefill"]
+    assert "--max-running-requests" not in sg["launch_prefill"]
+    assert "--disaggregation-mode decode" in sg["launch_decode"] and "--max-running-requests 761" in sg["launch_decode"]
+    assert sg["launch_router"].count("--prefill http") == 3 and sg["launch_router"].count("--decode http") == 4
+    vl = serving_settings("vLLM", 8, 7, 761, "fp8", 8192, 8, 8, "DeepSeek-V3", 0, 2, 2)
+    assert '"kv_connector": "NixlConnector"' in vl["launch_prefill"] and "--max-num-seqs" not in vl["launch_prefill"]
+    tr = serving_settings("TensorRT-LLM", 8, 7, 761, "fp8", 8192, 8, 8, "DeepSeek-R1", 0, 2, 5)
+    assert "trtllm-serve disaggregated" in tr["launch_router"] and "num_instances: 5" in tr["launch_router"]
+    plain = serving_settings("SGLang", 8, 3, 240, "fp8", 8192, 8, 8, "DeepSeek-V3")
+    assert "launch_prefill" not in plain and "disaggregation" not in plain

@@ -66,19 +66,22 @@ def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_
     """One engine's launch command in the framework's own flags (see serving_settings); ``spec``
     draft tokens of the model's MTP module (0: off)."""
     per_rank = -(-max_seqs // adp)  # vLLM and TensorRT-LLM limit each attention-DP rank's batch
+    limit = max_seqs > 0  # 0: no batch limit of the plan's (a prefill worker), the framework's default
     if fw == "TensorRT-LLM":
         config = (["enable_attention_dp: true"] if adp > 1 else []) + (
             [f"speculative_config: {{decoding_type: MTP, num_nextn_predict_layers: {spec}}}"] if spec else [])
         extra = (f" --ep_size {ep}" if adp > 1 else "") + (
             f" --config config.yml  # config.yml: {'; '.join(config)}" if config else "")
-        return (f"trtllm-serve {model} --tp_size {tp} --pp_size 1 --max_batch_size {per_rank} "
-                f"--max_seq_len {max_len} --kv_cache_free_gpu_memory_fraction {MEMORY_FRACTION}{extra}")
+        return (f"trtllm-serve {model} --tp_size {tp} --pp_size 1"
+                + (f" --max_batch_size {per_rank}" if limit else "")
+                + f" --max_seq_len {max_len} --kv_cache_free_gpu_memory_fraction {MEMORY_FRACTION}{extra}")
     if fw == "SGLang":
         dp = f" --dp {adp} --enable-dp-attention --ep-size {ep}" if adp > 1 else ""
         mtp = (f" --speculative-algorithm EAGLE --speculative-num-steps {spec} "
                f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {spec + 1}" if spec else "")
         return (f"python3 -m sglang.launch_server --model-path {model} --tp {tp}{dp} "
-                f"--max-running-requests {max_seqs} --mem-fraction-static {MEMORY_FRACTION} "
+                + (f"--max-running-requests {max_seqs} " if limit else "")
+                + f"--mem-fraction-static {MEMORY_FRACTION} "
                 f"--context-length {max_len}{mtp}")
     if fw == "MindIE":
         return (f"mindieservice_daemon  # conf/config.json: worldSize {tp}, maxBatchSize {max_seqs}, "
@@ -87,13 +90,14 @@ def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_
     mtp = (f" --speculative-config '{{\"method\": \"mtp\", \"num_speculative_tokens\": {spec}}}'"
            if spec else "")
     return (f"vllm serve {model} --tensor-parallel-size {tp // adp if adp > 1 else tp}{dp} "
-            f"--max-num-seqs {per_rank} --gpu-memory-utilization {MEMORY_FRACTION} "
+            + (f"--max-num-seqs {per_rank} " if limit else "")
+            + f"--gpu-memory-utilization {MEMORY_FRACTION} "
             f"--max-model-len {max_len}{mtp}")
 
 
-def _disagg_launch(fw: str, one: str, prefill: int, decode: int) -> dict[str, str]:
-    """Launch lines of a disaggregated deployment (``prefill`` + ``decode`` workers of the engine
-    ``one`` launches) in the framework's own flags, and its router (policy
+def _disagg_launch(fw: str, one_prefill: str, one: str, prefill: int, decode: int) -> dict[str, str]:
+    """Launch lines of a disaggregated deployment (``prefill`` workers launched as ``one_prefill``,
+    ``decode`` workers as ``one``) in the framework's own flags, and its router (policy
     disaggregated_frameworks cites each): SGLang ``--disaggregation-mode prefill|decode`` with the
     Mooncake transfer engine and ``sglang_router --pd-disaggregation``; vLLM's NixlConnector
     (``--kv-transfer-config``) behind a prefill/decode-aware router (llm-d or NVIDIA Dynamo: vLLM
@@ -103,19 +107,19 @@ def _disagg_launch(fw: str, one: str, prefill: int, decode: int) -> dict[str, st
         kv = " --disaggregation-transfer-backend mooncake --disaggregation-ib-device <RDMA NIC>"
         urls = (" ".join(f"--prefill http://prefill-{i}:30000" for i in range(1, prefill + 1)) + " "
                 + " ".join(f"--decode http://decode-{i}:30000" for i in range(1, decode + 1)))
-        return {"launch_prefill": f"{one} --disaggregation-mode prefill{kv}",
+        return {"launch_prefill": f"{one_prefill} --disaggregation-mode prefill{kv}",
                 "launch_decode": f"{one} --disaggregation-mode decode{kv}",
                 "launch_router": ("python3 -m sglang_router.launch_router --pd-disaggregation "
                                   f"{urls} --host 0.0.0.0 --port 8000")}
     if fw == "TensorRT-LLM":
         cfg = "cache_transceiver_config: {backend: UCX}"
-        return {"launch_prefill": f"{one}  # context server; config.yml also: {cfg}",
+        return {"launch_prefill": f"{one_prefill}  # context server; config.yml also: {cfg}",
                 "launch_decode": f"{one}  # generation server; config.yml also: {cfg}",
                 "launch_router": (f"trtllm-serve disaggregated -c disagg.yml  # disagg.yml: "
                                   f"context_servers: {{num_instances: {prefill}, urls: [...]}}, "
                                   f"generation_servers: {{num_instances: {decode}, urls: [...]}}")}
     kv = " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}'"
-    return {"launch_prefill": one + kv, "launch_decode": one + kv,
+    return {"launch_prefill": one_prefill + kv, "launch_decode": one + kv,
             "launch_router": (f"a prefill/decode-aware router over {prefill} prefill and {decode} "
                               "decode workers: llm-d or NVIDIA Dynamo (vLLM ships an example proxy only)")}
 
@@ -157,9 +161,10 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
     if int(prefill_workers or 0) > 0 and int(decode_workers or 0) > 0:
         common["disaggregation"] = {"prefill_workers": int(prefill_workers),
                                     "decode_workers": int(decode_workers)}
-        if model:
-            common.update(_disagg_launch(str(framework), common["launch"], int(prefill_workers),
-                                         int(decode_workers)))
+        if model:  # a prefill worker holds no decode batch: its batch limit is the framework's own
+            prefill = _launch(str(framework), f"/models/{model}", tp, adp, ep, 0, max_len, spec)
+            common.update(_disagg_launch(str(framework), prefill, common["launch"],
+                                         int(prefill_workers), int(decode_workers)))
     fw = str(framework)
     if fw == "TensorRT-LLM":
         dp = {"enable_attention_dp": True, "ep_size": ep} if adp > 1 else {}
