@@ -122,15 +122,21 @@ def estimate_text(d: dict[str, Any]) -> str:
                  + ("; with the --calibration overlay" if "overlay fitted" in c.get("source", "") else ""))
     if c.get("band_source"):
         lines.append(f"bands (80 %): {c['band_source']}")
-    lines.append("how:")
-    for s in d["steps"]:
+    lines += how_lines(d["steps"])
+    return "\n".join(lines)
+
+
+def how_lines(steps: list[dict[str, Any]]) -> list[str]:
+    """An estimate's formula steps, each with its values and result."""
+    out = ["how:"]
+    for s in steps:
         res = s["result"]
         res = f"{res:,.4g}" if isinstance(res, float) else res
-        lines.append(f"  {s['name']}: {s['formula']}")
-        lines.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
+        out.append(f"  {s['name']}: {s['formula']}")
+        out.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
         if s.get("note"):
-            lines.append(f"      ({s['note']})")
-    return "\n".join(lines)
+            out.append(f"      ({s['note']})")
+    return out
 
 
 def load_lines(d: dict[str, Any]) -> list[str]:
@@ -385,14 +391,7 @@ def disagg_text(d: dict[str, Any]) -> str:
     lines.append(f"calibration: {c['gpu_class']} / {c['backend']}; hand-off "
                  f"{c['t_handoff_ms']:.0f} ms ({c['t_handoff_fitted_on'] or 'not fitted'})")
     lines.append(f"bands (80 %): {c['band_source']}")
-    lines.append("how:")
-    for s in d["steps"]:
-        res = s["result"]
-        res = f"{res:,.4g}" if isinstance(res, float) else res
-        lines.append(f"  {s['name']}: {s['formula']}")
-        lines.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
-        if s.get("note"):
-            lines.append(f"      ({s['note']})")
+    lines += how_lines(d["steps"])
     return "\n".join(lines)
 
 
