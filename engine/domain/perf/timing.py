@@ -111,6 +111,7 @@ class StepModel:
     moe_layers: float = 0.0     # layers with routed experts
     spec: Speculation | None = None  # speculative decoding (perf.speculative), None: off
     window_tok_gpu: float = 0.0  # sliding-window layers' KV bytes per cached token on one GPU
+    expert_tflops: float = 0.0  # peak rate of the experts' own format when it differs (gpt-oss)
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
@@ -154,7 +155,8 @@ class StepModel:
                    moe_note=moe.source if moe else "",
                    index_tok_gpu=index_gpu, dsa_layers=kv_layers(model) if dsa(model) else 0.0,
                    moe_route_bytes=moe.route if moe else 0.0, moe_layers=moe_layers(model, p),
-                   window_tok_gpu=window_gpu)
+                   window_tok_gpu=window_gpu,
+                   expert_tflops=float(t_exp or 0.0) if wf.split else 0.0)
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
@@ -332,6 +334,9 @@ class StepModel:
         precision's peak at ``eta_lowp`` like the dense GEMMs."""
         if self.moe_tflops:
             return self.moe_tflops, 1.0
+        if self.expert_tflops:  # experts stored apart from the BF16 rest (gpt-oss MXFP4)
+            return self.expert_tflops, (self.prof.eta_lowp if self.expert_tflops > self.tflops16
+                                        else 1.0)
         return self.tflops, self.prof.eta_lowp if self.low_precision else 1.0
 
     def compute_ms(self, gemm: float, moe: float, attention: float, sparse: float = 0.0,
