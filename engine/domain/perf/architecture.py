@@ -188,7 +188,8 @@ def kv_layers(m: dict[str, Any]) -> float:
 # attends to the last ``sliding_window`` tokens only, and the engines keep only those tokens'
 # KV: vLLM builds gpt-oss's layers with ``per_layer_sliding_window`` on every other layer
 # (vllm/model_executor/models/gpt_oss.py, "Only apply sliding window to every other layer",
-# commit 0025d69bcf08) and its KV-cache manager frees a sliding group's blocks that fall out of
+# commit 0025d69bcf08; TensorRT-LLM the same in tensorrt_llm/_torch/models/modeling_gpt_oss.py,
+# commit 050b6cb92871) and its KV-cache manager frees a sliding group's blocks that fall out of
 # the window (vllm/v1/core/single_type_kv_cache_manager.py, SlidingWindowManager). The catalog
 # gives the number of such layers (``sliding_layers``) and one token's K+V elements in one of
 # them over all its KV heads (``sliding_kv_elements``; their heads may differ from the full
