@@ -231,8 +231,9 @@ def compute(c: dict[str, Any]) -> dict[str, Any]:
     if bounded:
         notes.add(f"{n - kv_layers} of {n} layers keep a bounded state ({', '.join(bounded)}):"
                   f" only the {kv_layers} full-attention layers are counted in KV per token and"
-                  " attention FLOPs (sliding-window KV and linear/SSM state per sequence are not"
-                  " modelled)")
+                  " attention FLOPs that grow with the context (sliding-window layers hold"
+                  " min(context, window) tokens: sliding_layers, sliding_kv_elements; linear/SSM"
+                  " state per sequence is not modelled)")
     if c.get("compress_ratios"):
         notes.add("DeepSeek-V4 compressed KV (compress_ratios) not modelled: KV per token is an"
                   " upper bound")
@@ -271,6 +272,23 @@ def compute(c: dict[str, Any]) -> dict[str, Any]:
         out["kv_layers"] = kv_layers
     if c.get("sliding_window") and "sliding" in mixer:
         out["sliding_window"] = c["sliding_window"]
+        # the sliding layers' own KV shape (engine/domain/perf/architecture.sliding): MiMo-V2
+        # swa_* heads; Gemma 4 sliding layers use num_key_value_heads x head_dim (its full ones
+        # the global_* values)
+        s_kvh = c.get("swa_num_key_value_heads") or c.get("num_key_value_heads") or heads
+        s_dk = c.get("swa_head_dim") or c.get("head_dim") or (h // heads if heads else 0)
+        s_dv = c.get("swa_v_head_dim") or c.get("v_head_dim") or s_dk
+        out["sliding_layers"] = sum(1 for m in mixer if m == "sliding")
+        out["sliding_kv_elements"] = s_kvh * (s_dk + s_dv)
+        if s_kvh != full_kvh:
+            out["sliding_kv_heads"] = s_kvh
+    if c.get("sinks") or c.get("model_type") == "gpt_oss":  # gpt-oss: a sink logit per head
+        out["attention_sinks"] = True
+    qc = c.get("quantization_config") or {}
+    if qc.get("quant_method") == "mxfp4":  # experts only when attention is left unconverted
+        skip = " ".join(qc.get("modules_to_not_convert") or [])
+        out["quantization"] = {"format": "mxfp4",
+                               "modules": "experts" if "self_attn" in skip else "all"}
     if c.get("tie_word_embeddings"):
         out["tie_word_embeddings"] = True
     if e > 1:

@@ -92,6 +92,8 @@ UNMEASURED = {
     "ampere-gddr": "GDDR PCIe cards (A10, A6000)",
     "turing-gddr": "T4", "volta-hbm": "V100", "pascal-gddr": "P40",
     "cdna3-hbm": "AMD MI300X/MI325X (ROCm builds of the same backends)",
+    "cdna4-hbm": "AMD MI355X (ROCm builds of the same backends; no measured rows: InferenceX's "
+                 "MI355X runs are not in the shared data)",
     "ascend-hbm": "Huawei Ascend 910B (vLLM-Ascend / MindIE)",
     "ascend-lpddr": "Ascend 310P cards", "orin-lpddr": "Jetson Orin",
 }

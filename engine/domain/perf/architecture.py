@@ -178,9 +178,100 @@ def indexer_params(m: dict[str, Any]) -> float:
 
 def kv_layers(m: dict[str, Any]) -> float:
     """Layers whose KV cache grows with the context (``kv_layers`` in the catalog for hybrid
-    models: sliding-window, linear-attention and SSM layers keep a bounded state per sequence,
-    which is not modelled), else every layer."""
+    models: sliding-window, linear-attention and SSM layers keep a bounded state per sequence;
+    the sliding-window layers' is :func:`sliding_kv_elements`, linear/SSM state is not
+    modelled), else every layer."""
     return _num(m, "kv_layers") or _num(m, "num_layers", 0) or 0
+
+
+# Sliding-window attention (gpt-oss, Step-3.7-Flash, MiMo-V2-Flash, Gemma 4): a sliding layer
+# attends to the last ``sliding_window`` tokens only, and the engines keep only those tokens'
+# KV: vLLM builds gpt-oss's layers with ``per_layer_sliding_window`` on every other layer
+# (vllm/model_executor/models/gpt_oss.py, "Only apply sliding window to every other layer",
+# commit 0025d69bcf08; TensorRT-LLM the same in tensorrt_llm/_torch/models/modeling_gpt_oss.py,
+# commit 050b6cb92871) and its KV-cache manager frees a sliding group's blocks that fall out of
+# the window (vllm/v1/core/single_type_kv_cache_manager.py, SlidingWindowManager). The catalog
+# gives the number of such layers (``sliding_layers``) and one token's K+V elements in one of
+# them over all its KV heads (``sliding_kv_elements``; their heads may differ from the full
+# layers': MiMo-V2 8 SWA KV heads of 192 + 128, Gemma 4 8 or 16 heads of 256).
+
+
+def sliding(m: dict[str, Any]) -> tuple[float, float, float] | None:
+    """(sliding layers, K+V elements per token of one sliding layer, window) of a model with
+    sliding-window layers, else None."""
+    n, e, w = (_num(m, k) for k in ("sliding_layers", "sliding_kv_elements", "sliding_window"))
+    return (n, e, w) if n and e and w else None  # type: ignore[return-value]
+
+
+def sliding_kv_heads(m: dict[str, Any]) -> float:
+    """KV heads of a sliding-window layer (``sliding_kv_heads``, else the model's)."""
+    return (_num(m, "sliding_kv_heads") or _num(m, "num_kv_heads")
+            or _num(m, "num_attention_heads", 1) or 1.0)
+
+
+def sliding_kv_shard(m: dict[str, Any], tp: int) -> float:
+    """Share of a sliding layer's KV one TP rank holds: its KV heads split over the ranks,
+    replicated when fewer than ``tp`` (as :func:`kv_shard_factor`)."""
+    kvh = sliding_kv_heads(m)
+    return max(1.0, kvh / tp) / kvh
+
+
+def sliding_flops_per_attended(m: dict[str, Any]) -> float:
+    """Attention FLOPs per query token and attended token over all sliding layers: scores and
+    weighted sum, 2 x (K + V width) per query head; query heads per KV head from the layer's
+    heads (``num_attention_heads / sliding_kv_heads``)."""
+    s = sliding(m)
+    if not s:
+        return 0.0
+    heads = _num(m, "num_attention_heads", 1) or 1.0
+    return s[0] * 2 * heads * s[1] / sliding_kv_heads(m)
+
+
+def sliding_kv_elements(m: dict[str, Any]) -> float:
+    """KV elements per cached token over all sliding-window layers (0 without them); a sequence
+    holds them for at most ``sliding_window`` tokens (:func:`windowed`)."""
+    s = sliding(m)
+    return s[0] * s[1] if s else 0.0
+
+
+def windowed(m: dict[str, Any], context: float) -> float:
+    """Tokens a sliding-window layer keeps and attends to at ``context``: ``min(context,
+    window)`` (0 without sliding layers)."""
+    s = sliding(m)
+    return min(max(context, 0.0), s[2]) if s else 0.0
+
+
+def windowed_prefill(m: dict[str, Any], past: float, tokens: float) -> float:
+    """Mean tokens one prompt token attends in a sliding-window layer: ``min(position,
+    window)`` averaged over the prompt's positions ``past .. past + tokens`` (continuous)."""
+    s = sliding(m)
+    return _mean_capped(past, tokens, s[2]) if s else 0.0
+
+
+def _mean_capped(past: float, tokens: float, k: float) -> float:
+    """Mean of ``min(x, k)`` for x uniform over ``past .. past + tokens``."""
+    lo, hi = max(past, 0.0), max(past, 0.0) + max(tokens, 0.0)
+    if hi <= k or tokens <= 0:
+        return (lo + min(hi, k)) / 2.0 if hi > lo else min(lo, k)
+    if lo >= k:
+        return k
+    return ((k * k - lo * lo) / 2.0 + k * (hi - k)) / (hi - lo)
+
+
+# Attention sinks (gpt-oss; MiMo-V2's SWA layers): one learned logit per query head and layer
+# that joins the softmax's denominator (vLLM OAIAttention: ``self.sinks`` of
+# num_attention_heads / tp values, passed to the attention kernel as ``sinks``; gpt_oss.py
+# above). It reads no KV and adds one exponential and one addition per head and query token:
+# counted as SINK_FLOPS per head and token, which is below 0.1 % of the attention at any context
+# of more than 16 tokens (4 x head_dim FLOPs per attended token).
+SINK_FLOPS = 2.0
+
+
+def sink_flops_per_token(m: dict[str, Any]) -> float:
+    """FLOPs of the attention sinks for one query token over all layers (0 without them)."""
+    if not m.get("attention_sinks"):
+        return 0.0
+    return (_num(m, "num_layers", 0) or 0) * (_num(m, "num_attention_heads", 1) or 1) * SINK_FLOPS
 
 
 def kv_elements_per_token(m: dict[str, Any]) -> tuple[float, str]:

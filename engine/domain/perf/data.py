@@ -45,11 +45,16 @@ from typing import Any
 from servewise.engine.common.paths import PACKAGE_ROOT
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf.memory import Layout
+from servewise.engine.domain.perf.precision import KV_PRECISIONS
 from servewise.engine.domain.perf.serving import LENGTHS
 
 DATA_DIR = PACKAGE_ROOT / "facts" / "data"
 DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv",
                  DATA_DIR / "measured-extra.csv.gz", DATA_DIR / "benchmarks-extra.csv.gz")
+# Measured runs of model families the calibration is never fitted on (tools/perf/fit.py reads
+# DEFAULT_FILES only): gpt-oss-120b (facts/data/measured-gptoss.csv, tools/perf/gptoss_data.py).
+# `servewise validate facts/data/measured-gptoss.csv` predicts them as an unseen model.
+HELD_OUT_FILES = (DATA_DIR / "measured-gptoss.csv",)
 NODE_GPUS = 8
 
 # Names used by the data files that the catalog may not carry (same architecture).
@@ -164,12 +169,20 @@ STATISTICS = ("mean", "median", "p99")
 
 
 def _load(row: Row, r: dict[str, str]) -> None:
-    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2),
+    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2), ``kv_precision``
+    (the run's KV-cache format where its recipe states it; empty = the default for its weights),
     ``scheduler_recv_interval``: the run's SGLang ``--scheduler-recv-interval`` (new requests
     taken every N decode steps; empty = 1, or the InferenceX recipe of RECV_INTERVAL_RULES), and
     ``request_lengths``: ``fixed`` (every request isl / osl, the default) or ``random`` (lengths
     drawn from a range whose means are isl / osl; InferenceX rows are read so)."""
     row.request_rate = _f(r.get("request_rate"))
+    kv = (r.get("kv_precision") or "").strip().lower()
+    if kv:
+        if kv not in KV_PRECISIONS:
+            row.skipped = row.skipped or (f"kv_precision '{kv}': expected one of "
+                                          f"{', '.join(KV_PRECISIONS)}")
+        else:
+            row.kv_precision = kv
     stat = (r.get("statistic") or "").strip().lower() or "mean"
     if stat not in STATISTICS:
         row.skipped = row.skipped or f"statistic '{stat}': expected one of {', '.join(STATISTICS)}"

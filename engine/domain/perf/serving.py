@@ -35,6 +35,7 @@ from servewise.engine.domain.perf.architecture import (
     attended_context,
     attention_flops_per_token,
     tp_split_problem,
+    windowed,
 )
 from servewise.engine.domain.perf.bands import CLOSED_BINS, OPEN_BINS, load_bands, load_bin, lookup, regime
 from servewise.engine.domain.perf.calibration import (
@@ -334,22 +335,26 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
             "each token picks k of E experts (uniform routing assumed); a GPU holds E/ep experts,"
             " each a 1/moe_tp slice; the fused MoE kernels read only the experts that received "
             "tokens (vLLM fused-MoE kernel latency, ops/*_moe_perf)"))
+    window = sm.window_tok_gpu  # sliding-window layers (gpt-oss): min(context, window) tokens
     steps += [
         Step("decode_bytes",
              "bytes_gb = W_dense_per_gpu_gb + W_experts_per_gpu_gb x experts_touched_per_gpu"
-             " / experts_per_gpu + (kv_per_token_per_gpu_b x attended + index_key_b x context)"
+             " / experts_per_gpu + (kv_per_token_per_gpu_b x attended + index_key_b x context"
+             + (" + window_kv_b x windowed" if window else "") + ")"
              " x B / micro_batches / 1e9",
              {"W_dense_per_gpu_gb": sm.dense_bytes / 1e9,
               "W_experts_per_gpu_gb": sm.expert_bytes / 1e9,
               "experts_touched_per_gpu": sm.experts_per_gpu * share,
               "experts_per_gpu": sm.experts_per_gpu or 1.0, "B": b, "context": ctx,
               "attended": attended_context(sm.model, ctx), "index_key_b": sm.index_tok_gpu,
-              "kv_per_token_per_gpu_b": sm.kv_tok_gpu, "micro_batches": mb},
+              "kv_per_token_per_gpu_b": sm.kv_tok_gpu, "micro_batches": mb}
+             | ({"window_kv_b": window, "windowed": windowed(sm.model, ctx)} if window else {}),
              d["bytes"] / 1e9, "GB", "context = isl + osl/2 (mean over the output); attended = "
              "context, or the DSA indexer's top-k tokens (index_key_b: its FP8 keys, read for "
              "every token); with pipeline parallelism min(pp, B) micro-batches share a round, "
              "each stage reading its own layers' KV at the same time (micro_batches = 1 without "
-             "PP)"),
+             "PP)" + ("; window_kv_b: the sliding-window layers' KV per token, read for the "
+                      "last windowed = min(context, sliding_window) tokens" if window else "")),
         Step("decode_memory",
              "t_mem_ms = (W_dense_gb + W_experts_read_gb / (eta_moe x moe_read) + kv_gb) /"
              " (bw_gbs x eta_bw) x 1e3",
@@ -583,7 +588,8 @@ def batch_cap(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision
     (a request waits outside the batch until one finishes)."""
     mem = memory(model, gpu, tp=lay.tp, pp=lay.pp, ep=lay.ep, precision=precision,
                  tokens_in_flight=0, kv_precision=kv_precision,
-                 gpu_memory_utilization=gpu_memory_utilization, attention_dp=lay.attention_dp)
+                 gpu_memory_utilization=gpu_memory_utilization, attention_dp=lay.attention_dp,
+                 context=isl + osl / 2.0)
     limit = float(MAX_BATCH.get(backend, 1024))
     if not mem.kv_capacity_tokens:
         return limit
@@ -763,7 +769,7 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     tokens = in_flight * (isl + osl / 2.0)
     mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=tokens,
                  kv_precision=kvp, gpu_memory_utilization=gpu_memory_utilization,
-                 attention_dp=attention_dp)
+                 attention_dp=attention_dp, context=isl + osl / 2.0)
     cal = {"gpu_class": gpu_class(gpu), "backend": prof.backend, "measured": prof.measured,
            "source": prof.source}
     inputs = {"model": model.get("id"), "gpu": gpu.get("id"), "tp": tp, "pp": pp, "ep": ep,
@@ -878,7 +884,7 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
     prof = profile(gpu, backend)
     mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=0,
                  kv_precision=kvp, gpu_memory_utilization=gpu_memory_utilization,
-                 attention_dp=attention_dp)
+                 attention_dp=attention_dp, context=isl + osl / 2.0)
     if not mem.fits:
         return 0
     cap = int(mem.kv_capacity_tokens // (isl + osl / 2.0)) if mem.kv_capacity_tokens else 0

@@ -31,8 +31,13 @@ from servewise.engine.domain.perf.architecture import (
     kv_shard_factor,
     moe_layers,
     params,
+    sink_flops_per_token,
+    sliding_flops_per_attended,
+    sliding_kv_shard,
     sparse_mla_flops_per_head,
     sparse_prefill_attended,
+    windowed,
+    windowed_prefill,
 )
 from servewise.engine.domain.perf.calibration import (
     CHUNK_TOKENS,
@@ -40,8 +45,14 @@ from servewise.engine.domain.perf.calibration import (
     link_params,
     moe_kernel_rates,
 )
-from servewise.engine.domain.perf.memory import EMBED_BYTES, Layout, kv_bytes_per_token, replicated_bytes
-from servewise.engine.domain.perf.precision import bytes_per_weight, compute_rate
+from servewise.engine.domain.perf.memory import (
+    EMBED_BYTES,
+    Layout,
+    kv_bytes_per_token,
+    replicated_bytes,
+    sliding_kv_bytes_per_token,
+)
+from servewise.engine.domain.perf.precision import compute_rate, weight_format
 from servewise.engine.domain.perf.speculative import Speculation
 
 # DSA indexer (DeepSeek-V3.2, GLM-5.x) per layer and decode step beyond the token reads: the FP8
@@ -99,14 +110,17 @@ class StepModel:
     moe_route_bytes: float = 0.0  # fused-MoE bytes per routed (token x hidden) element, per GPU
     moe_layers: float = 0.0     # layers with routed experts
     spec: Speculation | None = None  # speculative decoding (perf.speculative), None: off
+    window_tok_gpu: float = 0.0  # sliding-window layers' KV bytes per cached token on one GPU
+    expert_tflops: float = 0.0  # peak rate of the experts' own format when it differs (gpt-oss)
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
               kv_precision: str, prof: Profile,
               calibration: dict[str, Any] | None = None) -> StepModel:
         p = params(model)
-        b = bytes_per_weight(precision)
-        tflops, note = compute_rate(gpu, precision)
+        wf = weight_format(model, precision)  # gpt-oss at fp4: BF16 attention, MXFP4 experts
+        tflops, note = compute_rate(gpu, wf.dense_precision)
+        t_exp = compute_rate(gpu, precision)[0] if wf.split else tflops
         t16, _ = compute_rate(gpu, "bf16")
         t_attn = compute_rate(gpu, "fp8")[0] if kv_precision == "fp8" else t16
         bw = gpu.get("bandwidth_gbs")
@@ -114,15 +128,22 @@ class StepModel:
             raise ValueError(f"{gpu.get('id', 'GPU')}: catalog lacks memory bandwidth or "
                              f"{precision} TFLOPS, cannot estimate timings")
         # the DSA indexer's projections are whole on every TP rank (their 1/tp share is in shared)
-        dense = (p.shared * b / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
+        dense = (p.shared * wf.dense_bytes / lay.tp + p.lm_head * EMBED_BYTES / lay.tp
                  + replicated_bytes(model, precision, lay.tp))
-        experts = p.experts * b / lay.stage_gpus
+        experts = p.experts * wf.expert_bytes / lay.stage_gpus
         index_gpu = index_key_bytes_per_token(model)  # replicated on every TP rank
         kv_gpu = (kv_bytes_per_token(model, kv_precision) - index_gpu) * kv_shard_factor(model, lay.tp)
+        window_gpu = sliding_kv_bytes_per_token(model, kv_precision) * sliding_kv_shard(model, lay.tp)
+        # the experts' kernels: on Blackwell the measured FP4 ones (gpt-oss's MXFP4 experts run
+        # in FlashInfer's TRT-LLM-gen MXFP4 kernels there); on Hopper FP4 weights are
+        # de-quantised to BF16 inside the kernel (vLLM Marlin / Triton matmul_ogs, TensorRT-LLM's
+        # Triton MoE): the 4.25-bit bytes are read and multiplied at the 16-bit rate
+        # (compute_rate: "weight-only FP4"), no FP4 kernel table applies
+        # (precision.weight_format; vllm mxfp4.py get_mxfp4_backend, commit 007d50058a06)
         moe = moe_kernel_rates(gpu, precision, calibration) if p.is_moe else None
         mult = moe.multiply if moe else None
-        if mult and t16:  # never above the precision's own peak (W4A16 multiplies in 16 bit)
-            mult = min(mult, float(tflops) / float(t16))
+        if mult and t16 and t_exp:  # never above the precision's own peak (W4A16 multiplies in 16 bit)
+            mult = min(mult, float(t_exp) / float(t16))
         return cls(p=p, model=model, lay=lay, prof=prof, bw_gbs=float(bw), tflops=float(tflops),
                    rate_note=note, dense_bytes=dense, expert_bytes=experts, kv_tok_gpu=kv_gpu,
                    link=link_params(gpu, calibration, lay.tp), hidden=float(model.get("hidden_size") or 0),
@@ -133,7 +154,9 @@ class StepModel:
                    moe_tflops=float(t16 or tflops) * mult if mult else 0.0,
                    moe_note=moe.source if moe else "",
                    index_tok_gpu=index_gpu, dsa_layers=kv_layers(model) if dsa(model) else 0.0,
-                   moe_route_bytes=moe.route if moe else 0.0, moe_layers=moe_layers(model, p))
+                   moe_route_bytes=moe.route if moe else 0.0, moe_layers=moe_layers(model, p),
+                   window_tok_gpu=window_gpu,
+                   expert_tflops=float(t_exp or 0.0) if wf.split else 0.0)
 
     # -- building blocks -------------------------------------------------------------------
     def expert_fraction(self, tokens: float) -> float:
@@ -216,9 +239,11 @@ class StepModel:
 
     def kv_read_bytes(self, batch: float, context: float) -> float:
         """KV bytes one decode step reads for ``batch`` sequences at ``context`` tokens: the
-        attended tokens' cache (all of them, or the DSA top-k) and every token's index key."""
+        attended tokens' cache (all of them, or the DSA top-k), every token's index key, and
+        the sliding-window layers' last ``min(context, window)`` tokens."""
         if not self.dsa_layers:
-            return batch * self.kv_tok_gpu * context
+            return batch * (self.kv_tok_gpu * context
+                            + self.window_tok_gpu * windowed(self.model, context))
         return batch * (self.kv_tok_gpu * attended_context(self.model, context)
                         + self.index_tok_gpu * context)
 
@@ -228,10 +253,22 @@ class StepModel:
         (:meth:`sparse_prefill_flops`) unless it runs dense (:meth:`dense_prefill`)."""
         dense = attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
         if not self.dsa_layers:
-            return tokens * dense
+            return tokens * (dense + self.window_flops(context, tokens, decode))
         sparse = 0.0 if decode else self.sparse_prefill_flops(tokens, context)
         main = sparse / tokens if sparse else dense
         return tokens * (main + indexer_flops_per_token(self.model, context))
+
+    def window_flops(self, context: float, tokens: float, decode: bool) -> float:
+        """Attention FLOPs per query token on one GPU of the sliding-window layers (over
+        ``min(position, window)`` tokens: at ``context`` in decode, averaged over the prompt's
+        positions in prefill, where ``context`` is the mean ``past + tokens / 2``) and of the
+        attention sinks (perf.architecture.SINK_FLOPS); 0 for other models."""
+        per = sliding_flops_per_attended(self.model)
+        if not per and not self.model.get("attention_sinks"):
+            return 0.0
+        att = (windowed(self.model, context) if decode
+               else windowed_prefill(self.model, context - tokens / 2.0, tokens))
+        return (per * att + sink_flops_per_token(self.model)) / self.lay.tp
 
     def sparse_prefill_flops(self, tokens: float, context: float) -> float:
         """FLOPs of the DSA sparse MLA prefill on one GPU (0 without DSA): ``tokens`` queries at
@@ -297,6 +334,9 @@ class StepModel:
         precision's peak at ``eta_lowp`` like the dense GEMMs."""
         if self.moe_tflops:
             return self.moe_tflops, 1.0
+        if self.expert_tflops:  # experts stored apart from the BF16 rest (gpt-oss MXFP4)
+            return self.expert_tflops, (self.prof.eta_lowp if self.expert_tflops > self.tflops16
+                                        else 1.0)
         return self.tflops, self.prof.eta_lowp if self.low_precision else 1.0
 
     def compute_ms(self, gemm: float, moe: float, attention: float, sparse: float = 0.0,

@@ -33,7 +33,7 @@ def offline_concurrency(row: Row) -> float:
     lay = row.layout
     mem = memory(row.model, row.gpu, tp=lay.tp, pp=lay.pp, ep=lay.ep, precision=row.precision,
                  tokens_in_flight=0, kv_precision=row.kv_precision,
-                 attention_dp=lay.attention_dp)
+                 attention_dp=lay.attention_dp, context=row.isl + row.osl / 2.0)
     per_seq = row.isl + row.osl / 2.0
     return float(max(1, min(MAX_BATCH.get(row.backend, 1024) * lay.dp,
                             int(mem.kv_capacity_tokens / per_seq))))
