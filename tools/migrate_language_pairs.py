@@ -44,25 +44,47 @@ class Skip(Exception):
     """This binding cannot be converted mechanically (the reason is the message)."""
 
 
-_BOOL_FACTS: set[str] = set()
+_TYPES: dict[str, str] = {}
 
 
-def bool_facts() -> set[str]:
-    """The facts the fact dictionary types as boolean (loaded once)."""
-    if not _BOOL_FACTS:
+def fact_type(name: str) -> str | None:
+    """The type the fact dictionary gives a fact (boolean, number, integer, string, …)."""
+    if not _TYPES:
         from servewise.engine.lang.factdict import FactDictionary
         from servewise.engine.lang.rulebase import load_rules
 
         facts = FactDictionary(load_rules())
-        _BOOL_FACTS.update(n for n, e in facts.entries.items() if getattr(e, "type", None) == "boolean")
-    return _BOOL_FACTS
+        _TYPES.update((n, e.type) for n, e in facts.entries.items())
+    return _TYPES.get(name)
+
+
+def _key(node: ast.AST) -> str | None:
+    """A constant usable as a `select` case key (no space or brace), as the engine keys it."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, (str, int)) and not isinstance(node.value, bool):
+        key = str(node.value)
+        return key if key and not re.search(r"[\s{}]", key) and key not in ("other", "none") else None
+    return None
+
+
+def _switch(test: ast.AST) -> tuple[str, str, bool] | None:
+    """(path, key, equal) for a test ``path == 'key'`` / ``path != 'key'`` on a fact path, or
+    (path, 'none', equal) for ``number_path == None`` / ``!= None``."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    path, right, equal = _path(test.left), test.comparators[0], isinstance(test.ops[0], ast.Eq)
+    if path is None:
+        return None
+    if isinstance(right, ast.Constant) and right.value is None:
+        return (path, "none", equal) if fact_type(path) in ("number", "integer") else None
+    key = _key(right)
+    return (path, key, equal) if key is not None else None
 
 
 def _is_bool(node: ast.AST) -> bool:
     """True when ``node`` evaluates to True, False or None (so `select` on true/other is exact:
     None selects `other`, as a false condition does)."""
     path = _path(node)
-    if path is not None and path in bool_facts():
+    if path is not None and fact_type(path) == "boolean":
         return True
     if isinstance(node, ast.Compare):
         return True
@@ -134,6 +156,8 @@ class Rule:
             if "{" in node.value or "}" in node.value:
                 raise Skip(f"a brace in the text {node.value!r}")
             return node.value
+        if isinstance(node, ast.IfExp) and _switch(node.test):
+            return self.switch(node, lang_names)
         if isinstance(node, ast.IfExp):
             if not _is_bool(node.test):
                 raise Skip(f"the condition '{ast.unparse(node.test)}' is not a yes/no value")
@@ -152,6 +176,28 @@ class Rule:
             if p and p.split(".")[0] in lang_names:
                 raise Skip(f"it reads the per-language binding '{p}'")
         return "{" + self.bind(node) + "}"
+
+
+    def switch(self, node: ast.IfExp, lang_names: set[str]) -> str:
+        """``a if x == 'k1' else b if x == 'k2' else c`` as ``{x, select, k1 {a} k2 {b} other {c}}``
+        (``!=`` swaps the branches; ``x == None`` on a number selects ``none``)."""
+        path = _switch(node.test)[0]
+        cases: list[tuple[str, str]] = []
+        rest: ast.AST = node
+        while isinstance(rest, ast.IfExp) and (sw := _switch(rest.test)) and sw[0] == path \
+                and sw[1] not in dict(cases):
+            _, key, equal = sw
+            hit, miss = (rest.body, rest.orelse) if equal else (rest.orelse, rest.body)
+            cases.append((key, self.text(hit, lang_names)))
+            if not equal:  # `x != k`: what is not k is the whole other branch
+                rest = None
+                other = self.text(miss, lang_names)
+                break
+            rest = miss
+        if rest is not None:
+            other = self.text(rest, lang_names)
+        body = " ".join(f"{k} {{{t}}}" for k, t in cases)
+        return f"{{{path}, select, {body} other {{{other}}}}}"
 
 
 def _has_prose(node: ast.AST) -> bool:
@@ -233,6 +279,8 @@ def convert_rule(rule: dict[str, Any], node: yaml.MappingNode, lines: list[str],
             last = k.start_mark.line
         elif k.value in renamed:
             edits.append(("span", k.start_mark.line, (k.start_mark.column, k.end_mark.column, renamed[k.value])))
+    if len(removed) == len(let_node.value) and not r.new:  # nothing left to bind: drop `let:`
+        edits.append(("delete", m["let"][0].start_mark.line, None))
     if r.new:
         at = last if last is not None else let_node.value[-1][0].start_mark.line
         block = "".join(f"{indent}{n}: {json.dumps(src, ensure_ascii=False)}\n" for n, src in r.new.items())

@@ -100,6 +100,7 @@ class Linter:
         self.rb = rulebase
         self.facts = FactDictionary(rulebase)
         self.findings: list[Finding] = []
+        self.pending: dict[str, list[tuple[RuleSpec, tuple, str]]] = {}
 
     def add(self, spec: RuleSpec, path: tuple, message: str, severity: str = "error",
             code: str = "lint") -> None:
@@ -128,6 +129,7 @@ class Linter:
                         self.add(spec, ("aliases",), f"alias '{alias}' shadows the shipped rule "
                                  f"{shipped[alias].id} ({shipped[alias].file}:{shipped[alias].line})",
                                  code="shadow")
+        self.pending_summary()
         return sorted(self.findings, key=lambda f: (f.file, f.line, f.rule, f.message))
 
     def check_name(self, spec: RuleSpec, path: tuple, name: str, local: set[str]) -> None:
@@ -217,14 +219,23 @@ class Linter:
                     self.add(spec, path, f"{node.func.id}(): {arg.value!r} is not a catalog table "
                              f"(one of {', '.join(tables)})", code="catalog-table")
 
-    def _logic_once_severity(self, spec: RuleSpec) -> tuple[str, str]:
-        """Error in a converted shipped file; a warning (with why) in a pending one or a
-        ``--rules-dir`` folder (third-party rules keep working while they migrate)."""
-        if not spec.builtin:
-            return "warning", ""
-        if spec.file in PENDING_LOGIC_ONCE:
-            return "warning", f" ({spec.file} is still to convert: engine/lang/rulelint.py PENDING_LOGIC_ONCE)"
-        return "error", ""
+    def logic_once(self, spec: RuleSpec, path: tuple, what: str, message: str, code: str) -> None:
+        """An error in a converted shipped file; a warning in a ``--rules-dir`` folder (third-party
+        rules keep working while they migrate); in a shipped file still to convert, gathered into
+        one warning per file (:meth:`pending_summary`)."""
+        if spec.builtin and spec.file in PENDING_LOGIC_ONCE:
+            self.pending.setdefault(spec.file, []).append((spec, path, what))
+            return
+        self.add(spec, path, message, "error" if spec.builtin else "warning", code=code)
+
+    def pending_summary(self) -> None:
+        for found in self.pending.values():
+            spec, path, _ = found[0]
+            names = [w for _, _, w in found]
+            self.add(spec, path, f"{len(names)} per-language binding(s) or computing template field(s) "
+                     f"still to convert to one value per decision: {', '.join(names)} (#41; "
+                     "tools/migrate_language_pairs.py; engine/lang/rulelint.py PENDING_LOGIC_ONCE)",
+                     "warning", code="logic-once-pending")
 
     def templates(self, spec: RuleSpec) -> None:
         """#41 logic once: a template references names and chooses words, it never computes."""
@@ -238,22 +249,22 @@ class Linter:
                 found.append((path, where, t))
         for path, where, t in found:
             if t.exprs:
-                sev, why = self._logic_once_severity(spec)
-                self.add(spec, path, f"{where} computes '{{{t.exprs[0][0]}}}': bind it with `let:` and "
-                         "reference the name, choosing words with {name, select, …} (tools/migrate_because.py "
-                         f"hoists it){why}", sev, code="template-expression")
+                self.logic_once(spec, path, f"{{{t.exprs[0][0][:24]}…}} in {spec.id} {where}",
+                                f"{where} computes '{{{t.exprs[0][0]}}}': bind it with `let:` and reference "
+                                "the name, choosing words with {name, select, …} (tools/migrate_because.py "
+                                "hoists it)", "template-expression")
 
     def language_bindings(self, spec: RuleSpec) -> None:
         """#41 logic once: a `let:` binding computes one language-neutral value; the words of each
         language are chosen in its `because` (``{value, select, …}``), not in `x_en` / `x_zh`."""
         for name, _ in spec.lets:
             m = LANGUAGE_BINDING.fullmatch(name)
-            if m is None:
-                continue
-            sev, why = self._logic_once_severity(spec)
-            self.add(spec, ("let", name), f"let '{name}' is written for one language ({m.group(1)}): bind "
-                     "the language-neutral value once and choose each language's words in its `because` "
-                     f"with {{value, select, …}} (docs/rule-authoring.md){why}", sev, code="language-binding")
+            if m is not None:
+                self.logic_once(spec, ("let", name), name,
+                                f"let '{name}' is written for one language ({m.group(1)}): bind the "
+                                "language-neutral value once and choose each language's words in its "
+                                "`because` with {value, select, …} (docs/rule-authoring.md; "
+                                "tools/migrate_language_pairs.py)", "language-binding")
 
     def tests(self, spec: RuleSpec) -> None:
         local = _locals(spec)
