@@ -112,3 +112,38 @@ def test_a_rule_chooses_its_words_from_one_binding(cli, tmp_path):
     assert result.exit_code == 0, result.output
     lint = cli("rules", "lint", str(d))
     assert lint.exit_code == 0 and "warning" not in lint.output, lint.output
+
+
+def test_a_ranked_text_reads_the_rules_bindings_for_each_item(tmp_path):
+    """select's ranked_because chooses its words from `let:` values computed per ranked item (what
+    rules/selection/select.yaml's two `{=…}` fields need to become bindings)."""
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.functions import RunContext
+    from servewise.engine.lang.rulebase import load_rules
+    from servewise.engine.runtime.runner import Origin, Runner
+
+    (tmp_path / "my.yaml").write_text("""
+- id: my.cheapest
+  title: {en: t, zh: t}
+  source: {url: https://example.com}
+  stage: selection
+  let:
+    tie: "round(candidate.tco_cny, -3) == round(chosen.tco_cny, -3)"
+    more_pct: "round(100 * (candidate.tco_cny - chosen.tco_cny) / chosen.tco_cny, 1)"
+  then:
+    - select:
+        kind: candidate
+        minimize: ["round(candidate.tco_cny, -3)"]
+        as: chosen
+        ranked_because:
+          en: "{candidate.id}: {tie, select, true {a tie with} other {{more_pct}% more than}} {chosen.id}"
+          zh: "{candidate.id}：{tie, select, true {与 {chosen.id} 持平} other {比 {chosen.id} 高 {more_pct}%}}"
+  because: {en: "cheapest", zh: "最便宜"}
+""", encoding="utf-8")
+    runner = Runner(load_rules([tmp_path], builtin=False, semantic=False))
+    for iid, tco in (("a", 1000.0), ("b", 2500.0), ("c", 1400.0)):
+        runner.store.create_item("candidate", iid, {"tco_cny": tco}, 0)
+    mem = runner.run({"mode": ("online", Origin("input", "test"))}, RunContext(load_catalog()))
+    said = {r["option"]: r["because"] for r in mem.rejections}
+    assert said["b"] == {"en": "b: 150% more than a", "zh": "b：比 a 高 150%"}
+    assert said["c"]["en"] == "c: a tie with a" and said["c"]["zh"] == "c：与 a 持平"
