@@ -293,3 +293,16 @@ def test_no_shipped_rule_has_a_pair_or_a_computing_template_outside_the_pending_
     found = [f for f in lint(rulebase) if f.code in ("language-binding", "template-expression", "logic-once-pending")]
     assert not [str(f) for f in found if f.severity == "error"]
     assert sorted(f.file for f in found) == sorted(PENDING_LOGIC_ONCE)  # one warning per pending file
+
+
+def test_the_pending_files_are_found_from_any_working_folder(tmp_path, monkeypatch):
+    """Rule files are shown relative to the working folder, or absolute from elsewhere: a
+    `--rules-dir` plan run from another folder must not turn the pending warnings into errors."""
+    from servewise.engine.lang.rulebase import load_rules
+    from servewise.engine.lang.rulelint import PENDING_LOGIC_ONCE, Linter
+
+    monkeypatch.chdir(tmp_path)
+    found = [f for f in Linter(load_rules()).run()
+             if f.code in ("language-binding", "template-expression", "logic-once-pending")]
+    assert [f.severity for f in found] == ["warning"] * len(PENDING_LOGIC_ONCE)
+    assert all(f.file.startswith("/") for f in found)

@@ -95,6 +95,12 @@ def _reads(spec: RuleSpec) -> list[tuple[tuple, str, Expr | None]]:
     return out
 
 
+def _pending(file: str) -> bool:
+    """``file`` (as shown: relative to the working folder or absolute) is in PENDING_LOGIC_ONCE."""
+    shown = file.replace("\\", "/")
+    return any(shown == p or shown.endswith("/" + p) for p in PENDING_LOGIC_ONCE)
+
+
 class Linter:
     def __init__(self, rulebase: RuleBase):
         self.rb = rulebase
@@ -223,7 +229,7 @@ class Linter:
         """An error in a converted shipped file; a warning in a ``--rules-dir`` folder (third-party
         rules keep working while they migrate); in a shipped file still to convert, gathered into
         one warning per file (:meth:`pending_summary`)."""
-        if spec.builtin and spec.file in PENDING_LOGIC_ONCE:
+        if spec.builtin and _pending(spec.file):
             self.pending.setdefault(spec.file, []).append((spec, path, what))
             return
         self.add(spec, path, message, "error" if spec.builtin else "warning", code=code)
