@@ -33,6 +33,7 @@ TEMPLATE_FIELD = re.compile(r"\{(=[^{}]+?|[a-zA-Z_][\w.]*)(?::([<>^]?[+-]?,?\d*(
 _CHOICE_HEAD = re.compile(r"\{([a-zA-Z_][\w.]*)\s*,\s*(select|plural)\s*,\s*")
 _CASE_KEY = re.compile(r"([^\s{}]+)\s*\{")
 _SPACE = re.compile(r"\s*")
+_BRACE = re.compile(r"[{}]")
 MAX_FORMAT_WIDTH = 64
 MAX_FORMAT_PRECISION = 15
 MAX_DEPTH = 4            # choices inside choices
@@ -143,26 +144,23 @@ class _Parser:
     def parts(self, pos: int, depth: int) -> tuple[tuple[Part, ...], int]:
         """Parts from ``pos`` up to the end (depth 0) or the ``}`` closing a case (returned at it)."""
         out: list[Part] = []
-        text, lit = self.text, []
-        while pos < len(text):
-            ch = text[pos]
-            if ch == "}":
+        text, start = self.text, pos
+        while True:
+            m = _BRACE.search(text, pos)
+            if m is None:
+                if depth:
+                    raise self.fail(len(text) - 1, "a case's text is not closed with '}' in")
+                out.append((text[start:], None))
+                return tuple(out), len(text)
+            pos = m.start()
+            if text[pos] == "}":
                 if depth == 0:
                     raise self.fail(pos)
-                break
-            if ch != "{":
-                nxt = min((i for i in (text.find("{", pos), text.find("}", pos)) if i >= 0), default=len(text))
-                lit.append(text[pos:nxt])
-                pos = nxt
-                continue
+                out.append((text[start:pos], None))
+                return tuple(out), pos
             node, pos = self.field(pos, depth)
-            out.append(("".join(lit), node))
-            lit = []
-        else:
-            if depth:
-                raise self.fail(len(text) - 1, "a case's text is not closed with '}' in")
-        out.append(("".join(lit), None))
-        return tuple(out), pos
+            out.append((text[start:m.start()], node))
+            start = pos
 
     def field(self, pos: int, depth: int) -> tuple[Field | Choice, int]:
         m = TEMPLATE_FIELD.match(self.text, pos)
