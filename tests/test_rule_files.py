@@ -78,7 +78,9 @@ def test_builtin_rules_lint_clean(cli):
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
     assert lines[-1].startswith("ok: ")
-    assert all(": warning: no firing case: " in line for line in lines[:-1]), lines  # stated, reasoned gaps only
+    # stated, reasoned gaps only, and (#41, temporary) one line per file still to convert to logic once
+    assert all(": warning: no firing case: " in line or " still to convert to one value per decision: " in line
+               for line in lines[:-1]), lines
 
 
 def test_broken_rules_dir_makes_plan_exit_2(tmp_path, cli):

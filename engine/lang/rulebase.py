@@ -7,7 +7,6 @@ import difflib
 import hashlib
 import json
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -19,13 +18,13 @@ from servewise.engine.common.schema_check import Check, compiled, jsonschema_val
 from servewise.engine.common.yamlio import Lines, YamlError, line_of, load_file, read_text
 from servewise.engine.domain.functions import FUNCTIONS
 from servewise.engine.lang.expr import Expr, ExprError, compile_expr
+from servewise.engine.lang.template import TEMPLATE_FIELD, Template, make_template  # noqa: F401 - re-exported
 
 RULES_DIR = PACKAGE_ROOT / "rules"
 FACTS_DIR = PACKAGE_ROOT / "facts"
 SCHEMA_FILE = RULES_DIR / "rule.schema.json"
 STAGES = ("inputs", "derivations", "candidates", "filters", "selection", "bom", "facilities",
           "cost", "checks")
-TEMPLATE_FIELD = re.compile(r"\{(=[^{}]+?|[a-zA-Z_][\w.]*)(?::([<>^]?[+-]?,?\d*(?:\.\d+)?[a-z%]?))?\}")
 
 
 @dataclass(frozen=True)
@@ -43,21 +42,6 @@ class RuleLoadError(ValueError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         super().__init__("\n".join(map(str, problems)))
-
-
-@dataclass(frozen=True)
-class Template:
-    """An explanation text with ``{fact.path}``, ``{fact.path:.1f}`` or ``{=expression}`` fields."""
-
-    text: str
-    names: tuple[str, ...]
-    exprs: tuple[tuple[str, Expr], ...] = ()
-
-    def expr(self, source: str) -> Expr | None:
-        for src, e in self.exprs:
-            if src == source:
-                return e
-        return None
 
 
 # action kinds that carry the rule's rendered ``because`` (run after it is rendered)
@@ -186,46 +170,8 @@ def rule_schema() -> dict[str, Any]:
     return json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
 
 
-MAX_FORMAT_WIDTH = 64
 MAX_RULES = 20_000  # all folders together: the built-in ~200 rules plus ample room for extensions
 MAX_RULE_FILES = 2_000
-MAX_FORMAT_PRECISION = 15
-_FORMAT_NUMBERS = re.compile(r"(\d*)(?:\.(\d+))?")
-
-
-def _check_format(spec: str | None, field: str) -> None:
-    if not spec:
-        return
-    m = _FORMAT_NUMBERS.search(spec.lstrip("<>^+-,"))
-    width, prec = (m.group(1), m.group(2)) if m else ("", None)
-    if width and int(width) > MAX_FORMAT_WIDTH:
-        raise ExprError(f"because: format width {int(width)} in '{{{field}:{spec}}}' is larger than "
-                        f"{MAX_FORMAT_WIDTH}")
-    if prec and int(prec) > MAX_FORMAT_PRECISION:
-        raise ExprError(f"because: format precision {int(prec)} in '{{{field}:{spec}}}' is larger "
-                        f"than {MAX_FORMAT_PRECISION}")
-
-
-def make_template(text: str) -> Template:
-    """Parse a template; ``{=expr}`` fields are compiled like any other expression. A brace that
-    is not part of a field (``{name}``, ``{name:.1f}``) is an error."""
-    names: list[str] = []
-    exprs: list[tuple[str, Expr]] = []
-    rest = TEMPLATE_FIELD.sub("", text)
-    if "{" in rest or "}" in rest:
-        bad = re.search(r"\{[^{}]*\}?|\}", rest)
-        raise ExprError(f"because: malformed placeholder '{bad.group(0) if bad else '{'}' (write "
-                        "{name}, {name:.1f} or {name:,.0f})")
-    for m in TEMPLATE_FIELD.finditer(text):
-        field = m.group(1)
-        _check_format(m.group(2), field)
-        if field.startswith("="):
-            e = _compile(field[1:], "because")
-            exprs.append((field, e))
-            names.extend(n for n in e.names if n not in names)
-        elif field not in names:
-            names.append(field)
-    return Template(text, tuple(names), tuple(exprs))
 
 
 def _compile(src: Any, where: str) -> Expr:

@@ -21,7 +21,7 @@ from servewise.engine.lang.expr import EvalError, Expr
 from servewise.engine.lang.rulebase import REPORTING_ACTIONS, Action, RuleSpec
 from servewise.engine.runtime.justify import conclusion, jsonable, render, score_text
 from servewise.engine.runtime.memory import Memory, Store, item_fact_name
-from servewise.engine.runtime.resolve import NotReady, Resolver, live_resolver, read_known
+from servewise.engine.runtime.resolve import NotReady, Resolver, live_resolver, read_known, with_lets
 
 MAX_PROPOSALS = 20_000
 COMPUTE = ("derive", "choose", "propose", "select")   # before `because` is rendered
@@ -271,7 +271,7 @@ def select(ctx: ActionContext, act: Action) -> None:
         because = both("select.ranked-below", best=best[1], score=score_text(score, labels),
                        best_score=best_text)
         if templates:  # the rule's own wording: loser as `kind.*`, winner as `alias.*`
-            because = _ranked_because(mem, templates, kind, alias, item, best, because)
+            because = _ranked_because(mem, spec, templates, kind, alias, item, best, because)
         mem.rejections.append({
             "option": item[1], "kind": kind, "rule": spec.id, "stage": spec.stage,
             "because": because,
@@ -279,7 +279,11 @@ def select(ctx: ActionContext, act: Action) -> None:
             "step": ctx.step_no, "ranked": True})
 
 
-def _ranked_because(mem: Memory, templates, kind: str, alias: str, item, best, fallback) -> dict[str, str]:
+def _ranked_because(mem: Memory, spec: RuleSpec, templates, kind: str, alias: str, item, best,
+                    fallback) -> dict[str, str]:
+    """The rule's ``ranked_because`` for one item ranked below the best: the item as ``kind.*``, the
+    best as ``alias.*``, and the rule's ``let:`` bindings evaluated for this item (so a choice in
+    the text reads one value computed in ``let:``, never a ``{=…}`` field)."""
     item_res = live_resolver(mem, None, item[1], item_kind=kind)
     best_attrs = mem.items[best]
 
@@ -293,11 +297,12 @@ def _ranked_because(mem: Memory, templates, kind: str, alias: str, item, best, f
             raise NotReady(name)
         return item_res(name)
 
+    shown = with_lets(spec, resolve)
     out = {}
     for lang in ("en", "zh"):
         tpl = templates.get(("ranked", lang))
         try:
-            out[lang] = render(tpl, resolve, lang) if tpl else fallback[lang]
+            out[lang] = render(tpl, shown, lang) if tpl else fallback[lang]
         except (NotReady, EvalError, KeyError):
             out[lang] = fallback[lang]
     return out

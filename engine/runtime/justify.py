@@ -15,7 +15,8 @@ from servewise.engine.common.deferred import Deferred
 from servewise.engine.common.text import format_value
 from servewise.engine.domain.functions import reset_context, use_context
 from servewise.engine.lang.expr import EvalError, Expr
-from servewise.engine.lang.rulebase import TEMPLATE_FIELD, RuleSpec, Template
+from servewise.engine.lang.rulebase import RuleSpec
+from servewise.engine.lang.template import Choice, Part, Template
 from servewise.engine.runtime.memory import Memory, item_fact_name
 from servewise.engine.runtime.resolve import NotReady, Resolver, with_lets
 
@@ -44,39 +45,33 @@ def score_text(values: tuple, labels: list[str]) -> str:
 
 
 def render(template: Template, resolve: Resolver, lang: str = "en") -> str:
-    """A ``because`` template with its fields filled in; an unknown field shows as ``?``."""
+    """A ``because`` template with its fields filled in and each choice's case for ``lang`` taken
+    (engine/lang/template.py); an unknown field or choice value shows as ``?``."""
     out: list[str] = []
-    for literal, name, spec in _parts(template.text):
-        out.append(literal)
-        if name is None:
-            continue
-        try:
-            if name.startswith("="):
-                expr = template.expr(name)
-                value = expr.evaluate(resolve) if expr is not None else None
-            else:
-                value = resolve(name)
-            out.append(format_value(value, spec, lang))
-        except (NotReady, EvalError, KeyError):
-            out.append("?")
+    _render_parts(template.parts, template, resolve, lang, out)
     return "".join(out)
 
 
-_PARTS: dict[str, tuple[tuple[str, str | None, str | None], ...]] = {}
-
-
-def _parts(text: str) -> tuple[tuple[str, str | None, str | None], ...]:
-    """A template split once into (text before, field name, format spec) parts, the last with no
-    field: what ``TEMPLATE_FIELD.sub`` walks on every render."""
-    parts = _PARTS.get(text)
-    if parts is None:
-        out, pos = [], 0
-        for m in TEMPLATE_FIELD.finditer(text):
-            out.append((text[pos:m.start()], m.group(1), m.group(2)))
-            pos = m.end()
-        out.append((text[pos:], None, None))
-        parts = _PARTS[text] = tuple(out)
-    return parts
+def _render_parts(parts: tuple[Part, ...], template: Template, resolve: Resolver, lang: str,
+                  out: list[str]) -> None:
+    for literal, node in parts:
+        out.append(literal)
+        if node is None:
+            continue
+        try:
+            if type(node) is Choice:
+                case = node.case(resolve(node.name), lang)
+            elif node.name.startswith("="):
+                expr = template.expr(node.name)
+                out.append(format_value(expr.evaluate(resolve) if expr is not None else None, node.spec, lang))
+                continue
+            else:
+                out.append(format_value(resolve(node.name), node.spec, lang))
+                continue
+        except (NotReady, EvalError, KeyError):
+            out.append("?")
+            continue
+        _render_parts(case, template, resolve, lang, out)
 
 
 _RAW = "_unsettled"  # a conclusion's materials until settle() writes its value, formula, details
