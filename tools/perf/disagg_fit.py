@@ -66,7 +66,11 @@ def components(rows: list[Row], cal: dict[str, Any]) -> list[dict[str, Any]]:
         if pr.get("ttft_ms") is None or not row.ttft_ms or not st:
             continue
         cohort = max(st["c_total"] / st["prefill_ranks"] - 1.0, 0.0) / 2.0 * st["t_prefill"]
-        out.append({"row": row, "ttft": row.ttft_ms, "base": pr["ttft_ms"], "cohort": cohort})
+        # a closed loop with more clients than the pools hold: TTFT = C / λ - (osl - 1) TPOT
+        # at the pools' largest rate, which the two constants do not move
+        fixed = st.get("admission", 0.0) > 0.0
+        out.append({"row": row, "ttft": row.ttft_ms, "base": pr["ttft_ms"],
+                    "cohort": 0.0 if fixed else cohort, "one": 0.0 if fixed else 1.0})
     return out
 
 
@@ -80,7 +84,7 @@ def fit(comps: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
         best = None
         for h in HANDOFF_GRID:
             for phi in BURST_GRID:
-                ape = statistics.median(abs((c["base"] + h + phi * c["cohort"]) / c["ttft"] - 1)
+                ape = statistics.median(abs((c["base"] + h * c["one"] + phi * c["cohort"]) / c["ttft"] - 1)
                                         for c in cs)
                 if best is None or ape < best[0] - 1e-12:
                     best = (ape, h, phi)
