@@ -18,6 +18,7 @@ backend, precision: its rows predicted with constants fitted without them) and l
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
@@ -74,21 +75,29 @@ def components(rows: list[Row], cal: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def fit(comps: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """(t_handoff_ms, burst) per backend minimising the median APE of TTFT on ``comps``."""
+def fit(comps: list[dict[str, Any]], cal: dict[str, Any] | None = None,
+        refine: int = 5) -> dict[str, tuple[float, float]]:
+    """(t_handoff_ms, burst) per backend minimising the median APE of TTFT on ``comps``: the grid
+    scored with the two terms added to the prediction without them, then (with ``cal``) its
+    ``refine`` best points re-scored by the full prediction (a closed loop's rate moves with TTFT,
+    and a row may leave or enter the admission-bound regime, which the sum does not see)."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in comps:
         by[c["row"].backend].append(c)
     out = {}
     for be, cs in sorted(by.items()):
-        best = None
+        scored = []
         for h in HANDOFF_GRID:
             for phi in BURST_GRID:
                 ape = statistics.median(abs((c["base"] + h * c["one"] + phi * c["cohort"]) / c["ttft"] - 1)
                                         for c in cs)
-                if best is None or ape < best[0] - 1e-12:
-                    best = (ape, h, phi)
-        assert best is not None
+                scored.append((round(ape, 12), h, phi))
+        scored.sort()
+        best = scored[0]
+        if cal is not None and refine > 1:
+            rows = [c["row"] for c in cs]
+            best = min((statistics.median(_ape(rows, _with(cal, {be: (h, phi)}))["ttft_ms"]), h, phi)
+                       for _, h, phi in scored[:refine])
         out[be] = (best[1], best[2])
     return out
 
@@ -120,6 +129,27 @@ def _usable(path: str | Path) -> tuple[list[Row], list[Row]]:
     return rows, [r for r in rows if not r.skipped and r.disagg is not None]
 
 
+SKIP_CLASSES = (
+    (r"ambiguous: .*", "InferenceX ran several layouts at this point and the row (a source_file "
+     "row: one worker of each, no draft length) does not say which; where both a run with MTP and "
+     "one without are in the recipes at the same layout, only InferenceX's database (its "
+     "spec_decoding field) tells them apart"),
+    (r"no entry active on .*", "no published InferenceX configuration was active on the run's date "
+     "(work-in-progress sweeps of a pull request, wip=True, before its configuration was pushed)"),
+    (r"no entry at concurrency .*", "no InferenceX configuration ran this concurrency at this "
+     "ISL/OSL"),
+)
+
+
+def skip_class(reason: str) -> str:
+    """A skipped row's reason, without the row's particulars."""
+    tail = reason.split("recipe: ", 1)[-1]
+    for pattern, text in SKIP_CLASSES:
+        if re.fullmatch(pattern, tail, flags=re.S):
+            return text
+    return reason.split(":")[0]
+
+
 def summary(path: str | Path = DISAGG_DATA) -> dict[str, Any]:
     """Median APEs of the shipped constants (in sample), held out by campaign and by model, and
     per campaign; the counts of rows predicted and skipped (with the reasons' counts)."""
@@ -127,9 +157,11 @@ def summary(path: str | Path = DISAGG_DATA) -> dict[str, Any]:
     cal = load_calibration()
     comps = components(usable, cal)
     skipped: dict[str, int] = defaultdict(int)
+    detail: dict[str, int] = defaultdict(int)
     for r in rows:
         if r.skipped:
             skipped[r.skipped.split(":")[0]] += 1
+            detail[skip_class(r.skipped)] += 1
     by: dict[tuple, list[Row]] = defaultdict(list)
     for r in usable:
         by[_campaign(r)].append(r)
@@ -138,6 +170,7 @@ def summary(path: str | Path = DISAGG_DATA) -> dict[str, Any]:
         return {m: {"median_ape": statistics.median(v), "n": len(v)} for m, v in apes.items() if v}
 
     return {"rows": len(rows), "predicted": len(usable), "skipped": dict(sorted(skipped.items())),
+            "skipped_detail": dict(sorted(detail.items(), key=lambda kv: (-kv[1], kv[0]))),
             "in_sample": med(_ape(usable, cal)),
             "leave_one_campaign_out": med(held_out(usable, comps, cal, _campaign)),
             "leave_one_model_out": med(held_out(usable, comps, cal, lambda r: r.model_name)),

@@ -213,7 +213,8 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
         # More clients than the pools hold at their largest rate (the decode ranks' batch
         # limit, or prefill at rho_max): the others wait for a slot. Little's law over the
         # whole loop, C = λ (TTFT + (osl - 1) TPOT), gives the wait.
-        s["admission"] = max(c / s["lam"] - s["life"], 0.0) if s["lam"] > 0 else 0.0
+        extra = c / s["lam"] - s["life"] if s["lam"] > 0 else 0.0
+        s["admission"] = extra if extra > 1e-6 * s["life"] else 0.0  # the bisection's rounding
         s["ttft"] += s["admission"]
         s["life"] += s["admission"]
     s.update(front=front, t_kv=t_kv, kv_link=kind, kv_link_gbs=gbs,
