@@ -12,8 +12,7 @@ from servewise.engine.domain.perf.calibration import load_calibration
 from servewise.engine.domain.perf.disagg import Pool, estimate_disagg, predict_disagg
 from servewise.engine.domain.perf.disagg_recipes import decode_batch
 from servewise.engine.domain.perf.memory import Layout
-from tools.perf.disagg_fit import (
-    DISAGG_DATA, SKIP_CLASSES, _ape, _campaign, _usable, components, held_out, skip_class)
+from tools.perf.disagg_fit import DISAGG_DATA, SKIP_CLASSES, _ape, _campaign, _usable, components, held_out, skip_class
 
 
 @pytest.fixture(scope="module")
