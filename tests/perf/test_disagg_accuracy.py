@@ -61,8 +61,9 @@ def test_the_estimate_explains_the_admission_wait(r1_gb200):
 @pytest.mark.slow
 def test_measured_disaggregated_runs_coverage_and_errors():
     """The levels reached (docs/accuracy.md, Disaggregated serving): 719 of 903 rows predicted;
-    TTFT median APE 24.3 % in sample and 28.5 % with each campaign's constants fitted without it,
-    TPOT 14.9 / 14.7 %. Every row not predicted has one of the documented reasons."""
+    TTFT median APE 22.3 % in sample, 24.7 % with each campaign's constants fitted without it,
+    28.7 % with each model's; TPOT 14.7 / 14.7 / 15.0 %. Every row not predicted has one of the
+    documented reasons."""
     rows, usable = _usable(DISAGG_DATA)
     assert len(rows) == 903
     assert len(usable) >= 719
@@ -70,9 +71,11 @@ def test_measured_disaggregated_runs_coverage_and_errors():
     assert {skip_class(r.skipped) for r in rows if r.skipped} <= known
     cal = load_calibration()
     ins = _ape(usable, cal)
-    assert statistics.median(ins["ttft_ms"]) <= 0.26
-    assert statistics.median(ins["tpot_ms"]) <= 0.155
-    loco = held_out(usable, components(usable, cal), cal, _campaign)
-    assert len(loco["ttft_ms"]) == len(ins["ttft_ms"])
-    assert statistics.median(loco["ttft_ms"]) <= 0.30
-    assert statistics.median(loco["tpot_ms"]) <= 0.155
+    assert statistics.median(ins["ttft_ms"]) <= 0.24
+    assert statistics.median(ins["tpot_ms"]) <= 0.15
+    comps = components(usable, cal)
+    for group, ttft in ((_campaign, 0.26), (lambda r: r.model_name, 0.30)):
+        out = held_out(usable, comps, cal, group)
+        assert len(out["ttft_ms"]) == len(ins["ttft_ms"])
+        assert statistics.median(out["ttft_ms"]) <= ttft
+        assert statistics.median(out["tpot_ms"]) <= 0.155
