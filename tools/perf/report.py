@@ -733,12 +733,11 @@ def disagg_lines() -> list[str]:
 
 
 def splice_disagg(text: str) -> str:
-    """``text`` (docs/accuracy.md) with its disaggregated section replaced by a fresh one."""
-    head = "## Disaggregated serving (issue #36)"
-    start = text.index(head)
-    end = text.find("\n## ", start + len(head))
-    end = len(text) if end < 0 else end + 1
-    return text[:start] + "\n".join(disagg_lines()) + "\n\n" + text[end:]
+    """``text`` (docs/accuracy.md) with its disaggregated section and the attempts log after it
+    (docs/accuracy-attempts.md) rendered afresh, the rest as it was."""
+    head, tail = "## Disaggregated serving (issue #36)", "## Error tables (fitted calibration, all rows)"
+    start, end = text.index(head), text.index(tail)
+    return text[:start] + "\n".join(disagg_lines() + ["", attempts(), "", ""]) + text[end:]
 
 
 def attempts() -> str:
@@ -815,7 +814,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="read the held-out summaries from this file when it exists, else "
                          "compute them and write them there (re-render without refitting)")
     ap.add_argument("--disagg-only", action="store_true",
-                    help="rewrite only the disaggregated section of the existing document")
+                    help="rewrite only the disaggregated section (and the attempts log after it) "
+                         "of the existing document")
     a = ap.parse_args(argv)
     if a.disagg_only:
         DOC.write_text(splice_disagg(DOC.read_text(encoding="utf-8")), encoding="utf-8")
