@@ -18,6 +18,7 @@ backend, precision: its rows predicted with constants fitted without them) and l
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
@@ -41,6 +42,11 @@ KV_LINKS = {
     "latency_ms": 0.05,
 }
 HANDOFF_GRID = [25.0 * i for i in range(121)]
+DEFAULT = "default"
+# A backend's own constants need rows of its own: a median over fewer rows pins neither of the two
+# (the 2 Qwen3-32B rows; a backend absent from a held-out fold); such a backend takes the
+# constants fitted on all rows. (30 was tried: it moves vLLM's 14 rows to the pooled constants.)
+MIN_ROWS = 10
 BURST_GRID = [0.05 * i for i in range(41)]
 
 
@@ -49,10 +55,16 @@ def _campaign(row: Row) -> tuple[str, str, str, str]:
 
 
 def _with(cal: dict[str, Any], consts: dict[str, tuple[float, float]]) -> dict[str, Any]:
+    """``cal`` with the disaggregated section of ``consts`` (per backend; ``default``: the
+    constants of a backend with too few rows of its own)."""
     out = deepcopy(cal)
-    out["disaggregated"] = {"kv_links": KV_LINKS,
-                            "backends": {b: {"t_handoff_ms": h, "burst": round(phi, 2)}
-                                         for b, (h, phi) in sorted(consts.items())}}
+    sec: dict[str, Any] = {"kv_links": KV_LINKS,
+                           "backends": {b: {"t_handoff_ms": h, "burst": round(phi, 2)}
+                                        for b, (h, phi) in sorted(consts.items()) if b != DEFAULT}}
+    if DEFAULT in consts:
+        h, phi = consts[DEFAULT]
+        sec[DEFAULT] = {"t_handoff_ms": h, "burst": round(phi, 2)}
+    out["disaggregated"] = sec
     return out
 
 
@@ -66,26 +78,38 @@ def components(rows: list[Row], cal: dict[str, Any]) -> list[dict[str, Any]]:
         if pr.get("ttft_ms") is None or not row.ttft_ms or not st:
             continue
         cohort = max(st["c_total"] / st["prefill_ranks"] - 1.0, 0.0) / 2.0 * st["t_prefill"]
-        out.append({"row": row, "ttft": row.ttft_ms, "base": pr["ttft_ms"], "cohort": cohort})
+        # a closed loop with more clients than the pools hold: TTFT = C / λ - (osl - 1) TPOT
+        # at the pools' largest rate, which the two constants do not move
+        fixed = st.get("admission", 0.0) > 0.0
+        out.append({"row": row, "ttft": row.ttft_ms, "base": pr["ttft_ms"],
+                    "cohort": 0.0 if fixed else cohort, "one": 0.0 if fixed else 1.0})
     return out
 
 
+def _grid(cs: list[dict[str, Any]]) -> tuple[float, float]:
+    """The grid's (t_handoff_ms, burst) with the smallest median APE of TTFT over ``cs``, TTFT
+    taken as the prediction without them plus the two terms."""
+    best = None
+    for h in HANDOFF_GRID:
+        for phi in BURST_GRID:
+            ape = statistics.median(abs((c["base"] + h * c["one"] + phi * c["cohort"]) / c["ttft"] - 1)
+                                    for c in cs)
+            if best is None or ape < best[0] - 1e-12:
+                best = (ape, h, phi)
+    assert best is not None
+    return best[1], best[2]
+
+
 def fit(comps: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """(t_handoff_ms, burst) per backend minimising the median APE of TTFT on ``comps``."""
+    """(t_handoff_ms, burst) per backend with at least ``MIN_ROWS`` rows, and ``default`` fitted
+    on all rows, which the backends with fewer (or none) take (perf.disagg.disagg_constants)."""
     by: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in comps:
         by[c["row"].backend].append(c)
-    out = {}
+    out = {DEFAULT: _grid(comps)} if comps else {}
     for be, cs in sorted(by.items()):
-        best = None
-        for h in HANDOFF_GRID:
-            for phi in BURST_GRID:
-                ape = statistics.median(abs((c["base"] + h + phi * c["cohort"]) / c["ttft"] - 1)
-                                        for c in cs)
-                if best is None or ape < best[0] - 1e-12:
-                    best = (ape, h, phi)
-        assert best is not None
-        out[be] = (best[1], best[2])
+        if len(cs) >= MIN_ROWS:
+            out[be] = _grid(cs)
     return out
 
 
@@ -116,6 +140,27 @@ def _usable(path: str | Path) -> tuple[list[Row], list[Row]]:
     return rows, [r for r in rows if not r.skipped and r.disagg is not None]
 
 
+SKIP_CLASSES = (
+    (r"ambiguous: .*", "InferenceX ran several layouts at this point and the row (a source_file "
+     "row: one worker of each, no draft length) does not say which; where both a run with MTP and "
+     "one without are in the recipes at the same layout, only InferenceX's database (its "
+     "spec_decoding field) tells them apart"),
+    (r"no entry active on .*", "no published InferenceX configuration was active on the run's date "
+     "(work-in-progress sweeps of a pull request, wip=True, before its configuration was pushed)"),
+    (r"no entry at concurrency .*", "no InferenceX configuration ran this concurrency at this "
+     "ISL/OSL"),
+)
+
+
+def skip_class(reason: str) -> str:
+    """A skipped row's reason, without the row's particulars."""
+    tail = reason.split("recipe: ", 1)[-1]
+    for pattern, text in SKIP_CLASSES:
+        if re.fullmatch(pattern, tail, flags=re.S):
+            return text
+    return reason.split(":")[0]
+
+
 def summary(path: str | Path = DISAGG_DATA) -> dict[str, Any]:
     """Median APEs of the shipped constants (in sample), held out by campaign and by model, and
     per campaign; the counts of rows predicted and skipped (with the reasons' counts)."""
@@ -123,9 +168,11 @@ def summary(path: str | Path = DISAGG_DATA) -> dict[str, Any]:
     cal = load_calibration()
     comps = components(usable, cal)
     skipped: dict[str, int] = defaultdict(int)
+    detail: dict[str, int] = defaultdict(int)
     for r in rows:
         if r.skipped:
             skipped[r.skipped.split(":")[0]] += 1
+            detail[skip_class(r.skipped)] += 1
     by: dict[tuple, list[Row]] = defaultdict(list)
     for r in usable:
         by[_campaign(r)].append(r)
@@ -134,6 +181,7 @@ def summary(path: str | Path = DISAGG_DATA) -> dict[str, Any]:
         return {m: {"median_ape": statistics.median(v), "n": len(v)} for m, v in apes.items() if v}
 
     return {"rows": len(rows), "predicted": len(usable), "skipped": dict(sorted(skipped.items())),
+            "skipped_detail": dict(sorted(detail.items(), key=lambda kv: (-kv[1], kv[0]))),
             "in_sample": med(_ape(usable, cal)),
             "leave_one_campaign_out": med(held_out(usable, comps, cal, _campaign)),
             "leave_one_model_out": med(held_out(usable, comps, cal, lambda r: r.model_name)),
@@ -173,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
         section = _with({}, fitted)["disaggregated"]
         section["fitted_on"] = (
             f"{len(usable)} disaggregated runs of measured-disagg.csv (InferenceX via "
-            "aiconfigurator's silicon sample, layouts from InferenceX's recipes): per backend the "
+            "aiconfigurator's silicon sample, layouts from InferenceX's recipes): per backend with "
+            f"at least {MIN_ROWS} rows (and `default` over all rows, for the others) the "
             "(t_handoff_ms, burst) of the grid with the smallest median APE of TTFT "
             "(python -m tools.perf.disagg_fit)")
         write_section(Path(CALIBRATION_FILE), section)

@@ -707,9 +707,16 @@ def disagg_lines() -> list[str]:
              f"{d['rows']} rows predicted ({_p(share)}; target ≥ 90 %) by the two-pool model "
              "(engine/domain/perf/disagg.py), each with the layouts of the InferenceX recipe that "
              "ran it where one matches (facts/data/inferencex-disagg-recipes.csv), else its notes' "
-             "layouts. The one constant fitted on these rows is the disaggregated request path's "
-             "fixed cost per backend (`python -m tools.perf.disagg_fit`); everything else is the "
-             "aggregated calibration, and the MTP acceptance the one fitted on aggregated runs.", "",
+             "layouts; the decode ranks' batch limit is the recipe's TensorRT-LLM `max_batch_size` "
+             "where its name states one, and a closed loop with more clients than the pools hold "
+             "waits for a slot (Little's law). Two constants are fitted on these rows, the "
+             "disaggregated request path's fixed cost and the arrival-burst share, per backend "
+             "with at least 10 rows and pooled over all rows for the others "
+             "(`python -m tools.perf.disagg_fit`); everything else is the aggregated calibration, "
+             "and the MTP acceptance the one fitted on aggregated runs. Held out: each campaign's "
+             "(or model's) rows predicted with the two constants refitted without them; without "
+             "DeepSeek-R1 (690 of the rows) they are fitted on the 29 Kimi-K2.5 and Qwen3-32B rows.",
+             "",
              "| | TTFT median APE (target ≤ 30 %) | TPOT median APE (target ≤ 15 %) |",
              "|---|---|---|"]
     for label, key in (("in sample", "in_sample"),
@@ -720,8 +727,8 @@ def disagg_lines() -> list[str]:
     for k, v in d["campaigns"].items():
         lines.append(f"| {k} | {cell(v, 'ttft_ms')} | {cell(v, 'tpot_ms')} |")
     if d["skipped"]:
-        lines += ["", "Rows not predicted: " + "; ".join(f"{why} ({n})" for why, n in
-                                                         d["skipped"].items()) + "."]
+        lines += ["", "Rows not predicted, and why:", ""]
+        lines += [f"- {why}: {n}" for why, n in d["skipped_detail"].items()]
     return lines
 
 
@@ -802,6 +809,14 @@ def held_out_model_lines(r: dict[str, Any]) -> list[str]:
     return lines
 
 
+def splice_disagg(text: str) -> str:
+    """``text`` (docs/accuracy.md) with its disaggregated section and the attempts log after it
+    (docs/accuracy-attempts.md) rendered afresh, the rest as it was."""
+    head, tail = "## Disaggregated serving (issue #36)", "## Error tables (fitted calibration, all rows)"
+    start, end = text.index(head), text.index(tail)
+    return text[:start] + "\n".join(disagg_lines() + ["", attempts(), "", ""]) + text[end:]
+
+
 def attempts() -> str:
     """The hand-kept log of model changes tried (docs/accuracy-attempts.md), if any."""
     return ATTEMPTS_FILE.read_text(encoding="utf-8").rstrip() if ATTEMPTS_FILE.exists() else ""
@@ -876,7 +891,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--held-out-json", default=None,
                     help="read the held-out summaries from this file when it exists, else "
                          "compute them and write them there (re-render without refitting)")
+    ap.add_argument("--disagg-only", action="store_true",
+                    help="rewrite only the disaggregated section (and the attempts log after it) "
+                         "of the existing document")
     a = ap.parse_args(argv)
+    if a.disagg_only:
+        DOC.write_text(splice_disagg(DOC.read_text(encoding="utf-8")), encoding="utf-8")
+        print(f"wrote the disaggregated section of {DOC}")
+        return
     r = validate(DEFAULT_FILES)
     plot(r["errors"], IMG)
     held = None

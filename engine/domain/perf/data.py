@@ -81,6 +81,7 @@ class DisaggRun:
     prefill_workers: int
     decode_workers: int
     source: str  # where the layouts come from: the row's notes or a recipe
+    decode_batch: int | None = None  # the recipe's max sequences per decode rank, where stated
 
 
 @dataclass
@@ -502,7 +503,7 @@ def _read_disagg(row: Row, r: dict[str, str]) -> None:
     if recipe is not None:
         p, d = recipe.prefill, recipe.decode
         row.disagg = DisaggRun(Layout(p.tp, 1, p.ep, p.attention_dp), p.workers, d.workers,
-                               f"InferenceX {recipe.key} @ {recipe.commit}")
+                               f"InferenceX {recipe.key} @ {recipe.commit}", recipe.decode_batch)
         row.layout = Layout(d.tp, 1, d.ep, d.attention_dp)
         if recipe.spec_decoding != "none" and recipe.draft_tokens is None:
             row.skipped = (f"speculative decoding: InferenceX {recipe.key} ran "

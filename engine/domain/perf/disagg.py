@@ -24,7 +24,12 @@ workers, which decode it to the end. All times in milliseconds:
   requests; ``TPOT`` is one decode step (or speculative step) at ``n_d / R_d`` sequences per rank
   with **no** prefill interference: that is what disaggregation buys;
 * throughput ``λ x osl`` is limited by the slower pool: prefill below ``RHO_MAX``, decode by its
-  batch cap (MAX_BATCH sequences or the KV cache per rank).
+  batch cap (MAX_BATCH sequences, the KV cache per rank, or the deployment's configured limit
+  ``decode_batch``, e.g. TensorRT-LLM's ``max_batch_size`` of the generation workers);
+* a closed loop of more clients than the pools hold at that largest rate ``λ_max``: the others
+  wait for a slot, ``admission = C / λ_max - (TTFT + (osl - 1) x TPOT)`` (Little's law over the
+  loop), added to TTFT. A recipe with ``max_batch_size`` 8 on 4 decode workers run at C = 36
+  holds 32 sequences; the other 4 clients wait about an eighth of a request's life.
 
 A closed loop of ``C`` clients solves ``λ = C / (TTFT(λ) + (osl - 1) x TPOT(λ))`` (Little's law);
 an open loop at ``λ`` solves the decode pool's occupancy for that rate.
@@ -117,9 +122,12 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
                    isl: int, osl: int, concurrency: float | None = None,
                    request_rate: float | None = None, backend: str = "trtllm",
                    kv_precision: str | None = None, calibration: dict[str, Any] | None = None,
-                   speculative: Speculation | None = None) -> dict[str, Any]:
+                   speculative: Speculation | None = None,
+                   decode_batch: float | None = None) -> dict[str, Any]:
     """TTFT, TPOT and throughput of a disaggregated deployment (module docstring): a closed loop
-    of ``concurrency`` clients, or an open loop at ``request_rate`` requests/s."""
+    of ``concurrency`` clients, or an open loop at ``request_rate`` requests/s. ``decode_batch``:
+    the decode workers' configured sequence limit per rank (TensorRT-LLM ``max_batch_size``), when
+    below the backend's limit and the KV cache's."""
     if (concurrency is None) == (request_rate is None):
         raise ValueError("give either concurrency (closed loop) or request_rate (open loop)")
     kvp = kv_precision or default_kv_precision(decode.gpu, precision)
@@ -132,6 +140,8 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
     kv_gpu = isl * sm_d.kv_tok_gpu
     t_kv = consts["latency_ms"] + kv_gpu / (gbs * 1e9) * 1e3
     cap = batch_cap(model, decode.gpu, decode.layout, precision, kvp, isl, osl, backend)
+    if decode_batch:
+        cap = max(1.0, min(cap, float(decode_batch)))
     context = isl + osl / 2.0
     n_dec = max(osl - 1, 0)
     r_p, r_d = prefill.ranks, decode.ranks
@@ -153,7 +163,7 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
         wait = rho * t_pf / (2 * (1 - rho))
         burst = consts["burst"] * max(c_total / r_p - 1.0, 0.0) / 2.0 * t_pf
         ttft = front + wait + burst + t_pf
-        return {"lam": lam, "c_decode_rank": c_d, "tpot": tpot, "step": step, "dec": dec,
+        return {"admission": 0.0, "lam": lam, "c_decode_rank": c_d, "tpot": tpot, "step": step, "dec": dec,
                 "rho_prefill": rho, "wait": wait, "burst": burst, "ttft": ttft, "life": ttft + n_dec * tpot,
                 "t_prefill": t_pf, "pf": pf, "prefill_ranks_busy": busy_ranks(rho),
                 "saturated": lam * t_pf / r_p >= RHO_MAX or c_d >= cap}
@@ -174,6 +184,15 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
     def busy_ranks(rho: float) -> float:
         return round(1 + (dp_p - 1) * rho, 3) if dp_p > 1 else 1.0
 
+    def lam_d_max() -> float:
+        """The decode pool's largest rate: every rank at its batch cap, ``R_d cap / ((osl - 1)
+        TPOT(cap))`` (no limit for a one-token output)."""
+        if n_dec < 1:
+            return float("inf")
+        step, dec = _decode_step(sm_d, cap, context)
+        tpot = step + (t_kv + sm_d.prof.k_step * dec["total"]) / n_dec
+        return r_d * cap / (n_dec * tpot)
+
     dp_p = prefill.layout.dp
     one = sm_p.prefill_once(isl, ranks=1.0 if dp_p > 1 else None)
     t_full = sm_p.prefill_once(isl)["total"]
@@ -183,7 +202,7 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
         s = at(request_rate / 1e3)
     else:
         c = float(concurrency)
-        lo, hi = 0.0, lam_p_max
+        lo, hi = 0.0, min(lam_p_max, lam_d_max())
         for _ in range(60):  # λ x life(λ) rises with λ: bisection on Little's law
             mid = (lo + hi) / 2
             if mid * at(mid)["life"] < c:
@@ -191,6 +210,13 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
             else:
                 hi = mid
         s = at((lo + hi) / 2)
+        # More clients than the pools hold at their largest rate (the decode ranks' batch
+        # limit, or prefill at rho_max): the others wait for a slot. Little's law over the
+        # whole loop, C = λ (TTFT + (osl - 1) TPOT), gives the wait.
+        extra = c / s["lam"] - s["life"] if s["lam"] > 0 else 0.0
+        s["admission"] = extra if extra > 1e-6 * s["life"] else 0.0  # the bisection's rounding
+        s["ttft"] += s["admission"]
+        s["life"] += s["admission"]
     s.update(front=front, t_kv=t_kv, kv_link=kind, kv_link_gbs=gbs,
              kv_bytes_per_gpu=kv_gpu, batch_cap=cap, prefill_ranks=r_p, decode_ranks=r_d,
              t_handoff=consts["t_handoff_ms"], phi=consts["burst"], c_total=c_total,
@@ -231,9 +257,18 @@ def disagg_steps(s: dict[str, Any], prefill: Pool, decode: Pool, isl: int,
              "a closed loop's clients start together: each prefill rank meets a cohort of "
              "C / prefill_ranks prompts; phi, the share of that wait left in the mean, is fitted "
              "per backend on measured disaggregated runs (0 in an open loop)"),
-        Step("ttft", "ttft_ms = front_ms + t_handoff_ms + wait_ms + burst_ms + t_prefill_ms",
+        Step("admission_wait", "admission_ms = max(C / lambda_per_ms - life_ms, 0)",
+             {"C": s["c_total"], "lambda_per_ms": s["lam"],
+              "life_ms": s["life"] - s["admission"], "decode_batch_cap": s["batch_cap"]},
+             s["admission"], "ms",
+             "a closed loop with more clients than the pools hold at their largest rate (every "
+             "decode rank at its batch cap, or prefill at rho_max): the others wait for a slot, "
+             "by Little's law over the loop (0 in an open loop)"),
+        Step("ttft", "ttft_ms = front_ms + t_handoff_ms + wait_ms + burst_ms + t_prefill_ms"
+             " + admission_ms",
              {"front_ms": s["front"] - s["t_handoff"], "t_handoff_ms": s["t_handoff"],
-              "wait_ms": s["wait"], "burst_ms": s["burst"], "t_prefill_ms": s["t_prefill"]},
+              "wait_ms": s["wait"], "burst_ms": s["burst"], "t_prefill_ms": s["t_prefill"],
+              "admission_ms": s["admission"]},
              s["ttft"], "ms",
              "front: the backend's fixed request cost and per-prompt-token cost; t_handoff: the "
              "disaggregated request path's fixed cost (router, remote-prefill hand-off, transfer "

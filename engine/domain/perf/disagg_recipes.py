@@ -72,6 +72,7 @@ class Recipe:
     key: str
     commit: str
     spec_decoding: str = "none"  # the entry's spec-decoding ("none", "mtp", ...)
+    decode_batch: int | None = None  # the decode worker's max_batch_size per rank, where stated
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Entry:
     first_commit: str
     first_date: dt.date
     last_date: dt.date
+    config_file: str = ""
 
     @property
     def layout(self) -> tuple[Worker, Worker, str, int | None]:
@@ -101,7 +103,7 @@ class Entry:
 
     def recipe(self) -> Recipe:
         return Recipe(self.prefill, self.decode, self.draft_tokens, self.key, self.first_commit,
-                      self.spec_decoding)
+                      self.spec_decoding, decode_batch(self.config_file))
 
 
 # ---------------------------------------------------------------- names
@@ -141,6 +143,22 @@ def worker(workers: int, tp: int, ep: int, dp_attn: bool) -> Worker:
 
 # ---------------------------------------------------------------- the recipes file
 
+# srt-slurm's TensorRT-LLM disaggregated recipes are named ``ctx{P}[dep|tep]{N}_gen{D}[dep|tep]{N}_batch{B}
+# _eplb{E}_mtp{K}``, where B is the generation (decode) workers' ``max_batch_size``: e.g.
+# InferenceX benchmarks/multi_node/srt-slurm-recipes/trtllm/glm5/disagg/trtllm_dynamo/gb200_nvfp4/
+# ISL1K_OSL1K/MTP/ctx1dep4_gen1dep32_batch8_eplb0_mtp3.yaml sets the gen worker's
+# ``max_batch_size: 8`` (the ctx worker's is 16). With ``enable_attention_dp`` each attention rank
+# schedules its own batch of up to ``max_batch_size`` sequences.
+_BATCH_RE = re.compile(r"_gen\d*(?:[a-z]+\d+)?_?(?:[a-z]+\d+_)?batch(\d+)(?:_|\.|$)")
+
+
+def decode_batch(config_file: str) -> int | None:
+    """The decode workers' ``max_batch_size`` (sequences per attention rank) a TensorRT-LLM recipe
+    file name states (``..._gen4_tep8_batch8_...`` or ``..._gen1dep32_batch8_...``), else None."""
+    m = _BATCH_RE.search(config_file.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
 
 def _entry(r: dict[str, str]) -> Entry:
     def pool(side: str) -> Worker:
@@ -151,7 +169,8 @@ def _entry(r: dict[str, str]) -> Entry:
                  gpu_of(r["runner"]), backend_of(r["framework"]), int(r["isl"]), int(r["osl"]),
                  int(r["concurrency"]), r["spec_decoding"], pool("prefill"), pool("decode"),
                  int(r["draft_tokens"]) if r["draft_tokens"] else None, r["first_commit"],
-                 dt.date.fromisoformat(r["first_date"]), dt.date.fromisoformat(r["last_date"]))
+                 dt.date.fromisoformat(r["first_date"]), dt.date.fromisoformat(r["last_date"]),
+                 r.get("config_file") or "")
 
 
 @functools.cache

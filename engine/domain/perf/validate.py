@@ -115,7 +115,7 @@ def _predict_disagg(row: Row, out: dict[str, Any],
                            precision=row.precision, isl=row.isl, osl=row.osl,
                            concurrency=float(row.concurrency or 1), backend=row.backend,
                            kv_precision=row.kv_precision, calibration=calibration,
-                           speculative=spec)
+                           speculative=spec, decode_batch=run.decode_batch)
     except ValueError as exc:
         out["skipped"] = str(exc)
         return out
@@ -128,7 +128,8 @@ def _predict_disagg(row: Row, out: dict[str, Any],
     prof = s["prof_decode"]
     reg = regime_of(prof, {"arrival": "closed", "c_rank": s["c_decode_rank"]})
     out["regime"] = reg
-    out["state"] = {k: s[k] for k in ("c_total", "prefill_ranks", "t_prefill", "c_decode_rank")}
+    out["state"] = {k: s[k] for k in ("c_total", "prefill_ranks", "t_prefill", "c_decode_rank",
+                                       "admission")}
     out["note"] = f"disaggregated: {run.prefill_workers} prefill + {run.decode_workers} decode " \
         f"workers ({run.source})"
     for m in METRICS:
