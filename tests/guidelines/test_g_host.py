@@ -66,7 +66,7 @@ def test_g_net_007(run, gpu):
 
 def test_g_net_009(run):
     """Offline batch scales out on independent machines over ordinary 10GbE; online replicas get 25G."""
-    facts = {"chosen.id": "x", "chosen.servers": 3, "chosen.tp": 1, "bom.servers_per_replica": 1,
+    facts = {"chosen.id": "x", "chosen.layout": "replicas", "chosen.servers": 3, "chosen.tp": 1, "bom.servers_per_replica": 1,
              "chosen.weights_gib": 14, "constraints.domestic_only": False,
              "traffic.peak_qps": 5, "traffic.avg_input_tokens": 1000, "traffic.avg_output_tokens": 200}
     offline = run("network.ethernet-for-independent-replicas", {**facts, "mode": "offline"})

@@ -9,7 +9,7 @@ CHOSEN = {"chosen.id": "x"}
 # a replica the packing rules placed in a MIG instance (rules/bom/packing.yaml)
 MIG_SLICE = {"chosen.max_concurrency": 64, "performance.memory_per_gpu_gib": 25.0, "pack.unit": "mig",
              "pack.slice_profile": "3g.40gb", "pack.slice_concurrency": 64}
-SERVING = {**CHOSEN, "chosen.tp": 1, "chosen.attention_dp": 1, "chosen.ep": 1, "model.served_name": "org/model", "components.gpu.speculative_tokens": 0, "chosen.replicas": 2, "chosen.replicas_installed": 2, "chosen.max_concurrency": 32, "chosen.precision": "fp8",
+SERVING = {**CHOSEN, "chosen.tp": 1, "chosen.attention_dp": 1, "chosen.ep": 1, "model.served_name": "org/model", "components.gpu.speculative_tokens": 0, "components.gpu.prefill_workers": 0, "components.gpu.decode_workers": 0, "chosen.replicas": 2, "chosen.replicas_installed": 2, "chosen.max_concurrency": 32, "chosen.precision": "fp8",
            "traffic.max_context_tokens": 8192, "model.attention_type": "GQA"}
 FRAMEWORKS = ["software.vllm-default", "software.trtllm-for-tensorrt-teams", "software.mindie-for-ascend",
               "software.vllm-rocm-for-amd"]
@@ -393,7 +393,7 @@ def test_g_cost_036(run, horizon, months):
 def test_g_scen_007(run):
     """Hundreds of requests per second: many independent instances behind a load-balancing gateway."""
     out = run("network.ethernet-for-independent-replicas",
-              {"chosen.id": "x", "chosen.servers": 6, "chosen.tp": 1, "bom.servers_per_replica": 1,
+              {"chosen.id": "x", "chosen.layout": "replicas", "chosen.servers": 6, "chosen.tp": 1, "bom.servers_per_replica": 1,
                "mode": "online", "chosen.weights_gib": 15, "constraints.domestic_only": False,
                "traffic.peak_qps": 300, "traffic.avg_input_tokens": 1000, "traffic.avg_output_tokens": 200})
     assert "load-balancer" in out.values["components.network.switch_features"]

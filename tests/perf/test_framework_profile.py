@@ -32,6 +32,23 @@ def test_every_framework_the_rules_name_has_a_profile() -> None:
     assert named == set(FRAMEWORK_PROFILE)
 
 
+def _disagg_tpot(catalog, wl: dict, gpu: dict, backend: str) -> float:
+    """TPOT of a disaggregated plan's pools re-estimated with ``backend``'s profile."""
+    from servewise.engine.domain.perf.disagg import Pool, predict_disagg
+    from servewise.engine.domain.perf.memory import Layout
+    from servewise.engine.domain.perf.speculative import Speculation
+
+    card = catalog.gpu(gpu["model"])
+    lay = Layout(1, 1, gpu["expert_parallel"], gpu["attention_dp"])
+    spec = (Speculation(gpu["speculative_tokens"], gpu["speculative_acceptance"])
+            if gpu.get("speculative") == "mtp" else None)
+    s = predict_disagg(catalog.model(wl["model"]), Pool(card, lay, gpu["prefill_workers"]),
+                       Pool(card, lay, gpu["decode_workers"]), precision=gpu["precision"],
+                       isl=wl["traffic"]["avg_input_tokens"], osl=wl["traffic"]["avg_output_tokens"],
+                       request_rate=wl["traffic"]["peak_qps"], backend=backend, speculative=spec)
+    return round(s["tpot"], 2)
+
+
 def test_example_plans_state_and_use_their_framework_profile(example_plans) -> None:
     """Each example's operating point is the estimate with the profile the plan names: re-estimated
     here with that backend it gives the plan's TPOT; for the MLA examples (SGLang) the vLLM
@@ -48,6 +65,11 @@ def test_example_plans_state_and_use_their_framework_profile(example_plans) -> N
         if perf["sized_with"] != "SGLang":
             continue
         wl = plan["workload"]
+        if gpu.get("layout") == "disaggregated":  # the two pools at the peak rate (fn_disagg)
+            own, other = (_disagg_tpot(catalog, wl, gpu, backend) for backend in ("sglang", "vllm"))
+            assert own == pytest.approx(perf["tpot_ms"], abs=0.01), name
+            assert abs(other - own) > 0.5, name
+            continue
         per_replica = sw["settings"]["max_running_requests"]  # SGLang's per-replica limit
         kwargs = dict(tp=gpu["tensor_parallel"], pp=gpu["pipeline_parallel"], precision=gpu["precision"],
                       ep=gpu.get("expert_parallel") or 1, attention_dp=gpu.get("attention_dp") or 1,
