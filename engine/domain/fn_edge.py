@@ -149,3 +149,15 @@ def edge_power_mode(gpu: str, boxes: int, budget_w: float | None, compute_share:
                  "values": {"boxes": n, "per_box_budget_w": out["per_box_budget_w"],
                             "compute_share": _r(compute_share, 3), "decode_share": _r(decode_share, 3)}})
     return out
+
+
+@domain_function(reads=(("gpus", 0),))
+def edge_modes_within(gpu: str, watts: float | None) -> str:
+    """The catalogued nvpmodel modes of ``gpu`` whose power is at most ``watts``, cheapest last, as
+    'name (nvpmodel -m id, W)' joined by commas; '' when none or no modes are catalogued."""
+    if watts is None:
+        return ""
+    modes = [m for m in (current().catalog.gpu(gpu).get("power_modes") or [])
+             if m.get("power_w") is not None and float(m["power_w"]) <= float(watts)]
+    modes.sort(key=lambda m: (-float(m["power_w"]), int(m["id"])))
+    return ", ".join(f"{m['name']} (nvpmodel -m {m['id']}, {float(m['power_w']):g} W)" for m in modes)
