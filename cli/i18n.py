@@ -11,6 +11,7 @@ STRINGS: dict[str, dict[str, str]] = {
     "packed_servers": {"en": "shared physical servers", "zh": "共用的物理服务器"},
     "layout": {"en": "Layout", "zh": "部署方式"},
     "launch": {"en": "Launch", "zh": "启动命令"},
+    "power_mode_command": {"en": "Power mode", "zh": "功耗模式"},
     "launch_prefill": {"en": "Prefill", "zh": "预填充启动"},
     "launch_decode": {"en": "Decode", "zh": "解码启动"},
     "launch_router": {"en": "Router", "zh": "路由启动"},

@@ -201,7 +201,12 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
         usable = f", {c['usable_tb']} TB usable" if c.get("usable_tb") is not None else ""
         return _short(f"{c['capacity_tb']} TB needed{usable}: {c['model_store']}; system {c['system']}", 140)
     if name == "power" and c.get("server_draw_w"):
-        return f"{c['server_draw_w']} W per server; PSU {c['psu_total_w']} W, {c['redundancy']}"
+        mode = f" ({c['power_mode']})" if c.get("power_mode") else ""
+        return f"{c['server_draw_w']} W per server{mode}; PSU {c['psu_total_w']} W, {c['redundancy']}"
+    if name == "edge" and c.get("power_mode"):
+        return (f"{c.get('device')}: power mode {c['power_mode']} (nvpmodel mode {c.get('power_mode_id')}, "
+                f"{_v(c.get('power_mode_w'))} W per box, {_v(c.get('power_mode_load_pct'))} % load); "
+                f"{c.get('power_mode_command')}")
     if name == "cooling" and c.get("type"):
         return c["type"] + (f" ({c['chassis']})" if c.get("chassis") else "")
     if name == "rack" and c.get("servers_per_rack"):
@@ -378,6 +383,8 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
                         if settings.get(key)]
         for key, line in pools_launch or ([("launch", settings["launch"])] if settings.get("launch") else []):
             out.append(f"  {pad(t(key, lang), 13)} {line}")
+        if name == "software" and comp.get("power_mode_command"):
+            out.append(f"  {pad(t('power_mode_command', lang), 13)} {comp['power_mode_command']}")
     if extras:
         out.append("")
         out.append(t("operations", lang))
@@ -414,6 +421,12 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
                    f"{_v(perf.get('audio_s_per_s_capacity'))} transcribed at real-time factor "
                    f"{perf.get('rtf')} per GPU, about {_v(perf.get('decoder_tokens_per_s'))} text "
                    f"tokens/s; meets SLA: {_v(perf['meets_sla'])}")
+        if perf.get("asr_streams_per_gpu") is not None:
+            out.append(f"  streaming: {_v(perf.get('asr_streams'))} live streams, "
+                       f"{_v(perf.get('asr_chunk_ms'))} ms chunks, {_v(perf['asr_streams_per_gpu'])} "
+                       f"stream(s) per GPU, partial results within {_v(perf.get('asr_partial_latency_ms'))} ms "
+                       f"(target {_v(perf.get('asr_partial_latency_target_ms'))} ms); each stream costs "
+                       f"{_v(perf.get('asr_offline_multiple'))}× its offline transcription")
     if perf.get("video_streams"):
         out.append(f"  video: {perf['video_streams']} streams, {_v(perf['video_frames_per_s_needed'])} "
                    f"frames/s of {perf['video_detector']} ({_v(perf['video_compute_needed_tflops'])} of "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from servewise.engine.domain.fn_facilities import _entry
-from servewise.engine.domain.functions import current, domain_function, note_detail
+from servewise.engine.domain.functions import current, domain_function, note_detail, policy
 
 # vLLM's default upper limit of sequences in one engine step (max_num_seqs, 256; docs.vllm.ai
 # engine arguments): an encoder batch is searched up to it.
@@ -154,6 +154,61 @@ def asr_capacity(model: str, gpu: str, precision: str) -> dict[str, Any]:
     note_detail({"function": "asr_capacity", "result": round(out["audio_s_per_s"], 1),
                  "formula": "audio_s_per_s = min(tflops_gpu / tflops_ref, bandwidth_gpu / bandwidth_ref)"
                             " / rtf_ref",
+                 "values": {k: v for k, v in out.items() if isinstance(v, (int, float))}})
+    return out
+
+
+@domain_function
+def asr_streaming_capacity(model: str, gpu: str, precision: str, chunk_ms: float,
+                           latency_ms: float, utilisation: float) -> dict[str, Any]:
+    """Live (streaming) transcription on one GPU: how many streams it serves when each stream sends
+    a chunk of ``chunk_ms`` and the chunk's partial result must return within ``latency_ms``.
+
+    A Whisper-style model has no streaming state: at every chunk it re-encodes its fixed window
+    (``asr_reference.window_s``, 30 s) and re-decodes the stream's buffered speech (policy
+    ``asr_streaming_buffer_s``), as whisper_streaming / WhisperLive do. One update therefore costs
+    ``u = rtf × (window × encoder share + buffer × decoder share)`` GPU seconds at the batched
+    real-time factor of this GPU (:func:`asr_capacity`; the shares are the encoder's and decoder's
+    GFLOP per audio second), and ``u1`` the same at the unbatched factor (one update alone).
+    Updates of different streams are batched: N streams take ``T(N) = max(u1, N × u)`` per round,
+    and a chunk may wait for the round already running, so its worst-case latency is ``2 T(N)``
+    (``u1`` for a single stream). Streams per GPU = the largest N with ``N × u ≤ utilisation ×
+    chunk`` (the GPU keeps up) and that latency within the target; 0 when even one misses it."""
+    a = asr_capacity(model, gpu, precision)
+    ref = current().model(model).get("asr_reference") or {}
+    need = ("window_s", "encoder_gflops_per_audio_s", "gflops_per_audio_s", "rtf_unbatched")
+    if a.get("rtf") is None or any(ref.get(k) is None for k in need):
+        return {"streams_per_gpu": None}
+    window, buffer = float(ref["window_s"]), float(policy("asr_streaming_buffer_s"))
+    enc_g, all_g = float(ref["encoder_gflops_per_audio_s"]), float(ref["gflops_per_audio_s"])
+    enc_share = enc_g / all_g
+    audio_equiv = window * enc_share + buffer * (1.0 - enc_share)   # offline audio seconds per update
+    u = float(a["rtf"]) * audio_equiv
+    u1 = float(ref["rtf_unbatched"]) / float(a["ratio"]) * audio_equiv
+    chunk, target = float(chunk_ms) / 1e3, float(latency_ms) / 1e3
+
+    def latency(n: int) -> float:
+        return u1 if n == 1 else 2.0 * max(u1, n * u)
+
+    by_throughput = int(float(utilisation) * chunk / u)
+    by_latency = 0
+    if latency(1) <= target:
+        by_latency = 1
+        if 2.0 * u1 <= target:
+            by_latency = max(1, int(target / (2.0 * u)))
+    n = max(0, min(by_throughput, by_latency))
+    gflops_per_stream_s = (window * enc_g + buffer * (all_g - enc_g)) / chunk
+    out = {"streams_per_gpu": n, "by_throughput": by_throughput, "by_latency": by_latency,
+           "update_s": u, "update_s_alone": u1, "latency_ms": latency(n) * 1e3 if n else latency(1) * 1e3,
+           "chunk_s": chunk, "target_s": target, "window_s": window, "buffer_s": buffer,
+           "encoder_share": enc_share, "audio_s_per_update": audio_equiv,
+           "gpu_s_per_stream_s": u / chunk, "offline_multiple": u / chunk / float(a["rtf"]),
+           "gflops_per_audio_s": gflops_per_stream_s, "rtf": float(a["rtf"]),
+           "rtf_unbatched": float(ref["rtf_unbatched"]) / float(a["ratio"])}
+    note_detail({"function": "asr_streaming_capacity", "result": n,
+                 "formula": "u = rtf x (window x encoder share + buffer x decoder share); u1 the same at the "
+                            "unbatched rtf; streams = max N with N u <= utilisation x chunk and "
+                            "(u1 if N = 1 else 2 max(u1, N u)) <= latency target",
                  "values": {k: v for k, v in out.items() if isinstance(v, (int, float))}})
     return out
 
