@@ -141,7 +141,7 @@ def how_lines(steps: list[dict[str, Any]], lang: str = "en") -> list[str]:
         res = s["result"]
         res = f"{res:,.4g}" if isinstance(res, float) else res
         out.append(f"  {s['name']}: {s['formula']}")
-        out.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
+        out.append(f"      {_values(s['values'])} => {res} {value_text(s['unit'], lang)}".rstrip())
         if s.get("note") and lang == "en":
             out.append(f"      ({s['note']})")
     if lang != "en" and any(s.get("note") for s in steps):

@@ -72,3 +72,74 @@ def test_component_lines_differ_by_language_and_english_is_unchanged(example_pla
     assert en.startswith(f"{gpu['count']} × {gpu['model']} ({gpu['precision']}), tensor parallel")
     zh = component_line("gpu", gpu, "zh")
     assert "张量并行" in zh and "tensor parallel" not in zh
+
+
+ESTIMATES = [
+    ["--model", "Llama-3.1-70B", "--gpu", "H200 NVL", "--tp", "2", "--precision", "fp8", "--isl", "1024",
+     "--osl", "256", "--concurrency", "48"],
+    ["--model", "Llama-3.1-70B", "--gpu", "H200 NVL", "--tp", "2", "--precision", "fp8", "--isl", "1024",
+     "--osl", "256", "--concurrency", "48", "--request-rate", "30", "--ttft-target-ms", "1000"],
+    ["--model", "DeepSeek-V3", "--gpu", "H200 SXM", "--tp", "8", "--precision", "fp8", "--isl", "1024",
+     "--osl", "256", "--concurrency", "48", "--speculative-tokens", "1", "--arrival", "poisson"],
+    ["--model", "bge-m3", "--gpu", "L20", "--tp", "1", "--precision", "bf16", "--isl", "512", "--task",
+     "embedding", "--concurrency", "8"],
+]
+
+
+@pytest.mark.parametrize("args", ESTIMATES, ids=lambda a: a[1] + " " + a[-1])
+def test_estimate_reads_in_chinese(cli, args):
+    """Every line but the formula steps (identifiers and numbers); the performance model's English
+    step notes are left out in Chinese, which says where to read them."""
+    zh, en = cli("--lang", "zh", "estimate", *args), cli("estimate", *args)
+    assert zh.exit_code == 0 and en.exit_code == 0
+    assert not english_runs(zh.output), english_runs(zh.output)[:3]
+    assert "计算过程：" in zh.output and "how:" in en.output
+
+
+def test_validate_reads_in_chinese(cli):
+    result = cli("--lang", "zh", "validate")
+    assert result.exit_code == 0
+    assert not english_runs(result.output), english_runs(result.output)[:3]
+    assert "跳过：" in result.output and "绝对百分比误差" in result.output
+
+
+def test_lint_and_kb_check_summaries_read_in_chinese(cli):
+    """Their headings and summaries; a lint finding (file:line: rule-id: message, for rule authors
+    and their tools) and the catalog's conflict notes and price details quoted by kb check stay as
+    written."""
+    lint = cli("--lang", "zh", "rules", "lint")
+    assert lint.output.splitlines()[-1].startswith("通过：")
+    kb = cli("--lang", "zh", "kb", "check")
+    headings = [line for line in kb.output.splitlines() if line and not line.startswith(" ")]
+    assert len(headings) >= 6 and not english_runs("\n".join(headings)), headings
+
+
+def test_help_of_every_command_is_chinese_and_fits(cli):
+    """Every command and option with an English help has a Chinese one (facts/messages/help.yaml)
+    free of English sentences; click's own words are translated; Chinese lines fit 80 columns; English
+    help comes back in the same process."""
+    from servewise.cli.help_i18n import walk
+    from servewise.cli.i18n import display_width
+    from servewise.cli.main import _register_optional
+    from servewise.cli.main import cli as root
+
+    _register_optional()
+    texts = catalog()
+    missing = []
+    for path, command in walk(root):
+        key = "help." + (path.replace(" ", ".") or "servewise")
+        if command.help and key not in texts:
+            missing.append(key)
+        missing += [f"{key}.{p.name}" for p in command.params
+                    if getattr(p, "help", None) and p.name != "help" and f"{key}.{p.name}" not in texts]
+        result = cli("--lang", "zh", *path.split(), "--help")
+        assert result.exit_code == 0, path
+        out = result.output
+        assert "用法：" in out and "Usage:" not in out and "Show this message" not in out, path
+        # (an option's list of choices is one word click does not break, in English too)
+        assert all(display_width(line) <= 80 for line in out.splitlines() if not line.isascii()), path
+        for name in [command.help] + [p.help for p in command.params if getattr(p, "help", None)]:
+            assert not english_runs(name or ""), (path, name)
+    assert not missing, missing
+    english = cli("plan", "--help").output
+    assert "Usage:" in english and "Show this message and exit." in english
