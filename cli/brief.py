@@ -8,7 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 from .i18n import COMPONENT_NAMES, display_width, msg, pad, pick, t, value_text
-from .render import CONTRACT_COMPONENTS, _v, capex_line, component_line, input_rows, plan_head, warning_text
+from .render import (
+    CONTRACT_COMPONENTS,
+    _v,
+    capex_line,
+    component_line,
+    input_rows,
+    plan_head,
+    rejection_text,
+    warning_text,
+)
 from .wrap import wrap_line
 
 MAX_LINES = 40
@@ -132,7 +141,7 @@ def _alternatives(plan: dict[str, Any], lang: str, width: int, lines: int, count
     order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
     out = [""] + clip(t("brief_alternatives", lang).format(total=len(plan["rejected"])), width)
     for option in order[:count]:
-        text = pick(groups[option][0].get("because_i18n") or groups[option][0]["because"], lang)
+        text = rejection_text(groups[option][0], lang)
         text = text[len(option) + 2:] if text.startswith(option + ": ") else text
         out += clip(f"  - {option}: {text}", width, lines)
     return out

@@ -138,20 +138,22 @@ def msg(code: str, lang: str, **args: object) -> str:
 def _glossary() -> list[tuple[re.Pattern[str], str, bool]]:
     """The ``value.*`` messages (facts/messages/values.yaml) as (pattern, Chinese, is a phrase),
     longest first; a ``{x}`` placeholder matches a number or an id, ``{x_name}`` a name (up to a
-    separator), ``{x_text}`` any text up to the literal that follows it."""
+    separator), ``{x_num}`` a number with thousands separators, ``{x_text}`` any text up to the
+    literal that follows it; ``value.phrase.*`` entries count as phrases however short."""
     from servewise.engine.common.messages import catalog
 
-    entries = sorted(((t["en"], t["zh"]) for code, t in catalog().items() if code.startswith("value.")),
-                     key=lambda e: -len(e[0]))
+    entries = sorted(((t["en"], t["zh"], code.startswith("value.phrase.")) for code, t in catalog().items()
+                      if code.startswith("value.")), key=lambda e: -len(e[0]))
     out = []
-    for en, zh in entries:
+    for en, zh, always in entries:
         pattern = "".join(re.escape(lit) + ("" if not field else rf"(?P<{field}>.+?)" if field.endswith("_text")
                                             else rf"(?P<{field}>[^;,，；()]+)" if field.endswith("_name")
+                                            else rf"(?P<{field}>[\d,.]+)" if field.endswith("_num")
                                             else rf"(?P<{field}>[\w.+\-/]+)")
                           for lit, field, _, _ in string.Formatter().parse(en))
         lead = r"(?<![\w\-])" if en[:1].isalnum() else ""
         tail = r"(?![\w\-])" if en[-1:].isalnum() or en.endswith("}") else ""
-        out.append((re.compile(lead + pattern + tail), zh, len(en.split()) >= 3))
+        out.append((re.compile(lead + pattern + tail), zh, always or len(en.split()) >= 3))
     return out
 
 

@@ -154,18 +154,18 @@ def load_lines(d: dict[str, Any], lang: str = "en") -> list[str]:
     out = []
     ld = d.get("load")
     if ld:
-        out.append(message("est.load", lang, label="load", offered=f"{ld['offered_requests_per_s']:g}",
+        out.append(message("est.load", lang, offered=f"{ld['offered_requests_per_s']:g}",
                            max=f"{ld['max_requests_per_s']:.2f}", util=f"{100 * ld['utilisation']:.0f}",
                            rho=f"{ld['prefill_queue_rho']:.2f}", inflight=f"{ld['in_flight_per_rank']:g}",
                            cap=f"{ld['batch_cap_per_rank']:g}"))
         if ld["saturated"]:
-            out.append(message("est.saturated", lang, label="SATURATED"))
+            out.append(message("est.saturated", lang))
     mr = d.get("max_rate_meeting_sla")
     if mr:
         want = message("est.and", lang).join(x for x in (
             f"TTFT P99 <= {mr['ttft_p99_target_ms']:g} ms" if mr["ttft_p99_target_ms"] else "",
             f"TPOT <= {mr['tpot_target_ms']:g} ms" if mr["tpot_target_ms"] else "") if x)
-        out.append(message("est.max_rate", lang, label="max rate", rate=f"{mr['requests_per_s']:.2f}", want=want,
+        out.append(message("est.max_rate", lang, rate=f"{mr['requests_per_s']:.2f}", want=want,
                            limited=mr["limited_by"], max=f"{mr['max_requests_per_s']:.2f}"))
     return out
 

@@ -250,9 +250,12 @@ _UNITS = {"ms": "ms", "s": "s", "gib": "GiB", "gb": "GB", "tb": "TB", "CNY": "CN
           "kw": "kW", "kwh": "kWh", "fps": "frames/s"}
 
 
-def field_label(key: str) -> str:
+def field_label(key: str, lang: str = "en") -> str:
     """A plan field's key as a reader's label: ``ttft_p99_ms_band_hi`` → "TTFT P99 band hi (ms)",
-    ``capex_range_cny`` → "Capex range (CNY)"."""
+    ``capex_range_cny`` → "Capex range (CNY)"; in Chinese the label of facts/messages/fields.yaml
+    (the English label made from the key when there is none)."""
+    if lang != "en" and f"field.{key}" in _catalog():
+        return msg(f"field.{key}", lang)
     words = [_ACRONYMS.get(w, w) for w in key.split("_")]
     unit = ""
     for i, w in enumerate(words):
@@ -268,12 +271,12 @@ def field_label(key: str) -> str:
     return f"{text} ({unit})" if unit else text
 
 
-def field_value(value: Any) -> str:
+def field_value(value: Any, lang: str = "en") -> str:
     """A plan value formatted for a report: thousands separators, ranges as "low – high",
-    booleans as yes / no."""
+    booleans as yes / no (in ``lang``)."""
     if isinstance(value, list) and len(value) == 2 and all(isinstance(x, (int, float)) for x in value):
         return f"{_v(value[0])} – {_v(value[1])}"
-    return _v(value)
+    return _yes(value, lang) if isinstance(value, bool) else value_text(_v(value), lang)
 
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -490,7 +493,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
         for option in order[:8]:
             first = groups[option][0]  # the configuration that came closest to being chosen
-            text = pick(first.get("because_i18n") or first["because"], lang)
+            text = rejection_text(first, lang)
             text = text[len(option) + 2:] if text.startswith(option + ": ") else text
             out.append(f"  - {option}: {text}")
     if open_asks(plan):
@@ -511,7 +514,13 @@ def warning_text(warn: dict[str, Any], lang: str) -> str:
     if not warn.get("message_i18n"):
         return warn["message"]
     prefix = f"[{warn['pool']}] " if warn.get("pool") else ""
-    return prefix + pick(warn["message_i18n"], lang)
+    return prefix + value_text(pick(warn["message_i18n"], lang), lang, phrases_only=True)
+
+
+def rejection_text(rejected: dict[str, Any], lang: str) -> str:
+    """Why a configuration was rejected, in ``lang`` (phrases the engine computed in English
+    through the value glossary)."""
+    return value_text(pick(rejected.get("because_i18n") or rejected["because"], lang), lang, phrases_only=True)
 
 
 def question_text(key: str) -> dict[str, str]:
@@ -587,18 +596,20 @@ def _rejected_md(plan: dict[str, Any], lang: str) -> list[str]:
     from servewise.engine.app.explain import rejections_by_gpu
 
     groups = rejections_by_gpu(plan)
-    o = [f"{len(plan['rejected'])} rejected configurations of {len(groups)} options; per option the reason of "
-         f"the one that came closest to being chosen (`servewise why-not PLAN.json OPTION` for details).", "",
-         "| option | rejected | rule | closest reason |", "|---|---|---|---|"]
+    def col(*names: str) -> str:
+        return "| " + " | ".join(msg(f"render.md.col.{n}", lang) for n in names) + " |"
+
+    o = [msg("render.md.rejected_intro", lang, n=len(plan["rejected"]), options=len(groups)), "",
+         col("option", "rejected", "rule", "closest"), "|---|---|---|---|"]
     for option, items in groups.items():
         best = items[0]
-        because = _md_escape(pick(best.get("because_i18n") or best["because"], lang))
+        because = _md_escape(rejection_text(best, lang))
         o.append(f"| {_md_escape(option)} | {len(items)} | `{best['rule']}` | {because} |")
-    o += ["", "<details><summary>All rejected configurations</summary>", ""]
-    o += ["| option | rule | because |", "|---|---|---|"]
+    o += ["", f"<details><summary>{msg('render.md.all_rejected', lang)}</summary>", ""]
+    o += [col("option", "rule", "because"), "|---|---|---|"]
     for items in groups.values():
         for r in items:
-            because = _md_escape(pick(r.get("because_i18n") or r["because"], lang))
+            because = _md_escape(rejection_text(r, lang))
             o.append(f"| {_md_escape(r['option'])} | `{r['rule']}` | {because} |")
     o += ["", "</details>"]
     return o
@@ -609,30 +620,38 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     with ``charts_dir`` (where ``plan --plot`` wrote the SVG charts) the charts as images."""
     w = plan["workload"]
     o: list[str] = []
-    o.append(f"# servewise plan: {_md_escape(plan_title(w))}")
+    def m(code: str, **args: Any) -> str:
+        return msg(f"render.md.{code}", lang, **args)
+
+    def col(*names: str) -> str:
+        return "| " + " | ".join(m(f"col.{n}") for n in names) + " |"
+
+    colon = "：" if lang == "zh" else ": "
+    o.append(f"# {m('title', model=_md_escape(plan_title(w)))}")
     o.append("")
-    o.append(f"- servewise {plan['servewise_version']}, knowledge `{plan['knowledge_hash']}`")
-    o.append(f"- feasible: **{_v(plan['feasible'])}**")
+    o.append(f"- servewise {plan['servewise_version']}, {m('knowledge')} `{plan['knowledge_hash']}`")
+    o.append(f"- {m('feasible')}{colon}**{_yes(plan['feasible'], lang)}**")
     o.append("")
     o.append(f"## {t('configuration', lang)}")
     o.append("")
-    o.append("| component | choice | why |")
+    o.append(col("component", "choice", "why"))
     o.append("|---|---|---|")
     for name, comp in plan["components"].items():
         reason = _reason_for(plan, name, lang) or ""
-        o.append(f"| {name} | {_md_escape(component_line(name, comp))} | {_md_escape(reason)} |")
+        label = name if lang == "en" else pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
+        o.append(f"| {label} | {_md_escape(component_line(name, comp, lang))} | {_md_escape(reason)} |")
     o.append("")
     o.append(f"## {t('performance', lang)}")
     o.append("")
     o += [f"- {_md_escape(line)}" for line in latency_lines(plan, lang)]
     o.append("")
-    o += ["| metric | value |", "|---|---|"]
-    o += [f"| {field_label(k)} | {_md_escape(field_value(v))} |" for k, v in plan["performance"].items()]
+    o += [col("metric", "value"), "|---|---|"]
+    o += [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |" for k, v in plan["performance"].items()]
     o.append("")
     o.append(f"## {t('cost', lang)}")
     o.append("")
-    o += ["| item | value |", "|---|---|"] + [f"| {field_label(k)} | {_md_escape(field_value(v))} |"
-                                             for k, v in plan["cost"].items()]
+    o += [col("item", "value"), "|---|---|"] + [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |"
+                                                for k, v in plan["cost"].items()]
     o.append("")
     if charts_dir:
         from .charts import charts
@@ -644,23 +663,23 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     if plan.get("bom"):
         o.append(f"## {t('bom', lang)}")
         o.append("")
-        o += ["| part | category | qty | unit price (CNY) | line (CNY) | source |", "|---|---|---|---|---|---|"]
-        o += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in bom_rows(plan)]
+        o += [col("part", "category", "qty", "unit_price", "line", "source"), "|---|---|---|---|---|---|"]
+        o += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in bom_rows(plan, lang)]
         o.append("")
     o.append(f"## {t('warnings', lang)}")
     o.append("")
     for warn in by_severity(plan["warnings"]):
         message = _md_escape(warning_text(warn, lang))
-        o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
+        o.append(f"- **{severity(warn['severity'], lang)}** {message} (`{warn['rule']}`)")
     if not plan["warnings"]:
-        o.append("none")
+        o.append(t("not_applicable", lang))
     o.append("")
     o.append(f"## {t('inputs', lang)}")
     o.append("")
-    o.append("| field | value | |")
+    o.append(col("field", "value") + " |")
     o.append("|---|---|---|")
     for field, value, mark in input_rows(plan):
-        o.append(f"| `{field}` | {_md_escape(value)} | {'*default*' if mark == 'default' else 'given'} |")
+        o.append(f"| `{field}` | {_md_escape(value)} | {m('default') if mark == 'default' else m('given')} |")
     o.append("")
     o.append(f"## {t('rejected', lang)}")
     o.append("")
@@ -674,27 +693,29 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o.append("")
     for step in plan["trace"]:
         cites, quotes = _sources_md(step["source"])
-        o.append(f"### {step['step']}. `{step['rule']}` ({step['stage']})")
+        stage = msg(f"render.stage.{step['stage']}", lang) if f"render.stage.{step['stage']}" in _catalog() \
+            else step["stage"]
+        o.append(f"### {step['step']}. `{step['rule']}` ({stage})")
         o.append("")
-        o.append(_md_escape(pick(step.get("because_i18n") or step["because"], lang)))
+        o.append(_md_escape(value_text(pick(step.get("because_i18n") or step["because"], lang), lang, True)))
         o.append("")
         conclusions = step["conclusions"]
         for c in conclusions[:12]:
             formula = f" — `{c['formula']}`" if c.get("formula") else ""
             o.append(f"- {c['fact']} = {_md_escape(_v(c['value']))}{formula}")
         if len(conclusions) > 12:
-            o.append(f"- … {len(conclusions) - 12} more conclusions")
+            o.append(m("more_conclusions", n=len(conclusions) - 12))
         if step.get("corrects"):
-            o.append(f"- correction: {step['corrects']}")
-        o.append(f"- source: {cites}")
+            o.append(m("correction", text=step["corrects"]))
+        o.append(m("source", text=cites))
         if quotes:
             o.append(f"  > {quotes[0]}")
         premises = [f"`{p['fact']}` = {_md_escape(_v(p.get('value')))} "
-                    + (f"(step {p['step']})" if "step" in p else
+                    + (m("step", n=p["step"]) if "step" in p else
                        f"({(p.get('origin') or {}).get('kind', '')}: `{(p.get('origin') or {}).get('ref', '')}`)")
                     for p in step["premises"]]
         if premises:
-            o.append(f"- premises: {'; '.join(premises)}")
+            o.append(m("premises", text="; ".join(premises)))
         o.append("")
-    o.append(f"---\nservewise {plan['servewise_version']} · knowledge `{plan['knowledge_hash']}`")
+    o.append(f"---\nservewise {plan['servewise_version']} · {m('knowledge')} `{plan['knowledge_hash']}`")
     return "\n".join(o) + "\n"

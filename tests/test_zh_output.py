@@ -11,20 +11,24 @@ from zh_check import english_runs
 
 from servewise.cli.brief import to_brief
 from servewise.cli.i18n import value_text
-from servewise.cli.render import component_line, to_text
+from servewise.cli.render import component_line, to_markdown, to_text
 from servewise.engine.common.messages import catalog
 
 # Still English in Chinese output, by design or not yet translated (named so that a reader sees them):
 # - product names that read like words ("Huawei Atlas 800 inference server (model 3000)");
-# - the market warning quotes the availability catalog's dated `fact` (facts/catalog/availability.yaml,
-#   46 English notes, not yet translated): lines of that warning ("在 cn 市场：");
-# - a bill-of-materials line's source column cites the price catalog's source note verbatim.
+# - the market warnings quote the availability catalog's dated `fact` (facts/catalog/availability.yaml,
+#   46 English notes, not yet translated): lines of such a warning ("在 cn 市场：", "av-h20-cn): ...");
+# - a bill-of-materials line's source column cites the price catalog's source note verbatim;
+# - the md report's inputs table shows the workload's values as given (ids such as "nvidia, amd");
+# - the md report's explanation chain (after "## 解释链") lists raw fact values and the rules'
+#   `corrects:` notes, which the rule files have in English only.
 EXEMPT = ("inference server (model 3000)",)
-_MARKET = re.compile(r"在 \S+ 市场：")
-_SOURCE = re.compile(r"\b(mp|price|pr|av)-[\w.-]+ \(|estimate in servers\.yaml|seed:")
+_MARKET = re.compile(r"在 \S+ 市场：|\bav-[\w.-]+\)?: ")
+_SOURCE = re.compile(r"\b(mp|price|pr|av)-[\w.-]+ \(|estimate in servers\.yaml|seed:|^\| `")
 
 
 def _untranslated(text: str) -> list[str]:
+    text = text.split("## 解释链")[0]
     lines, skip = [], False
     for line in text.splitlines():
         if _MARKET.search(line):
@@ -53,11 +57,12 @@ def test_the_value_glossary_translates_whole_phrases_only():
             assert texts["zh"] != texts["en"], code
 
 
-@pytest.mark.parametrize("view", ["brief", "full"])
+@pytest.mark.parametrize("view", ["brief", "full", "md"])
 def test_every_example_plan_reads_in_chinese(example_plans, view):
     failures = {}
     for name, ex in example_plans.items():
-        text = to_brief(ex.plan, "zh", 10_000) if view == "brief" else to_text(ex.plan, "zh")
+        text = (to_brief(ex.plan, "zh", 10_000) if view == "brief" else to_text(ex.plan, "zh") if view == "full"
+                else to_markdown(ex.plan, "zh"))
         bad = _untranslated(text)
         if bad:
             failures[name] = bad[:3]

@@ -551,7 +551,7 @@ class RuleBase:
 
 
 # texts only the command-line views read (the engine never does): not knowledge, not in its hash
-DISPLAY_ONLY = frozenset(f"messages/{name}.yaml" for name in ("cli", "render", "values", "commands", "help"))
+DISPLAY_ONLY = frozenset(f"messages/{name}.yaml" for name in ("cli", "render", "values", "commands", "help", "fields"))
 
 
 def knowledge_files(rule_paths: list[Path]) -> list[Path]:
