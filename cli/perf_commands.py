@@ -30,7 +30,12 @@ class BadInput(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"Error: {self.format_message()}", err=True, file=file)
+        click.echo(message("est.err.prefix", current_lang(), text=self.format_message()), err=True, file=file)
+
+
+def bad(code: str, **args: Any) -> BadInput:
+    """A BadInput whose text is the message ``est.err.<code>`` in the user's language."""
+    return BadInput(message(f"est.err.{code}", current_lang(), **args))
 
 
 CALIBRATION_HELP = ("A calibration overlay written by `servewise calibrate`: the estimates use the "
@@ -55,9 +60,8 @@ def _lookup(kind: str, name: str, option: str) -> dict[str, Any]:
         alias = MODEL_ALIASES.get(name.strip().lower()) if kind == "model" else None
         if alias:
             return cat.model(alias)
-        hint = f"; did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
-        raise BadInput(f"{option}: unknown {kind} '{name}' (expected a catalog name){hint}") \
-            from None
+        hint = message("est.err.hint", current_lang(), names=", ".join(exc.suggestions)) if exc.suggestions else ""
+        raise bad("unknown", option=option, kind=kind, name=name, hint=hint) from None
 
 
 def _fmt(x: float | None, nd: int = 1) -> str:
@@ -254,8 +258,7 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
     if prefill_workers is None and decode_workers is None:
         given = [k for k, v in prefill_opts.items() if v is not None]
         if given:
-            raise BadInput(f"{given[0]}: applies to disaggregated serving (--prefill-workers N "
-                           "--decode-workers M)")
+            raise bad("disagg_only", option=given[0])
     else:
         with using_overlay(read_overlay(calibration)):
             _estimate_disagg(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task,
@@ -265,8 +268,7 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
                              prefill_attention_dp or attention_dp, prefill_gpu, fmt, targets)
         return
     if any(x is not None for x in targets) and not (request_rate or arrival == "poisson"):
-        raise BadInput("--ttft-target-ms / --tpot-target-ms: apply to open-loop traffic "
-                       "(--request-rate R or --arrival poisson)")
+        raise bad("targets_open")
     with using_overlay(read_overlay(calibration)):
         _estimate(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task, concurrency,
                   backend, arrival, request_rate, request_lengths, kv_precision,
@@ -292,12 +294,11 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
                    else wrap(estimate_text(d, current_lang()), output_width()).rstrip("\n"))
         return
     if osl is None:
-        raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
+        raise bad("osl")
     if request_lengths and (arrival == "poisson" or request_rate):
-        raise BadInput("--request-lengths: applies to a closed loop (--arrival closed without "
-                       "--request-rate); open-loop arrivals are never in step")
+        raise bad("lengths")
     if acceptance is not None and speculative_tokens is None:
-        raise BadInput("--acceptance: applies with --speculative-tokens (draft tokens per step)")
+        raise bad("acceptance")
     try:
         spec = (speculation(m, speculative_tokens, acceptance, load_calibration())
                 if speculative_tokens else None)
@@ -330,18 +331,17 @@ def _estimate_disagg(model: str, gpu: str, tp: int, pp: int, ep: int, attention_
                      prefill_gpu: str | None, fmt: str,
                      targets: tuple[float | None, float | None]) -> None:
     if task != "generate":
-        raise BadInput("--prefill-workers/--decode-workers: apply to --task generate")
+        raise bad("disagg_task")
     if osl is None:
-        raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
+        raise bad("osl")
     if pp > 1:
-        raise BadInput("--pp: disaggregated workers are modelled without pipeline parallelism")
+        raise bad("disagg_pp")
     if any(x is not None for x in targets):
-        raise BadInput("--ttft-target-ms / --tpot-target-ms: not modelled for disaggregated "
-                       "serving yet; compare the estimate with your targets")
+        raise bad("disagg_targets")
     if acceptance is not None and speculative_tokens is None:
-        raise BadInput("--acceptance: applies with --speculative-tokens (draft tokens per step)")
+        raise bad("acceptance")
     if arrival == "poisson" and not request_rate:
-        raise BadInput("--arrival poisson: a disaggregated open loop needs --request-rate R")
+        raise bad("disagg_poisson")
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
     gp = _lookup("gpu", prefill_gpu, "--prefill-gpu") if prefill_gpu else g
@@ -455,7 +455,7 @@ def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> No
     often the 80 % bands hold the measurement."""
     for p in data:
         if not Path(p).is_file():
-            raise BadInput(f"--data: file '{p}' not found (expected a CSV file)")
+            raise bad("data_missing", path=p)
     overlay = read_overlay(calibration)
     try:
         with using_overlay(overlay):

@@ -148,3 +148,11 @@ def test_help_of_every_command_is_chinese_and_fits(cli):
     assert not missing, missing
     english = cli("plan", "--help").output
     assert "Usage:" in english and "Show this message and exit." in english
+
+
+def test_estimate_bad_input_is_reported_in_chinese(cli):
+    args = ["estimate", "--model", "Llama-3.1-70B", "--gpu", "H200 NVL", "--tp", "1", "--precision", "fp8",
+            "--isl", "1", "--concurrency", "1"]
+    zh, en = cli("--lang", "zh", *args), cli(*args)
+    assert zh.exit_code == en.exit_code == 2
+    assert zh.output.startswith("错误：--osl：") and en.output.startswith("Error: --osl: required")
