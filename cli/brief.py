@@ -7,8 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from .i18n import COMPONENT_NAMES, display_width, pad, pick, t
-from .render import CONTRACT_COMPONENTS, _v, capex_line, component_line, input_rows, plan_title, warning_text
+from .i18n import COMPONENT_NAMES, display_width, msg, pad, pick, t, value_text
+from .render import (
+    CONTRACT_COMPONENTS,
+    _v,
+    capex_line,
+    component_line,
+    input_rows,
+    plan_head,
+    rejection_text,
+    warning_text,
+)
 from .wrap import wrap_line
 
 MAX_LINES = 40
@@ -60,7 +69,7 @@ def _configuration(plan: dict[str, Any], lang: str, width: int) -> list[str]:
     out = clip(t("configuration", lang), width)
     pools = plan.get("pools") or []
     for pool in pools[:4]:
-        gpu = component_line("gpu", pool["components"].get("gpu", {}))
+        gpu = component_line("gpu", pool["components"].get("gpu", {}), lang)
         out += clip(f"  [{pool['model']}] {gpu}", width)
     if len(pools) > 4:
         out.append(f"  … +{len(pools) - 4}")
@@ -69,16 +78,16 @@ def _configuration(plan: dict[str, Any], lang: str, width: int) -> list[str]:
             continue
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-        out += _row(label, component_line(name, comp), width, 2 if name in WIDE_ROWS else 1)
+        out += _row(label, component_line(name, comp, lang), width, 2 if name in WIDE_ROWS else 1)
     cost = plan["cost"]
     if cost.get("capex_cny") is not None:
-        text = (f"{capex_line(cost)}, opex {_v(cost.get('monthly_opex_cny'))} CNY/month, "
-                f"{cost.get('buy_or_rent')}")
+        text = msg("render.cost.brief", lang, capex=capex_line(cost, lang), opex=_v(cost.get("monthly_opex_cny")),
+                   buy=value_text(cost.get("buy_or_rent"), lang))
         out += _row(t("cost", lang).split(" ")[0], text, width, 2)
     out += _row("SLA", _sla_text(plan, lang), width, 2)
     note = next((w for w in plan["warnings"] if w["rule"] == "engine.calibration-overlay"), None)
     if note is not None:  # the estimates were pinned to the buyer's benchmark: say so, and its effect
-        out += _row("Calibration" if lang != "zh" else "校准", warning_text(note, lang), width, 3)
+        out += _row(msg("render.calibration", lang), warning_text(note, lang), width, 3)
     return out
 
 
@@ -132,7 +141,7 @@ def _alternatives(plan: dict[str, Any], lang: str, width: int, lines: int, count
     order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
     out = [""] + clip(t("brief_alternatives", lang).format(total=len(plan["rejected"])), width)
     for option in order[:count]:
-        text = pick(groups[option][0].get("because_i18n") or groups[option][0]["because"], lang)
+        text = rejection_text(groups[option][0], lang)
         text = text[len(option) + 2:] if text.startswith(option + ": ") else text
         out += clip(f"  - {option}: {text}", width, lines)
     return out
@@ -142,7 +151,7 @@ def to_brief(plan: dict[str, Any], lang: str = "en", width: int = 80) -> str:
     """The decision on one screen: at most ``MAX_LINES`` lines of at most ``width`` columns (the
     warnings, defaults and alternatives get fewer lines each until it fits)."""
     w = plan["workload"]
-    head = clip(f"servewise plan — {plan_title(w)}, {w['mode']}, {w['traffic']['peak_qps']} QPS", width)
+    head = clip(plan_head(w, lang), width)
     if not plan["feasible"]:
         head += clip(t("infeasible", lang), width)
     if plan["feasible"]:

@@ -184,7 +184,7 @@ def render_explain_brief(result: dict[str, Any], plan: dict[str, Any], lang: str
     comp = target.split(".")[0]
     head = f"explain {target}"
     if "." not in target and comp in plan["components"]:
-        head += f" — {component_line(comp, plan['components'][comp])}"
+        head += f" — {component_line(comp, plan['components'][comp], lang)}"
     top = [head] + ([f"  ! {tr('undecided', lang)}"] if result["undecided"] else [])
     given = [i for i in result["inputs"] if i["given"]]
     inputs = ", ".join(f"{i['fact']}={fmt(i['value'])}" for i in given) or "—"
@@ -230,7 +230,7 @@ def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> s
     comp = target.split(".")[0]
     head = f"explain {target}"
     if "." not in target and comp in plan["components"]:
-        head += f" — {component_line(comp, plan['components'][comp])}"
+        head += f" — {component_line(comp, plan['components'][comp], lang)}"
     out = [f"{head}   (knowledge {result['knowledge_hash']})"]
     out += [f"  {k} = {fmt(v)}" for k, v in result["facts"].items()]
     if result["undecided"]:

@@ -12,6 +12,7 @@ import click
 
 from servewise.engine.app.kbcheck import check
 from servewise.engine.app.pricecheck import month_index
+from servewise.engine.common.messages import catalog, message
 
 from .i18n import pick
 from .wrap import text_wrapped
@@ -51,12 +52,13 @@ def kb_check(settings, fmt: str, min_coverage: float, as_of: str | None) -> None
         click.echo(json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True, default=str))
     else:
         lang = settings.lang
-        click.echo(f"Conflicting catalog values ({len(report.conflicts)})")
+        click.echo(message("kb.conflicts", lang, n=len(report.conflicts)))
         for c in report.conflicts:
-            vals = " vs ".join(_num(v.get("value")) for v in c.values)
-            click.echo(f"  {c.table}/{c.entry}.{c.field}: {vals} → uses {_num(c.chosen)}: {c.reason}")
+            vals = message("kb.vs", lang).join(_num(v.get("value")) for v in c.values)
+            click.echo(message("kb.conflict", lang, where=f"{c.table}/{c.entry}.{c.field}", values=vals,
+                               chosen=_num(c.chosen), reason=c.reason))
         bad = [r for r in report.claims if not r.holds]
-        click.echo(f"\nNumeric claims recomputed ({len(report.claims)}; {len(bad)} do not hold)")
+        click.echo("\n" + message("kb.claims", lang, n=len(report.claims), bad=len(bad)))
         for r in report.claims:
             nums = ", ".join(f"{k}={_num(v)}" for k, v in r.values.items())
             refs = f" §2 #{', #'.join(map(str, r.summary_refs))}" if r.summary_refs else ""
@@ -64,23 +66,24 @@ def kb_check(settings, fmt: str, min_coverage: float, as_of: str | None) -> None
             click.echo(f"      {nums}")
             click.echo(f"      → {pick(r.conclusion, lang)}")
         sm = report.summary
-        click.echo(f"\nSource errors of guidelines-summary.md §2: {sm.detected_count} of {sm.items} detected, "
-                   f"{len(sm.not_detectable)} not detectable, {len(sm.missing)} unexplained")
+        click.echo("\n" + message("kb.summary", lang, detected=sm.detected_count, items=sm.items,
+                                   undetectable=len(sm.not_detectable), missing=len(sm.missing)))
         for n, why in sm.not_detectable.items():
-            click.echo(f"  #{n}: not detectable: {why}")
+            click.echo(message("kb.not_detectable", lang, n=n, why=why))
         for n in sm.missing:
-            click.echo(f"  #{n}: NOT DETECTED and not explained")
-        click.echo(f"\nSeed whole-server prices vs the BOM of the same configuration ({len(report.seed_prices)})")
+            click.echo(message("kb.not_detected", lang, n=n))
+        click.echo("\n" + message("kb.seed", lang, n=len(report.seed_prices)))
         for sp in report.seed_prices:
-            click.echo(f"  {sp['check']} ({sp['sku']}, {sp['region']} market)")
-        _price_text(report.prices, as_of)
-        click.echo(f"\nGuideline coverage: {len(cov.cited)}/{cov.total} ids cited by rules "
-                   f"({cov.percent:.1f}%)")
-        click.echo("Completeness (facts/coverage.yaml; details: servewise kb coverage --format text): "
-                   + ", ".join(f"{s} {n}" for s, n in cov.verdicts.items()))
+            click.echo(message("kb.seed_row", lang, check=sp["check"], sku=sp["sku"], region=sp["region"]))
+        _price_text(report.prices, as_of, lang)
+        click.echo("\n" + message("kb.coverage", lang, cited=len(cov.cited), total=cov.total,
+                                   pct=f"{cov.percent:.1f}"))
+        click.echo(message("kb.completeness", lang, items=", ".join(
+            f"{_verdict(s, lang)} {n}" for s, n in cov.verdicts.items())))
         for gid in cov.uncited:
             note = cov.documented.get(gid)
-            click.echo(f"  {gid}: " + (f"not a rule — {note}" if note else "NOT CITED and not documented"))
+            click.echo(f"  {gid}: " + (message("kb.not_rule", lang, note=note) if note
+                                       else message("kb.not_cited", lang)))
         for err in report.errors:
             click.echo(f"error: {err}", err=True)
     if report.errors:
@@ -95,12 +98,15 @@ def _price_failures(findings) -> list:
     return [f for f in findings if f.kind == "unreachable"]
 
 
-def _price_text(findings, as_of: str) -> None:
-    heads = {"unreachable": "price entries no lookup reaches",
-             "unpriced": "GPUs and platforms sold in a market but without a price there",
-             "stale": "prices older than the review age (policy price_max_age_months)"}
-    click.echo(f"\nPrice review as of {as_of}: " + ", ".join(
-        f"{sum(f.kind == k for f in findings)} {k}" for k in heads))
+def _verdict(name: str, lang: str) -> str:
+    code = f"kb.verdict.{name}"
+    return message(code, lang) if code in catalog() else name
+
+
+def _price_text(findings, as_of: str, lang: str = "en") -> None:
+    heads = {k: message(f"kb.price.{k}", lang) for k in ("unreachable", "unpriced", "stale")}
+    click.echo("\n" + message("kb.prices", lang, date=as_of, items=", ".join(
+        f"{sum(f.kind == k for f in findings)} {message(f'kb.price.kind.{k}', lang)}" for k in heads)))
     for kind, head in heads.items():
         rows = [f for f in findings if f.kind == kind]
         if rows:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 
+from servewise.engine.common.messages import message
 from servewise.engine.lang.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
 from servewise.engine.lang.rulelint import Finding, lint, to_sarif
 
@@ -70,10 +71,11 @@ def rules_lint(settings, paths: tuple[str, ...], fmt: str, style: bool) -> None:
         for f in findings:
             click.echo(str(f))
         if errors:
-            click.echo(f"{len(errors)} problem(s)", err=True)
+            click.echo(message("lint.problems", settings.lang, n=len(errors)), err=True)
         elif rb is not None:
-            warn = f", {len(findings)} warning(s)" if findings else ""
-            click.echo(f"ok: {len(rb.rules)} rules in {len(rb.files)} files{warn}, knowledge {rb.knowledge_hash}")
+            warn = message("lint.warnings", settings.lang, n=len(findings)) if findings else ""
+            click.echo(message("lint.ok", settings.lang, rules=len(rb.rules), files=len(rb.files), warn=warn,
+                               hash=rb.knowledge_hash))
     if errors:
         sys.exit(2)
 

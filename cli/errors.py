@@ -47,3 +47,8 @@ class InternalError(click.ClickException):
 
         click.echo(message("internal.error", self.lang, kind="knowledge", text=self.message), err=True, file=file)
         click.echo(message("internal.hint", self.lang), err=True, file=file)
+
+
+def current_lang() -> str:
+    """The --lang of this invocation (en before the command group ran)."""
+    return _LANG[0]

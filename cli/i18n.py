@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import locale
 import os
+import re
+import string
 import unicodedata
+from functools import lru_cache
 
 STRINGS: dict[str, dict[str, str]] = {
     "configuration": {"en": "Configuration", "zh": "配置"},
@@ -123,3 +126,48 @@ def display_width(text: str) -> int:
 def pad(text: str, width: int) -> str:
     """``text`` left-aligned in ``width`` display columns (``f"{text:<13}"`` counts characters)."""
     return text + " " * max(0, width - display_width(text))
+
+
+def msg(code: str, lang: str, **args: object) -> str:
+    """A sentence of the plan views from the message catalog (facts/messages/render.yaml)."""
+    from servewise.engine.common.messages import message
+
+    return message(code, lang, **args)
+
+
+@lru_cache(maxsize=1)
+def _glossary() -> list[tuple[re.Pattern[str], str, bool]]:
+    """The ``value.*`` messages (facts/messages/values.yaml) as (pattern, Chinese, is a phrase),
+    longest first; a ``{x}`` placeholder matches a number or an id, ``{x_name}`` a name (up to a
+    separator), ``{x_num}`` a number with thousands separators, ``{x_text}`` any text up to the
+    literal that follows it; ``value.phrase.*`` entries count as phrases however short."""
+    from servewise.engine.common.messages import catalog
+
+    entries = sorted(((t["en"], t["zh"], code.startswith("value.phrase.")) for code, t in catalog().items()
+                      if code.startswith("value.")), key=lambda e: -len(e[0]))
+    out = []
+    for en, zh, always in entries:
+        pattern = "".join(re.escape(lit) + ("" if not field else rf"(?P<{field}>.+?)" if field.endswith("_text")
+                                            else rf"(?P<{field}>[^;,，；()]+)" if field.endswith("_name")
+                                            else rf"(?P<{field}>[\d,.]+)" if field.endswith("_num")
+                                            else rf"(?P<{field}>[\w.+\-/]+)")
+                          for lit, field, _, _ in string.Formatter().parse(en))
+        lead = r"(?<![\w\-])" if en[:1].isalnum() else ""
+        tail = r"(?![\w\-])" if en[-1:].isalnum() or en.endswith("}") else ""
+        out.append((re.compile(lead + pattern + tail), zh, always or len(en.split()) >= 3))
+    return out
+
+
+def value_text(text: object, lang: str, phrases_only: bool = False) -> str:
+    """A catalog or rule value as shown in ``lang``: in Chinese every phrase of the value glossary
+    replaced (names, numbers and ids stay as they are); ``phrases_only`` (for explanations, where
+    a short word may be an identifier) replaces only phrases of three words or more."""
+    text = str(text)
+    if lang != "zh":
+        return text
+    for pattern, zh, phrase in _glossary():
+        if phrases_only and not phrase:
+            continue
+        if pattern.search(text):
+            text = pattern.sub(lambda m, zh=zh: zh.format(**m.groupdict()), text)
+    return text

@@ -32,8 +32,11 @@ from servewise.engine.runtime.runner import LoopError, RuleRuntimeError  # noqa:
 
 from . import render  # noqa: E402
 from .errors import InputError, InternalError, set_lang, workload_error  # noqa: E402
+from .help_i18n import apply_help, install  # noqa: E402
 from .i18n import default_lang  # noqa: E402
 from .wrap import NOT_A_TTY_WIDTH, output_width, wrap  # noqa: E402
+
+install()  # click's help in the language asked for (cli/help_i18n.py)
 
 if _GC_WAS_ENABLED:
     gc.enable()
@@ -143,6 +146,9 @@ class ServewiseGroup(OptionalCommandsGroup):
     """The top-level group: global options are accepted before or after the sub-command."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if ctx.parent is None:  # before click prints any help: its texts in the language asked for
+            _register_optional()
+            apply_help(self, _lang_of(list(args)))
         return super().parse_args(ctx, hoist_global_options(list(args)))
 
 

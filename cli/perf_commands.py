@@ -8,7 +8,10 @@ from typing import Any
 
 import click
 
+from servewise.cli.errors import current_lang
+from servewise.cli.i18n import value_text
 from servewise.cli.wrap import output_width, wrap
+from servewise.engine.common.messages import message
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf import PRECISIONS, estimate, estimate_embedding
 from servewise.engine.domain.perf.calibration import BACKENDS, load_calibration, using_overlay
@@ -27,7 +30,12 @@ class BadInput(click.ClickException):
     exit_code = 2
 
     def show(self, file: Any = None) -> None:
-        click.echo(f"Error: {self.format_message()}", err=True, file=file)
+        click.echo(message("est.err.prefix", current_lang(), text=self.format_message()), err=True, file=file)
+
+
+def bad(code: str, **args: Any) -> BadInput:
+    """A BadInput whose text is the message ``est.err.<code>`` in the user's language."""
+    return BadInput(message(f"est.err.{code}", current_lang(), **args))
 
 
 CALIBRATION_HELP = ("A calibration overlay written by `servewise calibrate`: the estimates use the "
@@ -52,9 +60,8 @@ def _lookup(kind: str, name: str, option: str) -> dict[str, Any]:
         alias = MODEL_ALIASES.get(name.strip().lower()) if kind == "model" else None
         if alias:
             return cat.model(alias)
-        hint = f"; did you mean {', '.join(exc.suggestions)}?" if exc.suggestions else ""
-        raise BadInput(f"{option}: unknown {kind} '{name}' (expected a catalog name){hint}") \
-            from None
+        hint = message("est.err.hint", current_lang(), names=", ".join(exc.suggestions)) if exc.suggestions else ""
+        raise bad("unknown", option=option, kind=kind, name=name, hint=hint) from None
 
 
 def _fmt(x: float | None, nd: int = 1) -> str:
@@ -70,97 +77,100 @@ def _values(v: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _workload_line(i: dict[str, Any]) -> str:
+def _workload_line(i: dict[str, Any], lang: str = "en") -> str:
+    def m(code: str, **args: Any) -> str:
+        return message(f"est.{code}", lang, **args)
+
     if i.get("task") == "embedding":
-        return (f"workload: embedding of {i['isl']} input tokens, batches of {i['concurrency']} "
-                "requests (encoder pass, no output tokens)")
+        return m("workload.embedding", task=i["task"], isl=i["isl"], c=i["concurrency"])
     if i.get("request_rate"):
-        load = f"Poisson arrivals at {i['request_rate']:g} requests/s (open loop)"
+        load = m("workload.poisson_rate", rate=f"{i['request_rate']:g}")
     else:
-        load = f"{i['concurrency']} requests in flight" + (
-            " (open loop: Poisson arrivals)" if i.get("arrival") == "poisson"
-            else " (closed loop, random lengths)" if i.get("request_lengths") == "random"
-            else " (closed loop)")
+        load = m("workload.inflight", c=i["concurrency"], how=m(
+            "workload.open" if i.get("arrival") == "poisson"
+            else "workload.random" if i.get("request_lengths") == "random" else "workload.closed_only"))
     spec = i.get("speculative")
-    extra = (f"; speculative decoding: {spec['tokens']} draft token(s) a step, acceptance "
-             f"{spec['acceptance']:g} ({'given' if spec['source'] == 'given' else 'fitted, see the steps'})"
-             if spec else "")
-    return f"workload: isl {i['isl']}, osl {i['osl']}, {load}{extra}"
+    extra = (m("workload.spec", tokens=spec["tokens"], acceptance=f"{spec['acceptance']:g}",
+               source=m("spec.given" if spec["source"] == "given" else "spec.fitted")) if spec else "")
+    return m("workload", isl=i["isl"], osl=i["osl"], load=load, extra=extra)
 
 
-def estimate_text(d: dict[str, Any]) -> str:
+def estimate_text(d: dict[str, Any], lang: str = "en") -> str:
+    """An estimate as text in ``lang`` (the steps' notes, written by the performance model in
+    English, are shown in English output only; zh says where to read them)."""
+    def t(code: str, **args: Any) -> str:
+        return message(f"est.{code}", lang, **args)
+
     i, m, b = d["inputs"], d["memory"], d["band"]
-    adp = f", attention-dp {i['attention_dp']}" if i.get("attention_dp", 1) > 1 else ""
-    lines = [f"{i['model']} on {i['n_gpus']}x {i['gpu']} (tp {i['tp']}, pp {i['pp']}, "
-             f"ep {i['ep']}{adp}), {i['precision']} weights, {i['kv_precision'] or 'no'} KV, {i['backend']}",
-             _workload_line(i),
-             f"memory per GPU: {m['per_gpu_gib']:.1f} of {m['budget_gib']:.1f} GiB usable "
-             f"(weights {m['weights_gib']:.1f} GiB total, KV {m['kv_cache_gib']:.2f} GiB, "
-             f"overhead {m['overhead_gib']:.1f} GiB/GPU) -> "
-             + ("fits" if d["fits"] else "does NOT fit")]
+    adp = t("adp", n=i["attention_dp"]) if i.get("attention_dp", 1) > 1 else ""
+    lines = [t("head", model=i["model"], n=i["n_gpus"], gpu=i["gpu"], tp=i["tp"], pp=i["pp"], ep=i["ep"],
+               adp=adp, precision=i["precision"], kv=i["kv_precision"] or t("no_kv"), backend=i["backend"]),
+             _workload_line(i, lang),
+             t("memory", per=m["per_gpu_gib"], budget=m["budget_gib"], weights=m["weights_gib"],
+               kv=m["kv_cache_gib"], overhead=m["overhead_gib"], verdict=t("fits" if d["fits"] else "no_fit"))]
     if d["reason"]:
-        lines.append(f"reason: {d['reason']}")
+        lines.append(t("reason", text=d["reason"]))
     if d["ttft_ms"] is not None:
-        first = "latency" if i.get("task") == "embedding" else "TTFT"
-        for key, label, unit in (("ttft_ms", first, "ms"), ("tpot_ms", "TPOT", "ms"),
-                                 ("output_tokens_per_s", "throughput", "tokens/s")):
+        first = t("label.latency") if i.get("task") == "embedding" else "TTFT"
+        for key, label, unit in (("ttft_ms", first, t("unit.ms")), ("tpot_ms", "TPOT", t("unit.ms")),
+                                 ("output_tokens_per_s", t("label.throughput"), t("unit.tokens"))):
             if d[key] is None or not b.get(key):
                 continue
             lo, hi = b[key]
-            lines.append(f"{label:>10}: {_fmt(d[key])} {unit}  (band {_fmt(lo)} .. {_fmt(hi)})")
+            lines.append(t("metric", label=label, value=_fmt(d[key]), unit=unit, lo=_fmt(lo), hi=_fmt(hi)))
             if key == "ttft_ms" and d.get("ttft_p99_ms") is not None:
                 lo, hi = b["ttft_p99_ms"]
-                lines.append(f"{'TTFT p99':>10}: {_fmt(d['ttft_p99_ms'])} ms  "
-                             f"(band {_fmt(lo)} .. {_fmt(hi)})")
+                lines.append(t("metric", label="TTFT p99", value=_fmt(d["ttft_p99_ms"]), unit=t("unit.ms"),
+                               lo=_fmt(lo), hi=_fmt(hi)))
     for s in d["steps"]:
         if s["name"] in ("requests_per_s", "input_tokens_per_s"):
-            lines.append(f"{s['name'].replace('_', ' '):>10}: {_fmt(s['result'])}")
-    lines += load_lines(d)
+            label = s["name"].replace("_", " ") if lang == "en" else t(s["name"])
+            lines.append(f"{label:>10}: {_fmt(s['result'])}" if lang == "en" else f"{label}：{_fmt(s['result'])}")
+    lines += load_lines(d, lang)
     c = d["calibration"]
-    lines.append(f"calibration: {c['gpu_class']} / {c['backend']}"
-                 f" ({'measured' if c['measured'] else 'not measured: wider band'})"
-                 + ("; with the --calibration overlay" if "overlay fitted" in c.get("source", "") else ""))
+    lines.append(t("calibration", gpu_class=c["gpu_class"], backend=c["backend"],
+                   measured=t("measured" if c["measured"] else "not_measured"),
+                   overlay=t("overlay") if "overlay fitted" in c.get("source", "") else ""))
     if c.get("band_source"):
-        lines.append(f"bands (80 %): {c['band_source']}")
-    lines += how_lines(d["steps"])
+        lines.append(t("bands", source=value_text(c["band_source"], lang)))
+    lines += how_lines(d["steps"], lang)
     return "\n".join(lines)
 
 
-def how_lines(steps: list[dict[str, Any]]) -> list[str]:
-    """An estimate's formula steps, each with its values and result."""
-    out = ["how:"]
+def how_lines(steps: list[dict[str, Any]], lang: str = "en") -> list[str]:
+    """An estimate's formula steps, each with its values and result (the performance model writes
+    the steps' notes in English: shown in English output; zh says where to read them)."""
+    out = [message("est.how", lang)]
     for s in steps:
         res = s["result"]
         res = f"{res:,.4g}" if isinstance(res, float) else res
         out.append(f"  {s['name']}: {s['formula']}")
-        out.append(f"      {_values(s['values'])} => {res} {s['unit']}".rstrip())
-        if s.get("note"):
+        out.append(f"      {_values(s['values'])} => {res} {value_text(s['unit'], lang)}".rstrip())
+        if s.get("note") and lang == "en":
             out.append(f"      ({s['note']})")
+    if lang != "en" and any(s.get("note") for s in steps):
+        out.append(message("est.notes_en", lang))
     return out
 
 
-def load_lines(d: dict[str, Any]) -> list[str]:
+def load_lines(d: dict[str, Any], lang: str = "en") -> list[str]:
     """The open loop's load: utilisation, saturation, the largest rate meeting the targets."""
     out = []
     ld = d.get("load")
     if ld:
-        out.append(f"{'load':>10}: {ld['offered_requests_per_s']:g} of at most "
-                   f"{ld['max_requests_per_s']:.2f} requests/s sustained (utilisation "
-                   f"{100 * ld['utilisation']:.0f} %); prefill queue rho {ld['prefill_queue_rho']:.2f}; "
-                   f"{ld['in_flight_per_rank']:g} in flight of a {ld['batch_cap_per_rank']:g}-sequence "
-                   "batch per engine")
+        out.append(message("est.load", lang, offered=f"{ld['offered_requests_per_s']:g}",
+                           max=f"{ld['max_requests_per_s']:.2f}", util=f"{100 * ld['utilisation']:.0f}",
+                           rho=f"{ld['prefill_queue_rho']:.2f}", inflight=f"{ld['in_flight_per_rank']:g}",
+                           cap=f"{ld['batch_cap_per_rank']:g}"))
         if ld["saturated"]:
-            out.append(f"{'SATURATED':>10}: more requests arrive than the engine completes; TPOT is the "
-                       "full batch's step, and TTFT has no steady value (the waiting line grows for as "
-                       "long as the load lasts: the TTFT above is the capped queue's, not a prediction)")
+            out.append(message("est.saturated", lang))
     mr = d.get("max_rate_meeting_sla")
     if mr:
-        want = " and ".join(x for x in (
+        want = message("est.and", lang).join(x for x in (
             f"TTFT P99 <= {mr['ttft_p99_target_ms']:g} ms" if mr["ttft_p99_target_ms"] else "",
             f"TPOT <= {mr['tpot_target_ms']:g} ms" if mr["tpot_target_ms"] else "") if x)
-        out.append(f"{'max rate':>10}: {mr['requests_per_s']:.2f} requests/s meet {want} at the "
-                   f"upper band edge (limited by {mr['limited_by']}; sustainable at most "
-                   f"{mr['max_requests_per_s']:.2f})")
+        out.append(message("est.max_rate", lang, rate=f"{mr['requests_per_s']:.2f}", want=want,
+                           limited=mr["limited_by"], max=f"{mr['max_requests_per_s']:.2f}"))
     return out
 
 
@@ -248,8 +258,7 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
     if prefill_workers is None and decode_workers is None:
         given = [k for k, v in prefill_opts.items() if v is not None]
         if given:
-            raise BadInput(f"{given[0]}: applies to disaggregated serving (--prefill-workers N "
-                           "--decode-workers M)")
+            raise bad("disagg_only", option=given[0])
     else:
         with using_overlay(read_overlay(calibration)):
             _estimate_disagg(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task,
@@ -259,8 +268,7 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
                              prefill_attention_dp or attention_dp, prefill_gpu, fmt, targets)
         return
     if any(x is not None for x in targets) and not (request_rate or arrival == "poisson"):
-        raise BadInput("--ttft-target-ms / --tpot-target-ms: apply to open-loop traffic "
-                       "(--request-rate R or --arrival poisson)")
+        raise bad("targets_open")
     with using_overlay(read_overlay(calibration)):
         _estimate(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task, concurrency,
                   backend, arrival, request_rate, request_lengths, kv_precision,
@@ -283,15 +291,14 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
             raise BadInput(str(exc)) from None
         d = emb.to_dict()
         click.echo(json.dumps(d, indent=2, ensure_ascii=False) if fmt == "json"
-                   else wrap(estimate_text(d), output_width()).rstrip("\n"))
+                   else wrap(estimate_text(d, current_lang()), output_width()).rstrip("\n"))
         return
     if osl is None:
-        raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
+        raise bad("osl")
     if request_lengths and (arrival == "poisson" or request_rate):
-        raise BadInput("--request-lengths: applies to a closed loop (--arrival closed without "
-                       "--request-rate); open-loop arrivals are never in step")
+        raise bad("lengths")
     if acceptance is not None and speculative_tokens is None:
-        raise BadInput("--acceptance: applies with --speculative-tokens (draft tokens per step)")
+        raise bad("acceptance")
     try:
         spec = (speculation(m, speculative_tokens, acceptance, load_calibration())
                 if speculative_tokens else None)
@@ -312,7 +319,7 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
     if fmt == "json":
         click.echo(json.dumps(d, indent=2, ensure_ascii=False))
     else:
-        click.echo(wrap(estimate_text(d), output_width()).rstrip("\n"))
+        click.echo(wrap(estimate_text(d, current_lang()), output_width()).rstrip("\n"))
 
 
 def _estimate_disagg(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
@@ -324,18 +331,17 @@ def _estimate_disagg(model: str, gpu: str, tp: int, pp: int, ep: int, attention_
                      prefill_gpu: str | None, fmt: str,
                      targets: tuple[float | None, float | None]) -> None:
     if task != "generate":
-        raise BadInput("--prefill-workers/--decode-workers: apply to --task generate")
+        raise bad("disagg_task")
     if osl is None:
-        raise BadInput("--osl: required for --task generate (output tokens, a positive integer)")
+        raise bad("osl")
     if pp > 1:
-        raise BadInput("--pp: disaggregated workers are modelled without pipeline parallelism")
+        raise bad("disagg_pp")
     if any(x is not None for x in targets):
-        raise BadInput("--ttft-target-ms / --tpot-target-ms: not modelled for disaggregated "
-                       "serving yet; compare the estimate with your targets")
+        raise bad("disagg_targets")
     if acceptance is not None and speculative_tokens is None:
-        raise BadInput("--acceptance: applies with --speculative-tokens (draft tokens per step)")
+        raise bad("acceptance")
     if arrival == "poisson" and not request_rate:
-        raise BadInput("--arrival poisson: a disaggregated open loop needs --request-rate R")
+        raise bad("disagg_poisson")
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
     gp = _lookup("gpu", prefill_gpu, "--prefill-gpu") if prefill_gpu else g
@@ -399,40 +405,41 @@ def _pct(x: float | None) -> str:
     return "   n/a" if x is None or x != x else f"{100 * x:5.1f}%"
 
 
-def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dict]]) -> str:
-    lines = ["row  file            metric       predicted     measured   error"]
+def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dict]], lang: str = "en") -> str:
+    def t(code: str, **args: Any) -> str:
+        return message(f"val.{code}", lang, **args)
+
+    lines = [t("header")]
     for row in r["rows"]:
         key = (row["file"], row["row"])
         if row["skipped"]:
-            lines.append(f"{row['row']:>4} {row['file']:<15} skipped: {row['skipped']}")
+            lines.append(f"{row['row']:>4} {row['file']:<15} {t('skipped', why=value_text(row['skipped'], lang))}")
             continue
         for e in errs_by_row.get(key, []):
             lines.append(f"{row['row']:>4} {row['file']:<15} {e['metric'][:12]:<12} "
                          f"{e['pred']:>10.1f} {e['meas']:>12.1f} {100 * e['err']:+7.1f}%")
         if row.get("note"):
-            lines.append(f"{row['row']:>4} {row['file']:<15} {row['note']}")
+            lines.append(f"{row['row']:>4} {row['file']:<15} {value_text(row['note'], lang)}")
     s = r["summary"]
     lines.append("")
-    lines.append("absolute percentage error        n   median      p90   in 80% band")
+    lines.append(t("ape"))
     for m, st in s["overall"].items():
         lines.append(f"  {m:<28} {st['n']:>5}   {_pct(st['median_ape'])}   {_pct(st['p90_ape'])}"
                      f"   {_pct(st.get('band_coverage'))}")
-    lines.append("band coverage by regime (backend/arrival/load; share of measurements inside "
-                 "the 80 % band, target 70-90 %):")
+    lines.append(t("regime"))
     for g, ms in s.get("by_regime", {}).items():
         cells = "  ".join(f"{m.split('_')[0]} {_pct(st.get('band_coverage'))} (n={st['n']})"
                           for m, st in ms.items())
         lines.append(f"  {g:<26} {cells}")
     for group in ("by_gpu", "by_backend", "by_model"):
-        lines.append(f"{group.replace('_', ' ')}:")
+        lines.append(t(f"group.{group}"))
         for g, ms in s[group].items():
             cells = "  ".join(f"{m.split('_')[0]} {_pct(st['median_ape'])}/{_pct(st['p90_ape'])}"
                               f" (n={st['n']})" for m, st in ms.items())
             lines.append(f"  {g:<26} {cells}")
-    lines.append("targets (median APE on unseen campaigns, here in sample; band coverage 70-90 %): "
-                 + ", ".join(f"{m} ≤ {100 * t['target_median_ape']:.0f}%: {'met' if t['met'] else 'NOT met'}"
-                             f", coverage {'met' if t['coverage_met'] else 'NOT met'}"
-                             for m, t in s["targets"].items()))
+    lines.append(t("targets", items=", ".join(
+        t("target", metric=m, pct=f"{100 * x['target_median_ape']:.0f}", met=t("met" if x["met"] else "not_met"),
+          coverage=t("met" if x["coverage_met"] else "not_met")) for m, x in s["targets"].items())))
     return "\n".join(lines)
 
 
@@ -448,7 +455,7 @@ def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> No
     often the 80 % bands hold the measurement."""
     for p in data:
         if not Path(p).is_file():
-            raise BadInput(f"--data: file '{p}' not found (expected a CSV file)")
+            raise bad("data_missing", path=p)
     overlay = read_overlay(calibration)
     try:
         with using_overlay(overlay):
@@ -469,4 +476,4 @@ def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> No
     by_row: dict[tuple[str, int], list[dict]] = {}
     for e in r["errors"]:
         by_row.setdefault((e["file"], e["row"]), []).append(e)
-    click.echo(wrap(validate_text(r, by_row), output_width()).rstrip("\n"))
+    click.echo(wrap(validate_text(r, by_row, current_lang()), output_width()).rstrip("\n"))

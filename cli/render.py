@@ -9,7 +9,7 @@ from typing import Any
 
 from servewise.engine.app.plan import COMPONENT_FIELDS
 
-from .i18n import COMPONENT_NAMES, pad, pick, t
+from .i18n import COMPONENT_NAMES, msg, pad, pick, t, value_text
 
 CONTRACT_COMPONENTS = tuple(COMPONENT_FIELDS)
 
@@ -102,25 +102,26 @@ def _cny(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def bom_rows(plan: dict[str, Any]) -> list[list[str]]:
+def bom_rows(plan: dict[str, Any], lang: str = "en") -> list[list[str]]:
     """Bill-of-materials rows: part, category, qty, unit price range, line range, source (date)."""
     rows = []
     for ln in plan.get("bom") or []:
         rng = ln.get("unit_price_cny")
-        unit = "unpriced" if not rng else (_cny(rng[0]) if rng[0] == rng[1] else f"{_cny(rng[0])}-{_cny(rng[1])}")
+        unit = (msg("render.bom.unpriced", lang) if not rng
+                else _cny(rng[0]) if rng[0] == rng[1] else f"{_cny(rng[0])}-{_cny(rng[1])}")
         line = "—" if not rng else (_cny(ln["qty"] * rng[0]) if rng[0] == rng[1]
                                     else f"{_cny(ln['qty'] * rng[0])}-{_cny(ln['qty'] * rng[1])}")
-        source = ln["source"] + (f" ({ln['date']})" if ln.get("date") else "")
-        rows.append([ln["part"], ln["category"], str(ln["qty"]), unit, line, source])
+        source = value_text(ln["source"], lang) + (f" ({ln['date']})" if ln.get("date") else "")
+        rows.append([value_text(ln["part"], lang), ln["category"], str(ln["qty"]), unit, line, source])
     return rows
 
 
-def capex_line(cost: dict[str, Any]) -> str:
+def capex_line(cost: dict[str, Any], lang: str = "en") -> str:
     """'capex X CNY (range L-H)' as the plans print it."""
     rng = cost.get("capex_range_cny")
-    text = f"capex {_v(cost['capex_cny'])} CNY"
+    text = msg("render.capex", lang, capex=_v(cost["capex_cny"]))
     if rng:
-        text += f" (range {_cny(rng[0])}-{_cny(rng[1])}; midpoint of each BOM line)"
+        text += msg("render.capex.range", lang, lo=_cny(rng[0]), hi=_cny(rng[1]))
     return text
 
 
@@ -140,79 +141,80 @@ SUMMARY_FIELDS: dict[str, tuple[str, ...]] = {
 }
 
 
-def component_line(name: str, comp: dict[str, Any]) -> str:
-    """One readable line per component (a generic listing when values differ per pool)."""
+def component_line(name: str, comp: dict[str, Any], lang: str = "en") -> str:
+    """One readable line per component in ``lang`` (a generic listing when values differ per pool)."""
     try:
-        return _component_line(name, comp)
+        return _component_line(name, comp, lang)
     except (TypeError, KeyError, ValueError, AttributeError):
-        return _short(_v(comp), 160)
+        return _short(value_text(_v(comp), lang), 160)
 
 
-def _component_line(name: str, comp: dict[str, Any]) -> str:
+def _component_line(name: str, comp: dict[str, Any], lang: str = "en") -> str:
     c = comp
+
+    def m(code: str, **args: Any) -> str:
+        return msg(f"render.{code}", lang, **args)
+
+    def val(value: Any) -> str:
+        return value_text(value, lang)
+
     if c.get("status"):
-        return str(c["status"])
+        return val(c["status"])
     if name == "gpu" and c.get("model"):
         pp = c.get("pipeline_parallel") or 1
-        span = (f", pipeline parallel {pp} across {c.get('servers_per_replica') or pp} servers"
-                if pp and pp > 1 else "")
-        standby = (f" + {c['standby_gpus']} standby GPU(s) (whole boards)"
-                   if c.get("standby_gpus") else "")
-        cards = (f" devices = {c['cards']} cards × {c['devices_per_card']}"
+        span = (m("gpu.span", pp=pp, servers=c.get("servers_per_replica") or pp) if pp and pp > 1 else "")
+        standby = m("gpu.standby", n=c["standby_gpus"]) if c.get("standby_gpus") else ""
+        cards = (m("gpu.cards", cards=c["cards"], per=c["devices_per_card"])
                  if (c.get("devices_per_card") or 1) > 1 else "")
         if c.get("speculative") == "mtp":
-            standby += (f", MTP speculative decoding ({c.get('speculative_tokens')} draft token(s), "
-                        f"acceptance {c.get('speculative_acceptance')})")
+            standby += m("gpu.mtp", tokens=c.get("speculative_tokens"), acceptance=c.get("speculative_acceptance"))
+        common = {"count": c["count"], "model": c["model"], "cards": cards, "precision": c["precision"],
+                  "replicas": c["replicas"], "standby": standby, "per_server": c["per_server"]}
         if c.get("layout") == "disaggregated":
-            return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), prefill/decode "
-                    f"disaggregated: {c.get('prefill_workers')} prefill + {c.get('decode_workers')} "
-                    f"decode workers for the peak, each attention data parallel {c['attention_dp']} × "
-                    f"expert parallel {c['expert_parallel']} on {c.get('gpus_per_replica')} GPUs, "
-                    f"{c['replicas']} worker(s) installed{standby}, {c['per_server']} per server")
+            return m("gpu.disaggregated", prefill=c.get("prefill_workers"), decode=c.get("decode_workers"),
+                     adp=c["attention_dp"], ep=c["expert_parallel"], gpus=c.get("gpus_per_replica"), **common)
         if c.get("layout") == "attention-dp":
-            return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), attention data parallel "
-                    f"{c['attention_dp']} × expert parallel {c['expert_parallel']} per "
-                    f"{c.get('gpus_per_replica')}-GPU engine, {c['replicas']} engine(s){standby}, "
-                    f"{c['per_server']} per server")
-        return (f"{c['count']} × {c['model']}{cards} ({c['precision']}), tensor parallel "
-                f"{c['tensor_parallel']}{span}, {c['replicas']} replica(s){standby}, "
-                f"{c['per_server']} per server")
+            return m("gpu.attention_dp", adp=c["attention_dp"], ep=c["expert_parallel"],
+                     gpus=c.get("gpus_per_replica"), **common)
+        return m("gpu.tensor", tp=c["tensor_parallel"], span=span, **common)
     if name == "servers" and c.get("count"):
         if c.get("packed") and "; " in str(c["form"]):  # packed servers of different forms, listed below
-            return f"{c['count']} servers: {c['form']}"
+            return m("servers.packed", count=c["count"], form=val(c["form"]))
         orderable = c.get("orderable_as") or []
-        shown = ", ".join(orderable[:3]) + (f" (+{len(orderable) - 3} more)" if len(orderable) > 3 else "")
-        return f"{c['count']} × {c['form']}" + (f"; orderable as {shown}" if orderable else "")
+        shown = ", ".join(orderable[:3]) + (m("servers.more", n=len(orderable) - 3) if len(orderable) > 3 else "")
+        return (m("servers.line", count=c["count"], form=val(c["form"]))
+                + (m("servers.orderable", shown=shown) if orderable else ""))
     if name == "cpu" and c.get("model"):
-        return f"{c['sockets']} × {c['model']} ({c['cores_total']} cores)"
+        return m("cpu", sockets=c["sockets"], model=c["model"], cores=c["cores_total"])
     if name == "memory" and c.get("capacity_gb"):
-        dimm = f" ({c['channels_populated']} × {c['dimm_gb']} GB)" if c.get("dimm_gb") else ""
-        channels = f", {c['channels_populated']} channels" if c.get("channels_populated") else ""
-        return f"{c['capacity_gb']} GB {c['type']}{channels}{dimm}"
+        dimm = m("memory.dimm", channels=c["channels_populated"], dimm=c["dimm_gb"]) if c.get("dimm_gb") else ""
+        channels = m("memory.channels", channels=c["channels_populated"]) if c.get("channels_populated") else ""
+        return m("memory", capacity=c["capacity_gb"], type=val(c["type"]), channels=channels, dimm=dimm)
     if name == "interconnect" and c.get("intra_node"):
-        link = f" ({c['link_gbs']} GB/s)" if c.get("link_gbs") else ""
-        lanes = f", PCIe x{c['pcie_lanes_per_gpu']} per GPU" if c.get("pcie_lanes_per_gpu") else ""
-        return f"{c['intra_node']}{link}{lanes}"
+        link = m("interconnect.link", gbs=c["link_gbs"]) if c.get("link_gbs") else ""
+        lanes = m("interconnect.lanes", lanes=c["pcie_lanes_per_gpu"]) if c.get("pcie_lanes_per_gpu") else ""
+        return f"{val(c['intra_node'])}{link}{lanes}"
     if name == "network" and c.get("inter_node"):
-        switch = f", switch {c['switch']}" if c.get("switch") and c["switch"] != "none" else ""
-        feats = f" ({_v(c['switch_features'])})" if c.get("switch_features") else ""
-        return f"{c['inter_node']}{feats}{switch}"
+        switch = m("network.switch", switch=val(c["switch"])) if c.get("switch") and c["switch"] != "none" else ""
+        feats = m("network.features", features=val(_v(c["switch_features"]))) if c.get("switch_features") else ""
+        return f"{val(c['inter_node'])}{feats}{switch}"
     if name == "storage" and c.get("system"):
-        usable = f", {c['usable_tb']} TB usable" if c.get("usable_tb") is not None else ""
-        return _short(f"{c['capacity_tb']} TB needed{usable}: {c['model_store']}; system {c['system']}", 140)
+        usable = m("storage.usable", tb=c["usable_tb"]) if c.get("usable_tb") is not None else ""
+        return _short(m("storage", capacity=c["capacity_tb"], usable=usable, store=val(c["model_store"]),
+                        system=val(c["system"])), 140)
     if name == "power" and c.get("server_draw_w"):
-        mode = f" ({c['power_mode']})" if c.get("power_mode") else ""
-        return f"{c['server_draw_w']} W per server{mode}; PSU {c['psu_total_w']} W, {c['redundancy']}"
+        mode = m("power.mode", mode=val(c["power_mode"])) if c.get("power_mode") else ""
+        return m("power", draw=c["server_draw_w"], mode=mode, psu=c["psu_total_w"], redundancy=val(c["redundancy"]))
     if name == "edge" and c.get("power_mode"):
-        return (f"{c.get('device')}: power mode {c['power_mode']} (nvpmodel mode {c.get('power_mode_id')}, "
-                f"{_v(c.get('power_mode_w'))} W per box, {_v(c.get('power_mode_load_pct'))} % load); "
-                f"{c.get('power_mode_command')}")
+        return m("edge.mode", device=val(c.get("device")), mode=val(c["power_mode"]), id=c.get("power_mode_id"),
+                 watts=_v(c.get("power_mode_w")), load=_v(c.get("power_mode_load_pct")),
+                 command=c.get("power_mode_command"))
     if name == "cooling" and c.get("type"):
-        return c["type"] + (f" ({c['chassis']})" if c.get("chassis") else "")
+        return val(c["type"]) + (m("cooling.chassis", chassis=val(c["chassis"])) if c.get("chassis") else "")
     if name == "rack" and c.get("servers_per_rack"):
-        return f"{c['servers_per_rack']} server(s) per rack, {c['power_kw_per_rack']} kW per rack"
+        return m("rack", servers=c["servers_per_rack"], kw=c["power_kw_per_rack"])
     if name == "rack" and c.get("placement"):
-        return str(c["placement"])
+        return val(c["placement"])
     if name == "software" and c.get("framework"):
         s = c.get("settings") or {}
         keys = ("tensor_parallel_size", "tp_size", "tp", "dp_size", "data_parallel_size", "enable_dp_attention",
@@ -221,31 +223,29 @@ def _component_line(name: str, comp: dict[str, Any]) -> str:
                 "max_num_seqs", "max_batch_size", "max_running_requests", "gpu_memory_utilization",
                 "mem_fraction_static", "quantization")
         shown = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None)
-        return c["framework"] + (f" ({shown})" if shown else "")
+        return c["framework"] + ((f"（{shown}）" if lang == "zh" else f" ({shown})") if shown else "")
     if name == "availability" and c.get("target_pct") is not None:
-        spare = (f"; +{c['redundant_replicas']} spare replica(s) ({c.get('redundant_gpus')} GPUs)"
-                 + (" included in the counts" if c.get("included_in_counts") else " recommended")
+        spare = (m("avail.spare", n=c["redundant_replicas"], gpus=c.get("redundant_gpus"))
+                 + m("avail.included" if c.get("included_in_counts") else "avail.recommended")
                  if c.get("redundant_replicas") else "")
-        domain = (f"; survives the loss of a server ({c['replicas_after_server_loss']} replicas left)"
-                  if c.get("survives_server_loss") else "")
+        domain = (m("avail.domain", n=c["replicas_after_server_loss"]) if c.get("survives_server_loss") else "")
         default = ""
         if c.get("without_n1_capex_cny") is not None:
-            default = (f"; target defaulted — without N+1: {c.get('without_n1_gpus')} GPU(s) in "
-                       f"{c.get('without_n1_servers')} server(s), GPUs and servers ≈ "
-                       f"{c['without_n1_capex_cny']:,.0f} CNY ({c.get('without_n1_change_pct'):+.0f}%)")
-        target = f"{c['target_pct']}% target ({c.get('downtime_min_per_month')} min/month downtime)"
+            default = m("avail.default", gpus=c.get("without_n1_gpus"), servers=c.get("without_n1_servers"),
+                        capex=f"{c['without_n1_capex_cny']:,.0f}", change=f"{c.get('without_n1_change_pct'):+.0f}")
+        target = m("avail.target", pct=c["target_pct"], minutes=c.get("downtime_min_per_month"))
         return f"{target}{spare}{domain}{default}"
     fields = SUMMARY_FIELDS.get(name)
     if fields and any(c.get(f) is not None for f in fields):
-        return _short("; ".join(_v(c[f]) for f in fields if c.get(f) is not None))
-    return _short(_v({k: v for k, v in c.items()}) or "—")
+        return _short(("；" if lang == "zh" else "; ").join(val(_v(c[f])) for f in fields if c.get(f) is not None))
+    return _short(val(_v({k: v for k, v in c.items()})) or "—")
 
 
 def _reason_for(plan: dict[str, Any], comp: str, lang: str) -> str | None:
     prefix = f"components.{comp}."
     for step in reversed(plan["trace"]):
         if any(c["fact"].startswith(prefix) for c in step["conclusions"]):
-            return pick(step.get("because_i18n") or step["because"], lang)
+            return value_text(pick(step.get("because_i18n") or step["because"], lang), lang, phrases_only=True)
     return None
 
 
@@ -255,9 +255,12 @@ _UNITS = {"ms": "ms", "s": "s", "gib": "GiB", "gb": "GB", "tb": "TB", "CNY": "CN
           "kw": "kW", "kwh": "kWh", "fps": "frames/s"}
 
 
-def field_label(key: str) -> str:
+def field_label(key: str, lang: str = "en") -> str:
     """A plan field's key as a reader's label: ``ttft_p99_ms_band_hi`` → "TTFT P99 band hi (ms)",
-    ``capex_range_cny`` → "Capex range (CNY)"."""
+    ``capex_range_cny`` → "Capex range (CNY)"; in Chinese the label of facts/messages/fields.yaml
+    (the English label made from the key when there is none)."""
+    if lang != "en" and f"field.{key}" in _catalog():
+        return msg(f"field.{key}", lang)
     words = [_ACRONYMS.get(w, w) for w in key.split("_")]
     unit = ""
     for i, w in enumerate(words):
@@ -273,12 +276,12 @@ def field_label(key: str) -> str:
     return f"{text} ({unit})" if unit else text
 
 
-def field_value(value: Any) -> str:
+def field_value(value: Any, lang: str = "en") -> str:
     """A plan value formatted for a report: thousands separators, ranges as "low – high",
-    booleans as yes / no."""
+    booleans as yes / no (in ``lang``)."""
     if isinstance(value, list) and len(value) == 2 and all(isinstance(x, (int, float)) for x in value):
         return f"{_v(value[0])} – {_v(value[1])}"
-    return _v(value)
+    return _yes(value, lang) if isinstance(value, bool) else value_text(_v(value), lang)
 
 
 SEVERITY_RANK = {"critical": 0, "warning": 1, "info": 2}
@@ -328,6 +331,28 @@ def latency_lines(plan: dict[str, Any], lang: str = "en") -> list[str]:
                                               meets=t("yes" if perf["meets_sla"] else "no", lang))]
 
 
+def _yes(value: Any, lang: str) -> str:
+    return _v(value) if not isinstance(value, bool) else t("yes" if value else "no", lang)
+
+
+def severity(name: str, lang: str) -> str:
+    """A warning's severity in ``lang``."""
+    return msg(f"render.severity.{name}", lang) if f"render.severity.{name}" in _catalog() else name
+
+
+def _catalog() -> dict[str, dict[str, str]]:
+    from servewise.engine.common.messages import catalog
+
+    return catalog()
+
+
+def plan_head(workload: dict[str, Any], lang: str = "en") -> str:
+    """"servewise plan — MODEL, MODE, N QPS" in ``lang``."""
+    mode = workload["mode"]
+    shown = msg(f"render.mode.{mode}", lang) if f"render.mode.{mode}" in _catalog() else mode
+    return msg("render.title", lang, model=plan_title(workload), mode=shown, qps=workload["traffic"]["peak_qps"])
+
+
 def plan_title(workload: dict[str, Any]) -> str:
     """The model(s) a plan is for."""
     def name(m: Any) -> str:
@@ -341,9 +366,7 @@ def plan_title(workload: dict[str, Any]) -> str:
 def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     out: list[str] = []
     w = plan["workload"]
-    model = plan_title(w)
-    out.append(f"servewise plan — {model}, {w['mode']}, {w['traffic']['peak_qps']} QPS "
-               f"(knowledge {plan['knowledge_hash']})")
+    out.append(plan_head(w, lang) + msg("render.knowledge", lang, hash=plan["knowledge_hash"]))
     if not plan["feasible"]:
         out.append("")
         out.append(t("infeasible", lang))
@@ -358,18 +381,18 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append(f"  [{pool['model']}, {pool['peak_qps']} QPS]")
         for name in per_pool:
             label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-            out.append(f"    {pad(label, 13)} {component_line(name, pool['components'].get(name, {}))}")
+            out.append(f"    {pad(label, 13)} {component_line(name, pool['components'].get(name, {}), lang)}")
     if pools:
         gpu, servers = plan["components"]["gpu"], plan["components"]["servers"]
-        out.append(f"  total: {gpu.get('count')} GPUs in {servers.get('count')} servers")
+        out.append("  " + msg("render.total", lang, gpus=gpu.get("count"), servers=servers.get("count")))
     if packed:
         out.append(f"  [{t('packed_servers', lang)}]")
         for name in CONTRACT_COMPONENTS[1:-1]:  # every component but the GPUs and the software
             label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-            out.append(f"    {pad(label, 13)} {component_line(name, plan['components'].get(name, {}))}")
+            out.append(f"    {pad(label, 13)} {component_line(name, plan['components'].get(name, {}), lang)}")
         for k, srv in enumerate(packing.get("servers") or [], 1):
             gpus = "; ".join(" + ".join(f"{r['pool']} ({r['as']})" for r in g) for g in srv["gpu_residents"])
-            out.append(f"    #{k} {srv['form']}: {gpus}")
+            out.append(f"    #{k} {value_text(srv['form'], lang)}: {gpus}")
     if packing:
         out.append(f"  {t('layout', lang)}: {pick(packing.get('because_i18n') or packing.get('because'), lang)}")
         for tenant in packing.get("tenants") or []:
@@ -377,7 +400,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     for name in CONTRACT_COMPONENTS if not pools else ():
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-        out.append(f"  {pad(label, 13)} {component_line(name, comp)}")
+        out.append(f"  {pad(label, 13)} {component_line(name, comp, lang)}")
         settings = (comp.get("settings") or {}) if name == "software" else {}
         pools_launch = [(key, settings[key]) for key in ("launch_prefill", "launch_decode", "launch_router")
                         if settings.get(key)]
@@ -390,7 +413,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append(t("operations", lang))
         for name in extras:
             label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
-            out.append(f"  {pad(label, 13)} {component_line(name, plan['components'][name])}")
+            out.append(f"  {pad(label, 13)} {component_line(name, plan['components'][name], lang)}")
     perf = plan["performance"]
     if perf.get("ttft_ms") is not None:
         out.append("")
@@ -404,56 +427,55 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
     elif perf.get("latency_ms") is not None:  # an encoder: requests/s and latency, no token stream
         out.append("")
         out.append(t("performance", lang))
-        out.append(f"  latency {perf['latency_ms']} ms (worst case {_v(perf.get('latency_p99_ms'))} ms), "
-                   f"{_v(perf['requests_per_s'])} requests/s at full batches "
-                   f"(planned {_v(perf.get('planned_requests_per_s'))}), "
-                   f"{_v(perf.get('batch_requests'))} requests ({perf['max_concurrency']} sequences) "
-                   f"per batch in total; "
-                   f"meets SLA: {_v(perf['meets_sla'])}")
+        out.append("  " + msg("render.perf.encoder", lang, latency=perf["latency_ms"],
+                              p99=_v(perf.get("latency_p99_ms")), rps=_v(perf["requests_per_s"]),
+                              planned=_v(perf.get("planned_requests_per_s")), batch=_v(perf.get("batch_requests")),
+                              seqs=perf["max_concurrency"], meets=_yes(perf["meets_sla"], lang)))
         if perf.get("compute_needed_tflops") is not None:
-            out.append(f"  prefill compute {_v(perf['compute_needed_tflops'])} TFLOP/s needed, "
-                       f"{_v(perf.get('compute_delivered_tflops'))} TFLOP/s delivered at efficiency "
-                       f"{_v(perf.get('efficiency'))}")
+            out.append("  " + msg("render.perf.compute", lang, needed=_v(perf["compute_needed_tflops"]),
+                                  delivered=_v(perf.get("compute_delivered_tflops")),
+                                  efficiency=_v(perf.get("efficiency"))))
     elif perf.get("audio_s_per_s_needed") is not None:  # ASR: audio seconds per second
         out.append("")
         out.append(t("performance", lang))
-        out.append(f"  {_v(perf['audio_s_per_s_needed'])} audio seconds per second needed, "
-                   f"{_v(perf.get('audio_s_per_s_capacity'))} transcribed at real-time factor "
-                   f"{perf.get('rtf')} per GPU, about {_v(perf.get('decoder_tokens_per_s'))} text "
-                   f"tokens/s; meets SLA: {_v(perf['meets_sla'])}")
+        out.append("  " + msg("render.perf.asr", lang, needed=_v(perf["audio_s_per_s_needed"]),
+                              capacity=_v(perf.get("audio_s_per_s_capacity")), rtf=perf.get("rtf"),
+                              tokens=_v(perf.get("decoder_tokens_per_s")), meets=_yes(perf["meets_sla"], lang)))
         if perf.get("asr_streams_per_gpu") is not None:
-            out.append(f"  streaming: {_v(perf.get('asr_streams'))} live streams, "
-                       f"{_v(perf.get('asr_chunk_ms'))} ms chunks, {_v(perf['asr_streams_per_gpu'])} "
-                       f"stream(s) per GPU, partial results within {_v(perf.get('asr_partial_latency_ms'))} ms "
-                       f"(target {_v(perf.get('asr_partial_latency_target_ms'))} ms); each stream costs "
-                       f"{_v(perf.get('asr_offline_multiple'))}× its offline transcription")
+            out.append("  " + msg("render.perf.asr_streaming", lang, streams=_v(perf.get("asr_streams")),
+                                  chunk=_v(perf.get("asr_chunk_ms")), per_gpu=_v(perf["asr_streams_per_gpu"]),
+                                  latency=_v(perf.get("asr_partial_latency_ms")),
+                                  target=_v(perf.get("asr_partial_latency_target_ms")),
+                                  multiple=_v(perf.get("asr_offline_multiple"))))
     if perf.get("video_streams"):
-        out.append(f"  video: {perf['video_streams']} streams, {_v(perf['video_frames_per_s_needed'])} "
-                   f"frames/s of {perf['video_detector']} ({_v(perf['video_compute_needed_tflops'])} of "
-                   f"{_v(perf['video_compute_delivered_tflops'])} TFLOP/s), decode "
-                   f"{_v(perf['video_decode_fps_needed'])} of {_v(perf.get('video_decode_fps_capacity'))} "
-                   f"frames/s")
+        out.append("  " + msg("render.perf.video", lang, streams=perf["video_streams"],
+                              fps=_v(perf["video_frames_per_s_needed"]), detector=perf["video_detector"],
+                              needed=_v(perf["video_compute_needed_tflops"]),
+                              delivered=_v(perf["video_compute_delivered_tflops"]),
+                              decode=_v(perf["video_decode_fps_needed"]),
+                              capacity=_v(perf.get("video_decode_fps_capacity"))))
     cost = plan["cost"]
     if cost.get("capex_cny") is not None:
         out.append("")
         out.append(t("cost", lang))
         if cost.get("cny_per_audio_hour") is not None:
-            unit = f"{cost['cny_per_audio_hour']} CNY per hour of audio"
+            unit = msg("render.cost.audio", lang, v=cost["cny_per_audio_hour"])
         elif cost.get("cny_per_million_requests") is not None:
-            unit = f"{_v(cost['cny_per_million_requests'])} CNY per million requests"
+            unit = msg("render.cost.requests", lang, v=_v(cost["cny_per_million_requests"]))
         else:
-            unit = f"{_v(cost.get('cny_per_million_tokens'))} CNY per million tokens"
-        out.append(f"  {capex_line(cost)}, opex {_v(cost['monthly_opex_cny'])} CNY/month, {unit}, "
-                   f"{cost.get('buy_or_rent')}")
+            unit = msg("render.cost.tokens", lang, v=_v(cost.get("cny_per_million_tokens")))
+        out.append("  " + msg("render.cost.line", lang, capex=capex_line(cost, lang), opex=_v(cost["monthly_opex_cny"]),
+                              unit=unit, buy=value_text(cost.get("buy_or_rent"), lang)))
         if cost.get("unpriced_parts"):
-            out.append(f"  unpriced, not in capex: {', '.join(cost['unpriced_parts'])}")
+            parts = ", ".join(value_text(x, lang) for x in cost["unpriced_parts"])
+            out.append("  " + msg("render.cost.unpriced", lang, parts=parts))
         if cost.get("software_services_cny_per_year") is not None:
-            out.append(f"  software licences and services {_v(cost['software_services_cny_per_year'])} CNY/year "
-                       f"(buyer input), TCO {_v(cost.get('tco_cny'))} CNY over the horizon")
+            out.append("  " + msg("render.cost.software", lang, v=_v(cost["software_services_cny_per_year"]),
+                                  tco=_v(cost.get("tco_cny"))))
     if plan.get("bom"):
         out.append("")
         out.append(t("bom", lang))
-        for part, _cat, qty, unit, line, source in bom_rows(plan):
+        for part, _cat, qty, unit, line, source in bom_rows(plan, lang):
             out.append(f"  {qty:>3} × {_short(part, 48):<48} {unit:>17} {line:>23}  {_short(source, 70)}")
     out.append("")
     out.append(t("reasons", lang))
@@ -468,7 +490,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append("")
         out.append(t("warnings", lang))
         for warn in serious:
-            out.append(f"  ! [{warn['severity']}] {warning_text(warn, lang)} ({warn['rule']})")
+            out.append(f"  ! [{severity(warn['severity'], lang)}] {warning_text(warn, lang)} ({warn['rule']})")
     if notes:
         out.append("")
         out.append(f"{t('notes', lang)} ({len(notes)}): " + ", ".join(w["rule"] for w in notes))
@@ -484,7 +506,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
         for option in order[:8]:
             first = groups[option][0]  # the configuration that came closest to being chosen
-            text = pick(first.get("because_i18n") or first["because"], lang)
+            text = rejection_text(first, lang)
             text = text[len(option) + 2:] if text.startswith(option + ": ") else text
             out.append(f"  - {option}: {text}")
     if open_asks(plan):
@@ -505,7 +527,13 @@ def warning_text(warn: dict[str, Any], lang: str) -> str:
     if not warn.get("message_i18n"):
         return warn["message"]
     prefix = f"[{warn['pool']}] " if warn.get("pool") else ""
-    return prefix + pick(warn["message_i18n"], lang)
+    return prefix + value_text(pick(warn["message_i18n"], lang), lang, phrases_only=True)
+
+
+def rejection_text(rejected: dict[str, Any], lang: str) -> str:
+    """Why a configuration was rejected, in ``lang`` (phrases the engine computed in English
+    through the value glossary)."""
+    return value_text(pick(rejected.get("because_i18n") or rejected["because"], lang), lang, phrases_only=True)
 
 
 def question_text(key: str) -> dict[str, str]:
@@ -581,18 +609,20 @@ def _rejected_md(plan: dict[str, Any], lang: str) -> list[str]:
     from servewise.engine.app.explain import rejections_by_gpu
 
     groups = rejections_by_gpu(plan)
-    o = [f"{len(plan['rejected'])} rejected configurations of {len(groups)} options; per option the reason of "
-         f"the one that came closest to being chosen (`servewise why-not PLAN.json OPTION` for details).", "",
-         "| option | rejected | rule | closest reason |", "|---|---|---|---|"]
+    def col(*names: str) -> str:
+        return "| " + " | ".join(msg(f"render.md.col.{n}", lang) for n in names) + " |"
+
+    o = [msg("render.md.rejected_intro", lang, n=len(plan["rejected"]), options=len(groups)), "",
+         col("option", "rejected", "rule", "closest"), "|---|---|---|---|"]
     for option, items in groups.items():
         best = items[0]
-        because = _md_escape(pick(best.get("because_i18n") or best["because"], lang))
+        because = _md_escape(rejection_text(best, lang))
         o.append(f"| {_md_escape(option)} | {len(items)} | `{best['rule']}` | {because} |")
-    o += ["", "<details><summary>All rejected configurations</summary>", ""]
-    o += ["| option | rule | because |", "|---|---|---|"]
+    o += ["", f"<details><summary>{msg('render.md.all_rejected', lang)}</summary>", ""]
+    o += [col("option", "rule", "because"), "|---|---|---|"]
     for items in groups.values():
         for r in items:
-            because = _md_escape(pick(r.get("because_i18n") or r["because"], lang))
+            because = _md_escape(rejection_text(r, lang))
             o.append(f"| {_md_escape(r['option'])} | `{r['rule']}` | {because} |")
     o += ["", "</details>"]
     return o
@@ -603,30 +633,38 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     with ``charts_dir`` (where ``plan --plot`` wrote the SVG charts) the charts as images."""
     w = plan["workload"]
     o: list[str] = []
-    o.append(f"# servewise plan: {_md_escape(plan_title(w))}")
+    def m(code: str, **args: Any) -> str:
+        return msg(f"render.md.{code}", lang, **args)
+
+    def col(*names: str) -> str:
+        return "| " + " | ".join(m(f"col.{n}") for n in names) + " |"
+
+    colon = "：" if lang == "zh" else ": "
+    o.append(f"# {m('title', model=_md_escape(plan_title(w)))}")
     o.append("")
-    o.append(f"- servewise {plan['servewise_version']}, knowledge `{plan['knowledge_hash']}`")
-    o.append(f"- feasible: **{_v(plan['feasible'])}**")
+    o.append(f"- servewise {plan['servewise_version']}, {m('knowledge')} `{plan['knowledge_hash']}`")
+    o.append(f"- {m('feasible')}{colon}**{_yes(plan['feasible'], lang)}**")
     o.append("")
     o.append(f"## {t('configuration', lang)}")
     o.append("")
-    o.append("| component | choice | why |")
+    o.append(col("component", "choice", "why"))
     o.append("|---|---|---|")
     for name, comp in plan["components"].items():
         reason = _reason_for(plan, name, lang) or ""
-        o.append(f"| {name} | {_md_escape(component_line(name, comp))} | {_md_escape(reason)} |")
+        label = name if lang == "en" else pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
+        o.append(f"| {label} | {_md_escape(component_line(name, comp, lang))} | {_md_escape(reason)} |")
     o.append("")
     o.append(f"## {t('performance', lang)}")
     o.append("")
     o += [f"- {_md_escape(line)}" for line in latency_lines(plan, lang)]
     o.append("")
-    o += ["| metric | value |", "|---|---|"]
-    o += [f"| {field_label(k)} | {_md_escape(field_value(v))} |" for k, v in plan["performance"].items()]
+    o += [col("metric", "value"), "|---|---|"]
+    o += [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |" for k, v in plan["performance"].items()]
     o.append("")
     o.append(f"## {t('cost', lang)}")
     o.append("")
-    o += ["| item | value |", "|---|---|"] + [f"| {field_label(k)} | {_md_escape(field_value(v))} |"
-                                             for k, v in plan["cost"].items()]
+    o += [col("item", "value"), "|---|---|"] + [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |"
+                                                for k, v in plan["cost"].items()]
     o.append("")
     if charts_dir:
         from .charts import charts
@@ -638,23 +676,23 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     if plan.get("bom"):
         o.append(f"## {t('bom', lang)}")
         o.append("")
-        o += ["| part | category | qty | unit price (CNY) | line (CNY) | source |", "|---|---|---|---|---|---|"]
-        o += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in bom_rows(plan)]
+        o += [col("part", "category", "qty", "unit_price", "line", "source"), "|---|---|---|---|---|---|"]
+        o += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in bom_rows(plan, lang)]
         o.append("")
     o.append(f"## {t('warnings', lang)}")
     o.append("")
     for warn in by_severity(plan["warnings"]):
         message = _md_escape(warning_text(warn, lang))
-        o.append(f"- **{warn['severity']}** {message} (`{warn['rule']}`)")
+        o.append(f"- **{severity(warn['severity'], lang)}** {message} (`{warn['rule']}`)")
     if not plan["warnings"]:
-        o.append("none")
+        o.append(t("not_applicable", lang))
     o.append("")
     o.append(f"## {t('inputs', lang)}")
     o.append("")
-    o.append("| field | value | |")
+    o.append(col("field", "value") + " |")
     o.append("|---|---|---|")
     for field, value, mark in input_rows(plan):
-        o.append(f"| `{field}` | {_md_escape(value)} | {'*default*' if mark == 'default' else 'given'} |")
+        o.append(f"| `{field}` | {_md_escape(value)} | {m('default') if mark == 'default' else m('given')} |")
     o.append("")
     o.append(f"## {t('rejected', lang)}")
     o.append("")
@@ -668,27 +706,29 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o.append("")
     for step in plan["trace"]:
         cites, quotes = _sources_md(step["source"])
-        o.append(f"### {step['step']}. `{step['rule']}` ({step['stage']})")
+        stage = msg(f"render.stage.{step['stage']}", lang) if f"render.stage.{step['stage']}" in _catalog() \
+            else step["stage"]
+        o.append(f"### {step['step']}. `{step['rule']}` ({stage})")
         o.append("")
-        o.append(_md_escape(pick(step.get("because_i18n") or step["because"], lang)))
+        o.append(_md_escape(value_text(pick(step.get("because_i18n") or step["because"], lang), lang, True)))
         o.append("")
         conclusions = step["conclusions"]
         for c in conclusions[:12]:
             formula = f" — `{c['formula']}`" if c.get("formula") else ""
             o.append(f"- {c['fact']} = {_md_escape(_v(c['value']))}{formula}")
         if len(conclusions) > 12:
-            o.append(f"- … {len(conclusions) - 12} more conclusions")
+            o.append(m("more_conclusions", n=len(conclusions) - 12))
         if step.get("corrects"):
-            o.append(f"- correction: {step['corrects']}")
-        o.append(f"- source: {cites}")
+            o.append(m("correction", text=step["corrects"]))
+        o.append(m("source", text=cites))
         if quotes:
             o.append(f"  > {quotes[0]}")
         premises = [f"`{p['fact']}` = {_md_escape(_v(p.get('value')))} "
-                    + (f"(step {p['step']})" if "step" in p else
+                    + (m("step", n=p["step"]) if "step" in p else
                        f"({(p.get('origin') or {}).get('kind', '')}: `{(p.get('origin') or {}).get('ref', '')}`)")
                     for p in step["premises"]]
         if premises:
-            o.append(f"- premises: {'; '.join(premises)}")
+            o.append(m("premises", text="; ".join(premises)))
         o.append("")
-    o.append(f"---\nservewise {plan['servewise_version']} · knowledge `{plan['knowledge_hash']}`")
+    o.append(f"---\nservewise {plan['servewise_version']} · {m('knowledge')} `{plan['knowledge_hash']}`")
     return "\n".join(o) + "\n"

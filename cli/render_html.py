@@ -9,7 +9,7 @@ from typing import Any
 
 from servewise.engine.app.explain import rejections_by_gpu
 
-from .i18n import COMPONENT_NAMES, pick, t
+from .i18n import COMPONENT_NAMES, msg, pick, t
 from .render import (
     _reason_for,
     _v,
@@ -20,6 +20,8 @@ from .render import (
     field_value,
     input_rows,
     latency_lines,
+    rejection_text,
+    severity,
     warning_text,
 )
 
@@ -198,6 +200,11 @@ def _legend() -> str:
     return f'<p class="meta">{items}</p>'
 
 
+def _cols(lang: str, *names: str) -> list[str]:
+    """Table headings of the report in ``lang`` (facts/messages/render.yaml render.md.col.*)."""
+    return [msg(f"render.md.col.{n}", lang) for n in names]
+
+
 def _table(head: list[str], rows: list[list[str]]) -> str:
     th = "".join(f"<th>{h}</th>" for h in head)
     body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows)
@@ -222,14 +229,15 @@ def _rejected(plan: dict[str, Any], lang: str) -> str:
     for option, items in groups.items():
         best = items[0]
         rows.append([escape(option), str(len(items)), f"<code>{escape(best['rule'])}</code>",
-                     escape(pick(best.get("because_i18n") or best["because"], lang))])
-    out = [f"<p class='meta'>{len(plan['rejected'])} rejected; per option, the reason of the configuration "
-           f"that came closest to being chosen.</p>",
-           _table(["option", "count", "rule", "closest reason"], rows)]
+                     escape(rejection_text(best, lang))])
+    out = [f"<p class='meta'>{msg('render.html.rejected_intro', lang, n=len(plan['rejected']))}</p>",
+           _table([msg("render.md.col.option", lang), msg("render.html.count", lang), msg("render.md.col.rule", lang),
+                   msg("render.md.col.closest", lang)], rows)]
     for option, items in groups.items():
-        detail = _table(["configuration", "rule", "because"],
+        detail = _table([msg("render.html.configuration", lang), msg("render.md.col.rule", lang),
+                         msg("render.md.col.because", lang)],
                         [[escape(r["option"]), f"<code>{escape(r['rule'])}</code>",
-                          escape(pick(r.get("because_i18n") or r["because"], lang))] for r in items])
+                          escape(rejection_text(r, lang))] for r in items])
         out.append(f"<details><summary>{escape(option)} ({len(items)})</summary>{detail}</details>")
     return "".join(out)
 
@@ -273,19 +281,20 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
          f"<h1>servewise plan: {escape(str(model))}</h1>",
          f"<p class='meta'>servewise {escape(plan['servewise_version'])} · knowledge "
          f"<code>{escape(plan['knowledge_hash'])}</code> · "
-         f"<span class='badge {'ok' if feasible else 'bad'}'>{'feasible' if feasible else t('infeasible', lang)}"
+         f"<span class='badge {'ok' if feasible else 'bad'}'>"
+         f"{msg('render.md.feasible', lang) if feasible else t('infeasible', lang)}"
          f"</span></p>"]
     o.append(f"<h2>{t('configuration', lang)}</h2>")
-    rows = [[escape(pick(COMPONENT_NAMES.get(n, {"en": n}), lang)), escape(component_line(n, c)),
+    rows = [[escape(pick(COMPONENT_NAMES.get(n, {"en": n}), lang)), escape(component_line(n, c, lang)),
              escape(_reason_for(plan, n, lang) or "")] for n, c in plan["components"].items()]
-    o.append(_table(["component", "choice", "why"], rows))
+    o.append(_table(_cols(lang, "component", "choice", "why"), rows))
     o.append(f"<h2>{t('performance', lang)}</h2>")
     o.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in latency_lines(plan, lang)) + "</ul>")
-    o.append(_table(["metric", "value"], [[escape(field_label(k)), escape(field_value(v))]
-                                          for k, v in plan["performance"].items()]))
+    o.append(_table(_cols(lang, "metric", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]
+                                                     for k, v in plan["performance"].items()]))
     o.append(f"<h2>{t('cost', lang)}</h2>")
-    o.append(_table(["item", "value"], [[escape(field_label(k)), escape(field_value(v))]
-                                        for k, v in plan["cost"].items()]))
+    o.append(_table(_cols(lang, "item", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]
+                                                   for k, v in plan["cost"].items()]))
     if plan.get("bom"):
         from .charts import charts
 
@@ -294,24 +303,26 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
             o.append(f"<h2>{t('charts', lang)}</h2>")
             o += [f"<figure>{svg}</figure>" for svg in drawn.values()]
         o.append(f"<h2>{t('bom', lang)}</h2>")
-        o.append(_table(["part", "category", "qty", "unit price (CNY)", "line (CNY)", "source"],
-                        [[escape(c) for c in row] for row in bom_rows(plan)]))
+        o.append(_table(_cols(lang, "part", "category", "qty", "unit_price", "line", "source"),
+                        [[escape(c) for c in row] for row in bom_rows(plan, lang)]))
     o.append(f"<h2>{t('warnings', lang)}</h2>")
     if plan["warnings"]:
         o.append("<ul>" + "".join(
-            f"<li class='warn-{escape(x.get('severity', 'info'))}'><b>{escape(x.get('severity', ''))}</b> "
+            f"<li class='warn-{escape(x.get('severity', 'info'))}'>"
+            f"<b>{escape(severity(x.get('severity', ''), lang))}</b> "
             f"{escape(warning_text(x, lang))} <code>{escape(x['rule'])}</code></li>"
             for x in by_severity(plan["warnings"])) + "</ul>")
     else:
         o.append("<p>—</p>")
     o.append(f"<h2>{t('inputs', lang)}</h2>")
-    o.append(_table(["field", "value", ""], [[f"<code>{escape(k)}</code>", escape(v),
-                                              f"<span class='{m}'>{m}</span>"] for k, v, m in input_rows(plan)]))
+    o.append(_table(_cols(lang, "field", "value") + [""],
+                    [[f"<code>{escape(k)}</code>", escape(v),
+                      f"<span class='{m}'>{msg(f'render.html.input.{m}', lang)}</span>"]
+                     for k, v, m in input_rows(plan)]))
     o.append(f"<h2>{t('rejected', lang)}</h2>")
     o.append(_rejected(plan, lang))
     o.append(f"<h2>{t('chain', lang)}</h2>")
-    o.append("<p class='meta'>Arrows run from a step to the steps that used its conclusions; click a box for "
-             "the step's source, formulas and premises.</p>")
+    o.append(f"<p class='meta'>{msg('render.html.graph_note', lang)}</p>")
     o.append(_legend())
     o.append(f'<div class="graph">{svg_graph(plan, lang)}</div>')
     o += [_step(s, lang) for s in plan["trace"]]

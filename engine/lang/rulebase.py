@@ -496,9 +496,13 @@ class RuleBase:
         raise KeyError(rule_id)
 
 
+# texts only the command-line views read (the engine never does): not knowledge, not in its hash
+DISPLAY_ONLY = frozenset(f"messages/{name}.yaml" for name in ("cli", "render", "values", "commands", "help", "fields"))
+
+
 def knowledge_files(rule_paths: list[Path]) -> list[Path]:
     facts = sorted(p for p in FACTS_DIR.rglob("*") if p.suffix in (".yaml", ".json") and p.is_file()
-                   and p.relative_to(FACTS_DIR).as_posix() != "messages/cli.yaml")  # display texts only
+                   and p.relative_to(FACTS_DIR).as_posix() not in DISPLAY_ONLY)
     return list(rule_paths) + facts
 
 
