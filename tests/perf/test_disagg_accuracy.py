@@ -12,7 +12,7 @@ from servewise.engine.domain.perf.calibration import load_calibration
 from servewise.engine.domain.perf.disagg import Pool, estimate_disagg, predict_disagg
 from servewise.engine.domain.perf.disagg_recipes import decode_batch
 from servewise.engine.domain.perf.memory import Layout
-from tools.perf.disagg_fit import DISAGG_DATA, SKIP_CLASSES, _ape, _campaign, _usable, components, held_out, skip_class
+from tools.perf.disagg_fit import DISAGG_DATA, SKIP_CLASSES, _ape, _usable, skip_class
 
 
 @pytest.fixture(scope="module")
@@ -61,21 +61,16 @@ def test_the_estimate_explains_the_admission_wait(r1_gb200):
 @pytest.mark.slow
 def test_measured_disaggregated_runs_coverage_and_errors():
     """The levels reached (docs/accuracy.md, Disaggregated serving): 719 of 903 rows predicted;
-    TTFT median APE 22.3 % in sample, 24.7 % with each campaign's constants fitted without it,
-    28.7 % with each model's; TPOT 14.7 / 14.7 / 15.0 %. Every row not predicted has one of the
-    documented reasons."""
+    TTFT median APE 22.3 % and TPOT 14.7 % in sample. Every row not predicted has one of the
+    documented reasons. The held-out levels (TTFT 24.7 % by campaign, 28.7 % by model; TPOT
+    14.7 / 15.0 %) take three more passes over the rows (about a minute): `python -m
+    tools.perf.disagg_fit --check` asserts them, and tools/perf/report writes them into
+    docs/accuracy.md."""
     rows, usable = _usable(DISAGG_DATA)
     assert len(rows) == 903
     assert len(usable) >= 719
     known = {text for _, text in SKIP_CLASSES} | {"speculative decoding"}
     assert {skip_class(r.skipped) for r in rows if r.skipped} <= known
-    cal = load_calibration()
-    ins = _ape(usable, cal)
+    ins = _ape(usable, load_calibration())
     assert statistics.median(ins["ttft_ms"]) <= 0.24
     assert statistics.median(ins["tpot_ms"]) <= 0.15
-    comps = components(usable, cal)
-    for group, ttft in ((_campaign, 0.26), (lambda r: r.model_name, 0.30)):
-        out = held_out(usable, comps, cal, group)
-        assert len(out["ttft_ms"]) == len(ins["ttft_ms"])
-        assert statistics.median(out["ttft_ms"]) <= ttft
-        assert statistics.median(out["tpot_ms"]) <= 0.155

@@ -207,13 +207,36 @@ def write_section(path: Path, section: dict[str, Any]) -> None:
     path.write_text(text, encoding="utf-8")
 
 
+# Held-out levels reached (docs/accuracy.md): TTFT median APE by campaign and by model, TPOT both.
+HELD_OUT_LIMITS = {"campaign": (0.26, 0.155), "model": (0.30, 0.155)}
+
+
+def check(usable: list[Row], cal: dict[str, Any]) -> int:
+    """0 when the constants fitted without each campaign (each model) predict its rows within
+    HELD_OUT_LIMITS, else 1; prints the levels."""
+    comps, bad = components(usable, cal), 0
+    for name, group in (("campaign", _campaign), ("model", lambda r: r.model_name)):
+        out = held_out(usable, comps, cal, group)
+        ttft, tpot = statistics.median(out["ttft_ms"]), statistics.median(out["tpot_ms"])
+        lim_ttft, lim_tpot = HELD_OUT_LIMITS[name]
+        ok = ttft <= lim_ttft and tpot <= lim_tpot
+        bad += not ok
+        print(f"leave one {name} out: TTFT {ttft:.1%} (<= {lim_ttft:.0%}), TPOT {tpot:.1%} "
+              f"(<= {lim_tpot:.1%}) {'ok' if ok else 'WORSE'}")
+    return 1 if bad else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default=str(DISAGG_DATA))
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--check", action="store_true",
+                    help="assert the held-out levels docs/accuracy.md reports (exit 1 if worse)")
     a = ap.parse_args(argv)
     rows, usable = _usable(a.data)
     cal = load_calibration()
+    if a.check:
+        return check(usable, cal)
     fitted = fit(components(usable, cal))
     print(f"{len(usable)} of {len(rows)} rows predicted; "
           + ", ".join(f"{b}: t_handoff_ms {h:g}, burst {phi:.2f}" for b, (h, phi) in fitted.items()))

@@ -713,7 +713,9 @@ def disagg_lines() -> list[str]:
              "disaggregated request path's fixed cost and the arrival-burst share, per backend "
              "with at least 10 rows and pooled over all rows for the others "
              "(`python -m tools.perf.disagg_fit`); everything else is the aggregated calibration, "
-             "and the MTP acceptance the one fitted on aggregated runs. Held out: each campaign's "
+             "and the MTP acceptance the one fitted on aggregated runs. Held out "
+             "(`python -m tools.perf.disagg_fit --check` asserts these levels; about 1.5 min, so not "
+             "in `make test`, which checks the in-sample level): each campaign's "
              "(or model's) rows predicted with the two constants refitted without them; without "
              "DeepSeek-R1 (690 of the rows) they are fitted on the 29 Kimi-K2.5 and Qwen3-32B rows.",
              "",
