@@ -262,14 +262,20 @@ def _inline(mt: re.Match, lets: dict[str, Any]) -> str:
     return "{=" + str(lets[mt.group(1)]).strip() + (f":{mt.group(2)}" if mt.group(2) else "") + "}"
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def cli_files(argv: list[str] | None, doc: str) -> tuple[argparse.Namespace, list[Path]]:
+    """The migration tools' command line: rule files or folders, and ``--check``."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("paths", nargs="+", type=Path)
     ap.add_argument("--check", action="store_true", help="only report files that would change")
     args = ap.parse_args(argv)
     files: list[Path] = []
     for p in args.paths:
         files += sorted(p.rglob("*.yaml")) if p.is_dir() else [p]
+    return args, files
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, files = cli_files(argv, __doc__)
     changed = total = 0
     for f in files:
         text = f.read_text(encoding="utf-8")

@@ -22,7 +22,6 @@ freely afterwards.
 
 from __future__ import annotations
 
-import argparse
 import ast
 import json
 import re
@@ -33,7 +32,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from migrate_because import Loader, _encode, _locals, _map, _unique, base_name  # noqa: E402
+from migrate_because import Loader, _encode, _locals, _map, _unique, base_name, cli_files  # noqa: E402
 
 LANG = re.compile(r"(.+)_(en|zh)$")
 STRING_FUNCS = {"text", "cny", "joined"}
@@ -328,13 +327,7 @@ def migrate_text(text: str, name: str = "<text>") -> tuple[str, int, list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("paths", nargs="+", type=Path)
-    ap.add_argument("--check", action="store_true", help="only report files that would change")
-    args = ap.parse_args(argv)
-    files: list[Path] = []
-    for p in args.paths:
-        files += sorted(p.rglob("*.yaml")) if p.is_dir() else [p]
+    args, files = cli_files(argv, __doc__)
     changed = total = 0
     for f in files:
         text = f.read_text(encoding="utf-8")
