@@ -150,3 +150,17 @@ def test_a_gpu_too_slow_for_the_latency_target_is_rejected_with_the_numbers(cli,
     assert why and "within 2000 ms" in why[0]["because"]
     relaxed = _plan(cli, tmp_path, {**wl, "asr": {**wl["asr"], "partial_latency_ms": 4000}})
     assert relaxed["feasible"]
+
+
+def test_a_budget_below_the_modules_maximum_runs_it_in_a_lower_mode(cli, tmp_path):
+    """A 40 W budget no longer excludes the 60 W AGX Orin at proposal: its 30 W mode (nvpmodel 2)
+    carries a small LLM within the targets; a budget below its lowest mode still excludes it."""
+    wl = {"model": "Llama-3.2-3B", "mode": "edge", "precision": "int4",
+          "sla": {"ttft_ms": 2000, "tpot_ms": 100},
+          "traffic": {"peak_qps": 0.2, "avg_input_tokens": 256, "avg_output_tokens": 64},
+          "edge": {"power_budget_w": 40}}
+    plan = _plan(cli, tmp_path, wl)
+    assert plan["feasible"] and plan["components"]["edge"]["power_mode_w"] <= 40
+    tiny = _plan(cli, tmp_path, {**wl, "edge": {"power_budget_w": 10}})
+    assert not tiny["feasible"]
+    assert any("even in its lowest power mode" in r["because"] for r in tiny["rejected"])
