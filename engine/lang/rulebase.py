@@ -73,7 +73,9 @@ class RuleSpec:
     tests: list[dict[str, Any]]
     corrects: str | None = None
     aliases: tuple[str, ...] = ()
-    lets: tuple[tuple[str, Expr], ...] = ()   # rule-local bindings, in order (``let:``)
+    lets: tuple[tuple[str, Expr], ...] = ()   # rule-local bindings, in order (``constants:`` then ``let:``)
+    constants: tuple[str, ...] = ()           # the names of ``constants:`` (sourced numbers; lets too)
+    band: dict[str, Any] | None = None        # ``band:`` (its bounds are conditions in ``when``)
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)  # key path in the rule → line
     raw: dict[str, Any] = field(default_factory=dict, repr=False)      # the rule as written
     builtin: bool = False                                              # shipped in rules/
@@ -181,9 +183,31 @@ def _compile(src: Any, where: str) -> Expr:
         raise ExprError(f"{where}: {exc}") from None
 
 
-def _compile_lets(raw: dict[str, Any]) -> tuple[tuple[str, Expr], ...]:
+BAND_BOUNDS = {"from": ">=", "above": ">", "below": "<", "upto": "<="}
+
+
+def _constants(raw: dict[str, Any]) -> tuple[tuple[str, Expr], ...]:
+    """``constants:`` as bindings that come before ``let:`` (a name may not be both)."""
+    consts = raw.get("constants") or {}
+    both = sorted(set(consts) & set(raw.get("let") or {}))
+    if both:
+        raise ExprError(f"constants: '{both[0]}' is also a let binding")
+    return tuple((name, _compile(repr(c["value"]), f"constants {name}")) for name, c in consts.items())
+
+
+def band_conditions(band: dict[str, Any] | None) -> list[str]:
+    """The conditions a ``band:`` adds to its rule: the quantity is known and within the bounds."""
+    if not band:
+        return []
+    over = band["over"]
+    return [f"{over} != None"] + [f"{over} {op} {band[key]}" for key, op in BAND_BOUNDS.items()
+                                  if key in band]
+
+
+def _compile_lets(raw: dict[str, Any],
+                  before: tuple[tuple[str, Expr], ...] = ()) -> tuple[tuple[str, Expr], ...]:
     """Compile ``let:`` bindings in order; a binding may read only bindings defined before it."""
-    out: list[tuple[str, Expr]] = []
+    out: list[tuple[str, Expr]] = list(before)
     for name, src in raw.items():
         e = _compile(src, f"let {name}")
         later = [n for n in e.names if n.split(".")[0] in raw and n.split(".")[0] not in dict(out)]
@@ -295,8 +319,9 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
     for i, raw in enumerate(data):
         rid = raw["id"]
         try:
-            lets = _compile_lets(raw.get("let") or {})
+            lets = _compile_lets(raw.get("let") or {}, _constants(raw))
             when = [_compile(c, f"when[{j}]") for j, c in enumerate(raw.get("when") or [])]
+            when += [_compile(c, "band") for c in band_conditions(raw.get("band"))]
             actions = [_compile_action(a, raw.get("for_each")) for a in raw["then"]]
             because = {lang: make_template(text) for lang, text in raw["because"].items()}
         except ExprError as exc:
@@ -319,6 +344,7 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
             actions=actions, because=because, file=file, line=line_of(lines, (i,)),
             load_order=start_order + len(specs), tests=raw.get("tests") or [],
             corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()), lets=lets,
+            constants=tuple(raw.get("constants") or ()), band=raw.get("band"),
             lines=by_rule.get(i, {}), raw=raw, builtin=builtin,
         ))
     return specs, problems
@@ -658,7 +684,7 @@ def _load_rules(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) ->
     if semantic:
         from servewise.engine.lang.rulelint import lint
 
-        errors = [f.problem() for f in lint(rb) if f.severity == "error"]
+        errors = [f.problem() for f in lint(rb, loading=True) if f.severity == "error"]
         if errors:
             raise RuleLoadError(errors)
     return rb

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from servewise.engine.common.schema_check import best_error, compiled, jsonschema_validator, valid
-from servewise.engine.lang.expr import Expr
+from servewise.engine.domain.functions import FUNCTIONS
+from servewise.engine.lang.expr import Expr, compile_expr
 from servewise.engine.lang.factdict import INPUT_STAGE, ORDER, FactDictionary
 from servewise.engine.lang.rulebase import FACTS_DIR, Problem, RuleBase, RuleSpec
 
@@ -29,6 +30,31 @@ LANGUAGE_BINDING = re.compile(r".+_(en|zh)$")
 # from this list when it is converted (tests/test_rule_lint.py fails while a listed file is clean).
 PENDING_LOGIC_ONCE = (
 )
+
+# #41 policies as data: the numbers an expression may write itself. Everything else is read by
+# name: a policy (facts/catalog/policies.yaml, `policy(name)`), a catalog field, or one of the
+# rule's own `constants:` with its source. 0, 1, 2 and 100 are counting and percent; the rest
+# convert units (bits per byte, months a year, hours, minutes and seconds a day, days a year,
+# decimal and binary prefixes, bytes per GiB in GB). Digits of round() (e.g. -3) are not numbers.
+ALLOWED_NUMBERS = frozenset({
+    0, 1, 2, 100,
+    8, 12, 24, 60, 365, 3600, 86400,
+    1000, 10**6, 10**9, 10**12, 1024, 1024**2, 1024**3, 1.073741824,
+})
+
+
+def stray_numbers(tree: ast.AST) -> list[int | float]:
+    """The numbers written in an expression outside :data:`ALLOWED_NUMBERS` (round()'s digits
+    excepted), in source order."""
+    digits: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "round" \
+                and len(node.args) > 1:
+            digits.update(id(n) for n in ast.walk(node.args[1]))
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Constant) and id(n) not in digits
+             and isinstance(n.value, (int, float)) and not isinstance(n.value, bool)
+             and n.value not in ALLOWED_NUMBERS]
+    return [n.value for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))]
 
 
 @dataclass(frozen=True)
@@ -91,8 +117,9 @@ def _pending(file: str) -> bool:
 
 
 class Linter:
-    def __init__(self, rulebase: RuleBase):
+    def __init__(self, rulebase: RuleBase, loading: bool = False):
         self.rb = rulebase
+        self.loading = loading      # at plan time: a --rules-dir rule's stray number only warns
         self.facts = FactDictionary(rulebase)
         self.findings: list[Finding] = []
         self.pending: dict[str, list[tuple[RuleSpec, tuple, str]]] = {}
@@ -114,6 +141,7 @@ class Linter:
             self.tests(spec)
             self.test_coverage(spec)
             self.layout(spec)
+            self.numbers(spec)
             if not spec.builtin:
                 if spec.id in shipped and shipped[spec.id] is not spec:
                     other = shipped[spec.id]
@@ -125,6 +153,7 @@ class Linter:
                                  f"{shipped[alias].id} ({shipped[alias].file}:{shipped[alias].line})",
                                  code="shadow")
         self.pending_summary()
+        self.bands()
         return sorted(self.findings, key=lambda f: (f.file, f.line, f.rule, f.message))
 
     def check_name(self, spec: RuleSpec, path: tuple, name: str, local: set[str]) -> None:
@@ -213,6 +242,69 @@ class Linter:
                 if isinstance(arg, ast.Constant) and (not isinstance(arg.value, str) or arg.value not in tables):
                     self.add(spec, path, f"{node.func.id}(): {arg.value!r} is not a catalog table "
                              f"(one of {', '.join(tables)})", code="catalog-table")
+
+    def numbers(self, spec: RuleSpec) -> None:
+        """#41 one home for every assumption: no number written in an expression outside the
+        allowed counting and unit factors; a rule's own figures are `constants:` with a source."""
+        exprs: list[tuple[tuple, Expr]] = [(("let", n), e) for n, e in spec.lets if n not in spec.constants]
+        exprs += [(("when", j), e) for j, e in enumerate(spec.when)]
+        exprs += [(("then", k, a.kind), e) for k, a in enumerate(spec.actions) for e in a.exprs.values()]
+        severity = "warning" if self.loading and not spec.builtin else "error"
+        for path, e in exprs:
+            found = stray_numbers(e.tree)
+            if found:
+                shown = ", ".join(dict.fromkeys(format(v, "g") for v in found))
+                self.add(spec, path, f"number(s) {shown} written in '{_short(e.source)}': read an assumption "
+                         "with policy('name') (facts/catalog/policies.yaml), a product fact from the catalog, "
+                         "or declare the rule's own figure under constants: with its source",
+                         severity, code="literal")
+        for name in spec.constants:
+            src = spec.raw["constants"][name]["source"]
+            if src.startswith("G-") and src not in _cited(spec):
+                self.add(spec, ("constants", name), f"constant '{name}' cites {src}, which the rule's "
+                         "source: does not cite", code="constant-source")
+
+    def bands(self) -> None:
+        """Rules that declare `band:` with the same set must together cover every value above the
+        lowest bound: report each gap between them and an open top."""
+        sets: dict[str, list[RuleSpec]] = {}
+        for spec in self.rb.rules:
+            if spec.band:
+                sets.setdefault(spec.band["set"], []).append(spec)
+        for name, specs in sorted(sets.items()):
+            overs = sorted({s.band["over"] for s in specs})
+            if len(overs) > 1:
+                self.add(specs[0], ("band",), f"band set '{name}' is over different quantities: "
+                         f"{', '.join(overs)}", code="band-gap")
+                continue
+            intervals = []
+            for spec in specs:
+                lo = self.bound(spec, "from", "above")
+                hi = self.bound(spec, "upto", "below")
+                if lo is None or hi is None:
+                    return
+                intervals.append((lo, hi, spec))
+            for gap in band_gaps([(lo, hi) for lo, hi, _ in intervals]):
+                spec = min(intervals, key=lambda t: (t[2].file, t[2].line))[2]
+                self.add(spec, ("band",), f"band set '{name}' over {overs[0]} leaves {gap} matched by "
+                         f"no rule ({', '.join(sorted(s.id for s in specs))})", code="band-gap")
+
+    def bound(self, spec: RuleSpec, closed: str, open_: str) -> tuple[float, bool] | None:
+        """A band edge as (value, included); ±inf when the rule leaves that side open."""
+        key = closed if closed in spec.band else open_ if open_ in spec.band else None
+        if key is None:
+            return (float("-inf") if closed == "from" else float("inf"), True)
+        src = str(spec.band[key])
+        e = spec.let_map.get(src)
+        try:
+            value = (e or compile_expr(src, FUNCTIONS)).evaluate(lambda _n: None)
+        except Exception:  # noqa: BLE001 - reported as a finding
+            value = None
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            self.add(spec, ("band", key), f"band bound {key}: '{src}' is not a number known before "
+                     "the plan (a constant, a policy or a number)", code="band-gap")
+            return None
+        return (float(value), key == closed)
 
     def logic_once(self, spec: RuleSpec, path: tuple, what: str, message: str, code: str) -> None:
         """An error in a converted shipped file; a warning in a ``--rules-dir`` folder (third-party
@@ -320,9 +412,44 @@ def coverage_gaps(spec: RuleSpec) -> list[str]:
     return missing
 
 
-def lint(rulebase: RuleBase) -> list[Finding]:
-    """Every finding for ``rulebase`` (errors and warnings), sorted by file and line."""
-    return Linter(rulebase).run()
+def band_gaps(intervals: list[tuple[tuple[float, bool], tuple[float, bool]]]) -> list[str]:
+    """Gaps in the union of intervals ((lo, lo_included), (hi, hi_included)), from the lowest
+    bound up to +inf, as text (e.g. "(4, 6]", "above 10")."""
+    def fmt(x: float) -> str:
+        return format(x, "g")
+
+    out: list[str] = []
+    ordered = sorted(intervals, key=lambda t: (t[0][0], not t[0][1]))
+    reach = ordered[0][1]                     # the highest (value, included) covered so far
+    for lo, hi in ordered[1:]:
+        touching = lo[0] < reach[0] or (lo[0] == reach[0] and (lo[1] or reach[1]))
+        if not touching:
+            left = "[" if not reach[1] else "("
+            right = "]" if not lo[1] else ")"
+            out.append(f"{left}{fmt(reach[0])}, {fmt(lo[0])}{right}")
+        if hi[0] > reach[0] or (hi[0] == reach[0] and hi[1]):
+            reach = hi
+    if reach[0] != float("inf"):
+        out.append(f"{'above' if reach[1] else 'from'} {fmt(reach[0])}")
+    return out
+
+
+def _short(src: str, n: int = 60) -> str:
+    return src if len(src) <= n else src[: n - 1] + "…"
+
+
+def _cited(spec: RuleSpec) -> set[str]:
+    out: set[str] = set()
+    for src in spec.sources:
+        ids = src.get("guideline") or []
+        out.update([ids] if isinstance(ids, str) else ids)
+    return out
+
+
+def lint(rulebase: RuleBase, loading: bool = False) -> list[Finding]:
+    """Every finding for ``rulebase`` (errors and warnings), sorted by file and line. ``loading``:
+    the check made when a plan loads --rules-dir folders (their stray numbers only warn)."""
+    return Linter(rulebase, loading).run()
 
 
 def to_sarif(findings: list[Finding]) -> dict[str, Any]:
