@@ -307,8 +307,20 @@ class Expr:
         return _path(self.tree.body) is not None
 
     def render(self, values: Mapping[str, Any]) -> str:
-        """The expression with each fact path replaced by its value (for explanations)."""
+        """The expression with each fact path replaced by its value (for explanations); a policy
+        read (``policy('name')``) shows its value and name (``value (name)``)."""
+        policy = (self._registry or {}).get("policy")
+        if policy is not None and "policy" in self.functions:
+            values = _PolicyValues(values, policy)
         return _render(self.tree.body, values)
+
+
+class _PolicyValues(dict):
+    """The values of an expression's names plus a way to show its policy reads."""
+
+    def __init__(self, values: Mapping[str, Any], policy: Callable[[str], Any]):
+        super().__init__(values)
+        self.policy = policy
 
 
 _UNKNOWN = object()
@@ -378,6 +390,10 @@ def _render(node: ast.AST, values: Mapping[str, Any]) -> str:
         op = _SYMBOLS.get(type(node.op), "?")
         return f"({_render(node.left, values)} {op} {_render(node.right, values)})"
     if isinstance(node, ast.Call):
+        if isinstance(values, _PolicyValues) and _path(node.func) == "policy" and len(node.args) == 1 \
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            name = node.args[0].value
+            return f"{format_operand(values.policy(name))} ({name})"
         args = ", ".join(_render(a, values) for a in node.args)
         return f"{_path(node.func)}({args})"
     if isinstance(node, ast.Compare):
