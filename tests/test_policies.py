@@ -59,3 +59,45 @@ def test_an_unknown_policy_is_an_error():
     with pytest.raises(ValueError, match="unknown policy 'nope'"):
         policy("nope")
     assert policy("hours_per_month") == 730
+
+
+# #41 done-when: no assumption appears in two places. The numbers of these policies must not be
+# written again in engine/ (Python reads policy(name)); the listed files hold the same number with
+# another meaning, each with the reason.
+ASSUMPTIONS = ["vram_usable_fraction", "server_power_headroom", "server_host_w", "candidate_host_w",
+               "utilisation_target", "hours_per_month", "pue_air", "ops_labour_cny_per_server_month"]
+SAME_NUMBER_OTHER_MEANING = {
+    ("engine/domain/perf/calibration.py", 0.9): "a fitted constant's upper bound",
+    ("engine/domain/perf/calibration.py", 0.7): "NVLink efficiency of the fitted link model",
+    ("engine/domain/perf/calibration.py", 1.6): "the fallback TTFT band's upper factor",
+    ("engine/domain/perf/validate.py", 0.9): "a quantile (P90) and the band-coverage target",
+    ("engine/domain/perf/validate.py", 0.7): "the band-coverage target's lower end",
+    ("engine/domain/perf/overlay_fit.py", 0.7): "a calibration overlay's starting value",
+    ("engine/domain/perf/overlay_fit.py", 400): "the fit's iteration limit",
+    ("engine/domain/perf/disagg.py", 0.7): "NVLink efficiency default of the link model",
+    ("engine/app/inputs.py", 400): "the longest error message shown, in characters",
+    ("engine/lang/expr.py", 2000): "the longest expression source, in characters",
+    ("engine/lang/rulebase.py", 2000): "the most rule files loaded",
+}
+
+
+def test_no_assumption_is_written_again_in_the_engine():
+    import io
+    import tokenize
+
+    table = load_catalog().table("policies")
+    values = {float(table.get(name)["value"]): name for name in ASSUMPTIONS}
+    found = []
+    for path in sorted((ROOT / "engine").rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        for tok in tokenize.generate_tokens(io.StringIO(path.read_text(encoding="utf-8")).readline):
+            if tok.type != tokenize.NUMBER:
+                continue
+            try:
+                value = float(tok.string.replace("_", ""))
+            except ValueError:      # 0o700, 0x1f: file modes and masks
+                continue
+            if value in values and (rel, value) not in SAME_NUMBER_OTHER_MEANING \
+                    and (rel, int(value)) not in SAME_NUMBER_OTHER_MEANING:
+                found.append(f"{rel}:{tok.start[0]}: {tok.string} (policy {values[value]})")
+    assert not found, "read policy(name) instead of writing the number:\n" + "\n".join(found)

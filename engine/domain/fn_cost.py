@@ -9,7 +9,7 @@ import math
 from typing import Any
 
 from servewise.engine.domain.catalog import UnknownEntry
-from servewise.engine.domain.functions import current, domain_function, midpoint, note_detail
+from servewise.engine.domain.functions import current, domain_function, midpoint, note_detail, policy
 
 # Weight-quantization method per precision, as the serving frameworks name it. int4 is
 # weight-only 4-bit (W4A16): AWQ or GPTQ checkpoints (G-MEM-022); int8 is a W8A8 checkpoint.
@@ -30,8 +30,11 @@ MINDIE_QUANT = {
     "int4": "W4A16 per-group (msModelSlim quantifier.py --w_bit 4 --a_bit 16)",
 }
 
-# Share of device memory a serving engine may pre-allocate for weights + KV cache (G-SW-008).
-MEMORY_FRACTION = 0.9
+
+def _memory_fraction() -> float:
+    """Share of device memory a serving engine may pre-allocate for weights + KV cache (G-SW-008):
+    policy vram_usable_fraction, the fraction the plan sized the replicas with."""
+    return float(policy("vram_usable_fraction"))
 
 
 @domain_function(memoise=False)
@@ -74,14 +77,14 @@ def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_
             f" --config config.yml  # config.yml: {'; '.join(config)}" if config else "")
         return (f"trtllm-serve {model} --tp_size {tp} --pp_size 1"
                 + (f" --max_batch_size {per_rank}" if limit else "")
-                + f" --max_seq_len {max_len} --kv_cache_free_gpu_memory_fraction {MEMORY_FRACTION}{extra}")
+                + f" --max_seq_len {max_len} --kv_cache_free_gpu_memory_fraction {_memory_fraction()}{extra}")
     if fw == "SGLang":
         dp = f" --dp {adp} --enable-dp-attention --ep-size {ep}" if adp > 1 else ""
         mtp = (f" --speculative-algorithm EAGLE --speculative-num-steps {spec} "
                f"--speculative-eagle-topk 1 --speculative-num-draft-tokens {spec + 1}" if spec else "")
         return (f"python3 -m sglang.launch_server --model-path {model} --tp {tp}{dp} "
                 + (f"--max-running-requests {max_seqs} " if limit else "")
-                + f"--mem-fraction-static {MEMORY_FRACTION} "
+                + f"--mem-fraction-static {_memory_fraction()} "
                 f"--context-length {max_len}{mtp}")
     if fw == "MindIE":
         return (f"mindieservice_daemon  # conf/config.json: worldSize {tp}, maxBatchSize {max_seqs}, "
@@ -91,7 +94,7 @@ def _launch(fw: str, model: str, tp: int, adp: int, ep: int, max_seqs: int, max_
            if spec else "")
     return (f"vllm serve {model} --tensor-parallel-size {tp // adp if adp > 1 else tp}{dp} "
             + (f"--max-num-seqs {per_rank} " if limit else "")
-            + f"--gpu-memory-utilization {MEMORY_FRACTION} "
+            + f"--gpu-memory-utilization {_memory_fraction()} "
             f"--max-model-len {max_len}{mtp}")
 
 
@@ -171,7 +174,7 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
         if spec:
             dp["speculative_config"] = {"decoding_type": "MTP", "num_nextn_predict_layers": spec}
         return {"inflight_batching": True, "tp_size": tp, **dp, "max_batch_size": per_rank,
-                "kv_cache_free_gpu_memory_fraction": MEMORY_FRACTION, "max_seq_len": max_len,
+                "kv_cache_free_gpu_memory_fraction": _memory_fraction(), "max_seq_len": max_len,
                 "quantization": quant, **common}
     if fw == "SGLang":
         dp = {"dp_size": adp, "enable_dp_attention": True, "ep_size": ep} if adp > 1 else {}
@@ -179,7 +182,7 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
             dp.update(speculative_algorithm="EAGLE", speculative_num_steps=spec,
                       speculative_eagle_topk=1, speculative_num_draft_tokens=spec + 1)
         return {"continuous_batching": True, "tensor_parallel_size": tp, **dp,
-                "max_running_requests": max_seqs, "mem_fraction_static": MEMORY_FRACTION,
+                "max_running_requests": max_seqs, "mem_fraction_static": _memory_fraction(),
                 "context_length": max_len, "quantization": quant, **common}
     if fw == "MindIE":
         return {"continuous_batching": True, "worldSize": tp, "maxBatchSize": max_seqs,
@@ -189,7 +192,7 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
     if spec:
         dp["speculative_config"] = {"method": "mtp", "num_speculative_tokens": spec}
     return {"continuous_batching": True, "tensor_parallel_size": tp // adp if adp > 1 else tp, **dp,
-            "max_num_seqs": per_rank, "gpu_memory_utilization": MEMORY_FRACTION,
+            "max_num_seqs": per_rank, "gpu_memory_utilization": _memory_fraction(),
             "max_model_len": max_len, "quantization": quant, "dtype": "bfloat16", **common}
 
 

@@ -362,7 +362,7 @@ _QUANT = {"bf16": None, "fp16": None, "fp8": "fp8", "int8": "w8a8 (smoothquant)"
 def settings_vllm(tp: int, max_seqs: int, precision: str, max_len: int) -> dict[str, Any]:
     """vLLM serving settings (flags of `vllm serve`)."""
     return {"continuous_batching": True, "tensor_parallel_size": int(tp),
-            "max_num_seqs": int(max_seqs), "gpu_memory_utilization": 0.9,
+            "max_num_seqs": int(max_seqs), "gpu_memory_utilization": policy("vram_usable_fraction"),
             "max_model_len": int(max_len), "quantization": _QUANT.get(str(precision)),
             "dtype": "bfloat16"}
 
@@ -371,7 +371,7 @@ def settings_vllm(tp: int, max_seqs: int, precision: str, max_len: int) -> dict[
 def settings_trtllm(tp: int, max_batch: int, precision: str, max_len: int) -> dict[str, Any]:
     """TensorRT-LLM serving settings (trtllm-serve / engine build)."""
     return {"inflight_batching": True, "tp_size": int(tp), "max_batch_size": int(max_batch),
-            "kv_cache_free_gpu_memory_fraction": 0.9, "max_seq_len": int(max_len),
+            "kv_cache_free_gpu_memory_fraction": policy("vram_usable_fraction"), "max_seq_len": int(max_len),
             "quantization": _QUANT.get(str(precision))}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,15 @@ from servewise.engine.domain.perf.precision import (
     weight_format,
 )
 from servewise.engine.domain.perf.types import MemoryEstimate, Step
+
+
+@functools.cache
+def usable_fraction() -> float:
+    """The share of a GPU's memory weights and KV cache may fill when the caller does not say:
+    policy vram_usable_fraction (facts/catalog/policies.yaml), the fraction the plan sizes with."""
+    from servewise.engine.domain.catalog import load_catalog
+
+    return float(load_catalog().table("policies").get("vram_usable_fraction")["value"])
 
 GIB = 2.0**30
 EMBED_BYTES = 2.0  # embedding and lm_head stay 16-bit in quantised checkpoints
@@ -126,11 +136,12 @@ def overhead_gib(model: dict[str, Any], lay: Layout) -> float:
 
 def memory(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int = 1, ep: int = 1,
            precision: str, tokens_in_flight: float, kv_precision: str | None = None,
-           gpu_memory_utilization: float = 0.9, attention_dp: int = 1,
+           gpu_memory_utilization: float | None = None, attention_dp: int = 1,
            context: float | None = None) -> MemoryEstimate:
     """Memory per GPU for ``tokens_in_flight`` tokens of KV cache, and whether it fits.
     ``context``: mean tokens of a sequence, which sizes the sliding-window layers' KV (each
     sequence keeps min(context, window) tokens there); without it they are not counted."""
+    gpu_memory_utilization = usable_fraction() if gpu_memory_utilization is None else gpu_memory_utilization
     lay = Layout(tp, pp, ep, attention_dp)
     if not 0 < gpu_memory_utilization <= 1:
         raise ValueError("gpu_memory_utilization must be in (0, 1]")

@@ -46,7 +46,7 @@ from servewise.engine.domain.perf.calibration import (
     load_calibration,
     profile,
 )
-from servewise.engine.domain.perf.memory import Layout, memory
+from servewise.engine.domain.perf.memory import Layout, memory, usable_fraction
 from servewise.engine.domain.perf.precision import check_precision, default_kv_precision
 from servewise.engine.domain.perf.speculative import Speculation
 from servewise.engine.domain.perf.timing import DSA_INDEXER_FLOOR_US, StepModel
@@ -582,10 +582,11 @@ def predict_state(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, pr
 
 def batch_cap(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
               kv_precision: str, isl: int, osl: int, backend: str,
-              gpu_memory_utilization: float = 0.9) -> float:
+              gpu_memory_utilization: float | None = None) -> float:
     """The most sequences one engine rank holds in its batch: the backend's sequence limit
     (MAX_BATCH), or fewer where the KV cache holds fewer sequences of ``isl + osl / 2`` tokens
     (a request waits outside the batch until one finishes)."""
+    gpu_memory_utilization = usable_fraction() if gpu_memory_utilization is None else gpu_memory_utilization
     mem = memory(model, gpu, tp=lay.tp, pp=lay.pp, ep=lay.ep, precision=precision,
                  tokens_in_flight=0, kv_precision=kv_precision,
                  gpu_memory_utilization=gpu_memory_utilization, attention_dp=lay.attention_dp,
@@ -720,7 +721,7 @@ def estimate_record(model: dict[str, Any], gpu: dict[str, Any], **kwargs: Any) -
 def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, pp: int = 1,
                    ep: int = 1, precision: str, isl: int, osl: int, concurrency: int,
                    backend: str = "vllm", kv_precision: str | None = None,
-                   gpu_memory_utilization: float = 0.9, attention_dp: int = 1,
+                   gpu_memory_utilization: float | None = None, attention_dp: int = 1,
                    check_memory: bool = True, calibration: dict[str, Any] | None = None,
                    arrival: str = "closed", request_rate: float | None = None,
                    request_lengths: str = "fixed", speculative: Speculation | None = None
@@ -741,6 +742,7 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     ``speculative``: speculative decoding (perf.speculative) — the steps explain the plain decode
     step, then the speculative step that gives TPOT, TTFT and throughput.
     """
+    gpu_memory_utilization = usable_fraction() if gpu_memory_utilization is None else gpu_memory_utilization
     precision = check_precision(precision)
     if isl < 1 or osl < 1 or concurrency < 1:
         raise ValueError("isl, osl and concurrency must be positive")
@@ -857,7 +859,7 @@ def sla_ttft(s: dict[str, Any], up_ttft: float, statistic: str = "p99", confiden
 def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: int = 1,
                     ep: int = 1, precision: str, isl: int, osl: int, ttft_ms: float | None,
                     tpot_ms: float | None, backend: str = "vllm", limit: int = 1024,
-                    kv_precision: str | None = None, gpu_memory_utilization: float = 0.9,
+                    kv_precision: str | None = None, gpu_memory_utilization: float | None = None,
                     attention_dp: int = 1, arrival: str = "closed",
                     ttft_statistic: str = "p99", confidence: str = "p80",
                     speculative: Speculation | None = None) -> int:
@@ -871,6 +873,7 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
     Memory is checked once (KV capacity in sequences of ``isl + osl/2`` tokens); TTFT and TPOT
     grow with concurrency, so the latency limit is found by bisection over the fast path.
     """
+    gpu_memory_utilization = usable_fraction() if gpu_memory_utilization is None else gpu_memory_utilization
     precision = check_precision(precision)
     arrival = _check_arrival(arrival, None)
     if ttft_statistic not in TTFT_STATISTICS:
@@ -943,7 +946,7 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
 
 def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1,
                        precision: str, isl: int, concurrency: int, backend: str = "vllm",
-                       gpu_memory_utilization: float = 0.9, check_memory: bool = True,
+                       gpu_memory_utilization: float | None = None, check_memory: bool = True,
                        calibration: dict[str, Any] | None = None) -> Estimate:
     """An encoder (embedding / reranking) pass: prefill only, no KV cache kept, no decode.
 
@@ -952,6 +955,7 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
     ``isl``, not the causal ``isl/2``), no lm_head. Latency = per-request front-end cost +
     the batch step; throughput = ``concurrency`` requests per step.
     """
+    gpu_memory_utilization = usable_fraction() if gpu_memory_utilization is None else gpu_memory_utilization
     precision = check_precision(precision)
     if isl < 1 or concurrency < 1:
         raise ValueError("isl and concurrency must be positive")
