@@ -204,6 +204,8 @@ def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
         click.echo(f"  corrects: {c.corrects}")
     for w in c.when:
         click.echo(f"  when  {w}")
+    for n, k in c.constants.items():
+        click.echo(f"  const {n} = {k['value']} ({k['source']})")
     for n, e in c.lets.items():
         click.echo(f"  let   {n} = {e}")
     for a in c.actions:

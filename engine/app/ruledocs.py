@@ -33,6 +33,7 @@ class RuleCard:
     tests: list[dict[str, Any]]
     because: dict[str, str]
     fires_in: list[str] = field(default_factory=list)
+    constants: dict[str, dict[str, Any]] = field(default_factory=dict)  # name → {value, source, note}
 
 
 def writes_of(spec: RuleSpec) -> list[str]:
@@ -95,7 +96,8 @@ def card(spec: RuleSpec) -> RuleCard:
         id=spec.id, title=spec.title, stage=spec.stage, file=spec.file, line=spec.line,
         for_each=spec.for_each, salience=spec.salience, aliases=list(spec.aliases),
         sources=_sources(spec), corrects=spec.corrects, when=[e.source for e in spec.when],
-        lets={n: e.source for n, e in spec.lets}, reads=reads_of(spec), writes=writes_of(spec),
+        lets={n: e.source for n, e in spec.lets if n not in spec.constants},
+        constants=dict(spec.raw.get("constants") or {}), reads=reads_of(spec), writes=writes_of(spec),
         actions=_action_text(spec), because=dict(spec.raw.get("because") or {}),
         tests=[{"name": t["name"], "expect": t["expect"],
                 "kind": "workload" if "workload" in t else "facts"} for t in spec.tests],
@@ -188,6 +190,9 @@ def rule_markdown(c: RuleCard) -> list[str]:
         out.append(f"- Corrects: {c.corrects}")
     if c.when:
         out.append("- When: " + " **and** ".join(f"`{w}`" for w in c.when))
+    for n, k in c.constants.items():
+        note = f"; {k['note']}" if k.get("note") else ""
+        out.append(f"- Constant `{n}` = {k['value']} ({k['source']}{note})")
     for n, e in c.lets.items():
         out.append(f"- Let `{n}` = `{e}`")
     out += [f"- Then: `{a}`" for a in c.actions]
