@@ -163,7 +163,11 @@ def test_disaggregated_launch_lines_per_pool_and_router():
     assert "--disaggregation-mode decode" in sg["launch_decode"] and "--max-running-requests 761" in sg["launch_decode"]
     assert sg["launch_router"].count("--prefill http") == 3 and sg["launch_router"].count("--decode http") == 4
     vl = serving_settings("vLLM", 8, 7, 761, "fp8", 8192, 8, 8, "DeepSeek-V3", 0, 2, 2)
-    assert '"kv_connector": "NixlConnector"' in vl["launch_prefill"] and "--max-num-seqs" not in vl["launch_prefill"]
+    assert vl["launch_prefill"].startswith("python3 -m dynamo.vllm --model /models/DeepSeek-V3 ")
+    assert vl["launch_prefill"].endswith("--disaggregation-mode prefill") and "--max-num-seqs" not in vl["launch_prefill"]
+    assert "--data-parallel-size 8 --enable-expert-parallel" in vl["launch_decode"]
+    assert vl["launch_decode"].endswith("--disaggregation-mode decode") and "--max-num-seqs 96" in vl["launch_decode"]
+    assert vl["launch_router"].startswith("python3 -m dynamo.frontend") and "2 prefill workers" in vl["launch_router"]
     tr = serving_settings("TensorRT-LLM", 8, 7, 761, "fp8", 8192, 8, 8, "DeepSeek-R1", 0, 2, 5)
     assert "trtllm-serve disaggregated" in tr["launch_router"] and "num_instances: 5" in tr["launch_router"]
     plain = serving_settings("SGLang", 8, 3, 240, "fp8", 8192, 8, 8, "DeepSeek-V3")

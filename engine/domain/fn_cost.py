@@ -102,10 +102,10 @@ def _disagg_launch(fw: str, one_prefill: str, one: str, prefill: int, decode: in
     """Launch lines of a disaggregated deployment (``prefill`` workers launched as ``one_prefill``,
     ``decode`` workers as ``one``) in the framework's own flags, and its router (policy
     disaggregated_frameworks cites each): SGLang ``--disaggregation-mode prefill|decode`` with the
-    Mooncake transfer engine and ``sglang_router --pd-disaggregation``; vLLM's NixlConnector
-    (``--kv-transfer-config``) behind a prefill/decode-aware router (llm-d or NVIDIA Dynamo: vLLM
-    ships only an example proxy); TensorRT-LLM's ``trtllm-serve disaggregated`` with its context
-    and generation servers."""
+    Mooncake transfer engine and ``sglang_router --pd-disaggregation``; vLLM engines as NVIDIA Dynamo
+    workers (``python3 -m dynamo.vllm … --disaggregation-mode prefill|decode``, KV over NIXL) behind
+    ``dynamo.frontend`` (vLLM itself ships only an example proxy); TensorRT-LLM's ``trtllm-serve
+    disaggregated`` with its context and generation servers."""
     if fw == "SGLang":
         kv = " --disaggregation-transfer-backend mooncake --disaggregation-ib-device <RDMA NIC>"
         urls = (" ".join(f"--prefill http://prefill-{i}:30000" for i in range(1, prefill + 1)) + " "
@@ -121,10 +121,14 @@ def _disagg_launch(fw: str, one_prefill: str, one: str, prefill: int, decode: in
                 "launch_router": (f"trtllm-serve disaggregated -c disagg.yml  # disagg.yml: "
                                   f"context_servers: {{num_instances: {prefill}, urls: [...]}}, "
                                   f"generation_servers: {{num_instances: {decode}, urls: [...]}}")}
-    kv = " --kv-transfer-config '{\"kv_connector\": \"NixlConnector\", \"kv_role\": \"kv_both\"}'"
-    return {"launch_prefill": one_prefill + kv, "launch_decode": one + kv,
-            "launch_router": (f"a prefill/decode-aware router over {prefill} prefill and {decode} "
-                              "decode workers: llm-d or NVIDIA Dynamo (vLLM ships an example proxy only)")}
+    def dynamo(line: str, mode: str) -> str:  # the vLLM flags, run as a Dynamo worker
+        return line.replace("vllm serve ", "python3 -m dynamo.vllm --model ", 1) + f" --disaggregation-mode {mode}"
+
+    return {"launch_prefill": dynamo(one_prefill, "prefill"), "launch_decode": dynamo(one, "decode"),
+            "launch_router": (f"python3 -m dynamo.frontend --http-port 8000  # NVIDIA Dynamo: routes each "
+                              f"request's prefill to one of the {prefill} prefill workers and its decode to "
+                              f"one of the {decode} decode workers (found through Dynamo's discovery "
+                              "service); the KV cache moves over NIXL")}
 
 
 @domain_function
