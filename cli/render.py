@@ -225,10 +225,12 @@ def _component_line(name: str, comp: dict[str, Any], lang: str = "en") -> str:
         shown = ", ".join(f"{k}={s[k]}" for k in keys if s.get(k) is not None)
         return c["framework"] + ((f"（{shown}）" if lang == "zh" else f" ({shown})") if shown else "")
     if name == "availability" and c.get("target_pct") is not None:
-        spare = (m("avail.spare", n=c["redundant_replicas"], gpus=c.get("redundant_gpus"))
+        worker = "_worker" if c.get("spare_unit") == "worker" else ""   # disaggregated: workers, not replicas
+        spare = (m("avail.spare" + worker, n=c["redundant_replicas"], gpus=c.get("redundant_gpus"))
                  + m("avail.included" if c.get("included_in_counts") else "avail.recommended")
                  if c.get("redundant_replicas") else "")
-        domain = (m("avail.domain", n=c["replicas_after_server_loss"]) if c.get("survives_server_loss") else "")
+        domain = (m("avail.domain" + worker, n=c["replicas_after_server_loss"])
+                  if c.get("survives_server_loss") else "")
         default = ""
         if c.get("without_n1_capex_cny") is not None:
             default = m("avail.default", gpus=c.get("without_n1_gpus"), servers=c.get("without_n1_servers"),
