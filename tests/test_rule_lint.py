@@ -207,8 +207,8 @@ PAIR = """\
   stage: checks
   when: ["model.total_params_b > 100"]
   let:
-    big_en: "'a big model' if model.total_params_b > 300 else 'a large model'"
-    big_zh: "'超大模型' if model.total_params_b > 300 else '大模型'"
+    big_en: "'a big model' if model.total_params_b > 100 else 'a large model'"
+    big_zh: "'超大模型' if model.total_params_b > 100 else '大模型'"
   then:
     - warn: {severity: info}
   because: {en: "{big_en}", zh: "{big_zh}"}
@@ -260,9 +260,9 @@ def test_a_pair_is_a_warning_in_a_file_still_to_convert_and_in_a_rules_dir(tmp_p
 
 
 def test_the_converted_rule_passes_and_says_the_same(tmp_path, cli):
-    one = PAIR.replace('''    big_en: "'a big model' if model.total_params_b > 300 else 'a large model'"
-    big_zh: "'超大模型' if model.total_params_b > 300 else '大模型'"
-''', '''    huge: "model.total_params_b > 300"
+    one = PAIR.replace('''    big_en: "'a big model' if model.total_params_b > 100 else 'a large model'"
+    big_zh: "'超大模型' if model.total_params_b > 100 else '大模型'"
+''', '''    huge: "model.total_params_b > 100"
 ''').replace('because: {en: "{big_en}", zh: "{big_zh}"}',
              'because: {en: "{huge, select, true {a big model} other {a large model}}", '
              'zh: "{huge, select, true {超大模型} other {大模型}}"}')

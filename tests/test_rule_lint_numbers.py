@@ -84,9 +84,9 @@ def test_a_stray_number_in_a_rules_dir_only_warns_when_a_plan_loads_it(cli, tmp_
 
 
 BANDS = {
-    "air": "band: {set: rack, over: components.rack.power_kw_per_rack, below: 4}",
-    "hybrid": "band: {set: rack, over: components.rack.power_kw_per_rack, from: 4, upto: 6}",
-    "liquid": "band: {set: rack, over: components.rack.power_kw_per_rack, above: 6}",
+    "air": "band: {set: rack, over: components.rack.power_kw_per_rack, below: \"policy('air_cooling_max_kw_per_rack')\"}",
+    "hybrid": "band: {set: rack, over: components.rack.power_kw_per_rack, from: \"policy('air_cooling_max_kw_per_rack')\", upto: \"policy('hybrid_cooling_max_kw_per_rack')\"}",
+    "liquid": "band: {set: rack, over: components.rack.power_kw_per_rack, above: \"policy('hybrid_cooling_max_kw_per_rack')\"}",
 }
 FACTS = {"air": ("components.rack.power_kw_per_rack: 3", "components.rack.power_kw_per_rack: 5"),
          "hybrid": ("components.rack.power_kw_per_rack: 6", "components.rack.power_kw_per_rack: 7"),
@@ -105,6 +105,12 @@ def _band_rules(tmp_path, **override: str) -> str:
     return _folder(tmp_path, *rules)
 
 
+def test_a_band_set_with_written_bounds_is_a_literal_finding(cli, tmp_path):
+    folder = _band_rules(tmp_path, air="band: {set: rack, over: components.rack.power_kw_per_rack, below: 4}")
+    code, found = _findings(cli, folder)
+    assert code == 2 and [f["code"] for f in found] == ["literal"] and "power_kw_per_rack < 4" in found[0]["message"]
+
+
 def test_a_band_set_that_covers_every_value_passes_and_its_bounds_are_conditions(cli, tmp_path):
     folder = _band_rules(tmp_path)
     assert _findings(cli, folder) == (0, [])
@@ -113,9 +119,11 @@ def test_a_band_set_that_covers_every_value_passes_and_its_bounds_are_conditions
 
 
 @pytest.mark.parametrize(("override", "gap"), [
-    ({"hybrid": "band: {set: rack, over: components.rack.power_kw_per_rack, above: 4, upto: 6}"}, "[4, 4]"),
+    ({"hybrid": "band: {set: rack, over: components.rack.power_kw_per_rack, above: \"policy('air_cooling_max_kw_per_rack')\", upto: \"policy('hybrid_cooling_max_kw_per_rack')\"}"},
+     "[4, 4]"),
     ({"hybrid": None}, "[4, 6]"),
-    ({"liquid": "band: {set: rack, over: components.rack.power_kw_per_rack, above: 6, below: 10}"}, "from 10"),
+    ({"liquid": "band: {set: rack, over: components.rack.power_kw_per_rack, above: \"policy('hybrid_cooling_max_kw_per_rack')\", below: \"policy('liquid_rack_kw_default')\"}"},
+     "from 10"),
 ])
 def test_a_band_set_with_a_gap_fails_lint_naming_the_gap(cli, tmp_path, override, gap):
     code, found = _findings(cli, _band_rules(tmp_path, **override))
