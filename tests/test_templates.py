@@ -89,7 +89,9 @@ def test_a_rule_chooses_its_words_from_one_binding(cli, tmp_path):
   title: {en: t, zh: t}
   source: {url: https://example.com}
   stage: checks
-  when: ["model.total_params_b > 10"]
+  constants:
+    large_b: {value: 10, source: "https://example.com"}
+  when: ["model.total_params_b > large_b"]
   let:
     huge: "model.total_params_b > 100"
   then:
