@@ -16,9 +16,11 @@ RULE = """\
   title: {{en: t, zh: t}}
   source: {{url: https://example.com}}
   stage: checks
+  constants:
+    limit_c: {{value: 35, source: "https://example.com"}}
   let:
-    margin_c: "edge.ambient_max_c - 35"
-  when: ["edge.ambient_max_c != None", "edge.ambient_max_c > 35"]
+    margin_c: "edge.ambient_max_c - limit_c"
+  when: ["edge.ambient_max_c != None", "edge.ambient_max_c > limit_c"]
   then:
     - warn: {{severity: warning}}
   because: {{en: "{{margin_c:.0f}} °C above the limit", zh: "超出 {{margin_c:.0f}} °C"}}
@@ -58,7 +60,7 @@ def test_rules_dir_without_biting_cases_is_a_warning(cli, tmp_path):
     d = _folder(tmp_path, FIRES_BARE)
     result = cli("rules", "lint", str(d))
     assert result.exit_code == 0, result.output
-    assert (f"{d / 'my.yaml'}:11: my.hot: warning: no test case where it fires with a checked result"
+    assert (f"{d / 'my.yaml'}:13: my.hot: warning: no test case where it fires with a checked result"
             in result.output), result.output
     tested = cli("rules", "test", str(d))
     assert tested.exit_code == 0 and "my.hot: warning: no case where it fires with a checked result" in tested.output
@@ -75,7 +77,7 @@ def test_biting_cases_satisfy_lint_and_test(cli, tmp_path):
 
 def test_a_must_not_fire_case_catches_a_rule_that_fires_too_often(cli, tmp_path):
     d = _folder(tmp_path, FIRES_SAYS, NOT_FIRES)
-    text = (d / "my.yaml").read_text().replace('"edge.ambient_max_c > 35"', '"edge.ambient_max_c >= 35"')
+    text = (d / "my.yaml").read_text().replace('"edge.ambient_max_c > limit_c"', '"edge.ambient_max_c >= limit_c"')
     (d / "my.yaml").write_text(text)
     result = cli("rules", "test", str(d))
     assert result.exit_code == 1
