@@ -212,7 +212,7 @@ def test_g_cost_025(run, used):
         assert checks is None
 
 
-AVAILABILITY = {**CHOSEN, "mode": "online", "chosen.tp": 2, "chosen.pp": 1, "chosen.replicas": 2, "chosen.servers": 2,
+AVAILABILITY = {**CHOSEN, "mode": "online", "chosen.layout": "replicas", "chosen.tp": 2, "chosen.pp": 1, "chosen.replicas": 2, "chosen.servers": 2,
                 "chosen.replicas_installed": 4, "chosen.fullest_server_replicas": 2,
                 "chosen.gpu": "H100 SXM", "chosen.gpu_price_cny": 100000}
 
