@@ -19,7 +19,7 @@ from servewise.engine.domain.perf.data import MODEL_ALIASES, DataError
 from servewise.engine.domain.perf.disagg import Pool, estimate_disagg
 from servewise.engine.domain.perf.memory import Layout
 from servewise.engine.domain.perf.overlay import Overlay, OverlayError, load_overlay
-from servewise.engine.domain.perf.serving import max_rate_meeting
+from servewise.engine.domain.perf.serving import HARNESSES, default_harness, max_rate_meeting
 from servewise.engine.domain.perf.speculative import speculation
 from servewise.engine.domain.perf.validate import METRICS, validate
 
@@ -163,7 +163,9 @@ def load_lines(d: dict[str, Any], lang: str = "en") -> list[str]:
                            rho=f"{ld['prefill_queue_rho']:.2f}", inflight=f"{ld['in_flight_per_rank']:g}",
                            cap=f"{ld['batch_cap_per_rank']:g}"))
         if ld["saturated"]:
-            out.append(message("est.saturated", lang))
+            growth = ld.get("ttft_growth_ms_per_s") or 0.0
+            out.append(message("est.saturated", lang, growth=_fmt(growth),
+                               minute=_fmt((d.get("ttft_ms") or 0.0) + 60 * growth)))
     mr = d.get("max_rate_meeting_sla")
     if mr:
         want = message("est.and", lang).join(x for x in (
@@ -212,6 +214,12 @@ def load_lines(d: dict[str, Any], lang: str = "en") -> list[str]:
 @click.option("--kv-precision", type=click.Choice(("bf16", "fp16", "fp8", "int8")),
               default=None, help="KV-cache format (default: fp8 with fp8/fp4 weights on GPUs "
                                  "with native FP8, else 16 bit).")
+@click.option("--harness", type=click.Choice(HARNESSES), default=None,
+              help="What sends the requests, which sets the fixed client cost in TTFT: "
+                   "openai-http (the engine's OpenAI-compatible HTTP server and its client; the "
+                   "default, policy harness_default) or in-process (a load generator calling the "
+                   "engine in its own process, e.g. trtllm-bench or MLPerf LoadGen: no client "
+                   "cost).")
 @click.option("--speculative-tokens", type=click.IntRange(min=1, max=16), default=None,
               help="Speculative decoding: draft tokens proposed per step (e.g. 1-3 for a model's "
                    "MTP module); off when not given.")
@@ -244,7 +252,7 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
                  precision: str, isl: int, osl: int | None, task: str, concurrency: int,
                  backend: str,
                  arrival: str, request_rate: float | None, request_lengths: str | None,
-                 kv_precision: str | None, speculative_tokens: int | None,
+                 kv_precision: str | None, harness: str | None, speculative_tokens: int | None,
                  acceptance: float | None, ttft_target_ms: float | None,
                  tpot_target_ms: float | None, prefill_workers: int | None,
                  decode_workers: int | None, prefill_tp: int | None, prefill_ep: int | None,
@@ -272,7 +280,7 @@ def estimate_cmd(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: 
     with using_overlay(read_overlay(calibration)):
         _estimate(model, gpu, tp, pp, ep, attention_dp, precision, isl, osl, task, concurrency,
                   backend, arrival, request_rate, request_lengths, kv_precision,
-                  speculative_tokens, acceptance, fmt, targets)
+                  speculative_tokens, acceptance, fmt, targets, harness)
 
 
 def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int,
@@ -280,7 +288,8 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
               backend: str, arrival: str, request_rate: float | None,
               request_lengths: str | None, kv_precision: str | None,
               speculative_tokens: int | None, acceptance: float | None, fmt: str,
-              targets: tuple[float | None, float | None] = (None, None)) -> None:
+              targets: tuple[float | None, float | None] = (None, None),
+              harness: str | None = None) -> None:
     m = _lookup("model", model, "--model")
     g = _lookup("gpu", gpu, "--gpu")
     if task == "embedding":
@@ -305,7 +314,8 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
         e = estimate(m, g, tp=tp, pp=pp, ep=ep, precision=precision.lower(), isl=isl, osl=osl,
                      concurrency=concurrency, backend=backend.lower(), kv_precision=kv_precision,
                      attention_dp=attention_dp, arrival=arrival, request_rate=request_rate,
-                     request_lengths=request_lengths or "fixed", speculative=spec)
+                     request_lengths=request_lengths or "fixed", speculative=spec,
+                     harness=harness)
         d = e.to_dict()
         if any(x is not None for x in targets) and e.fits:
             d["max_rate_meeting_sla"] = {
@@ -313,7 +323,8 @@ def _estimate(model: str, gpu: str, tp: int, pp: int, ep: int, attention_dp: int
                 **max_rate_meeting(m, g, Layout(tp, pp, ep, attention_dp),
                                    precision=precision.lower(), isl=isl, osl=osl,
                                    ttft_ms=targets[0], tpot_ms=targets[1], backend=backend.lower(),
-                                   kv_precision=kv_precision, speculative=spec)}
+                                   kv_precision=kv_precision, speculative=spec,
+                                   harness=harness or default_harness())}
     except ValueError as exc:
         raise BadInput(str(exc)) from None
     if fmt == "json":

@@ -455,7 +455,13 @@ HEADER = """\
 #                 TensorRT-LLM mix prefill chunks into decode steps: their value is their
 #                 interference (calibration.MIXED_PREFILL_BACKENDS, not fitted)
 #   t_chunk_ms    extra cost per prefill chunk (its own engine step)
-#   t_request_ms  fixed per-request latency before the first token (HTTP, tokenise)
+#   t_request_ms  fixed per-request latency before the first token through the backend's
+#                 OpenAI-compatible HTTP server and its client: the openai-http harness's client
+#                 cost t_client_ms (serving.client_ms). Fitted on the closed-loop TTFT rows, all of
+#                 which ran so (InferenceX: benchmark_serving.py against vllm serve / sglang /
+#                 trtllm-serve; aiconfigurator: aiperf against a Dynamo frontend); rows of an
+#                 in-process load generator (trtllm-bench, gptSessionBenchmark, vLLM's offline
+#                 benchmarks: data.benchmark_harness) pay policy harness_in_process_client_ms (0)
 #   k_step        decode steps a new request waits before its prefill starts (runs whose recipe
 #                 sets SGLang's --scheduler-recv-interval N wait (N-1)/2 steps more: data.py)
 #   burst         share phi of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT

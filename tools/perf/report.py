@@ -124,9 +124,11 @@ lives `TTFT + (osl − 1) × TPOT`, so `λ = C / lifetime`. In closed form (no i
   decode steps: there κ is `interference_lockstep` (0.17 fitted), while random lengths and
   open-loop traffic take `interference` (1.5). vLLM and TensorRT-LLM mix prefill chunks into
   decode steps and have one κ (session 33).
-* `TTFT = t_request + isl × t_in_token + t_prefill + k_step × t_decode + φ × (C − 1)/2 ×
-  t_prefill + ψ × (osl − 1) × TPOT / (C − 1)`: fixed per-request latency (HTTP, scheduling: the
-  data show a floor of 80–250 ms even for a 128-token prompt); a cost per prompt token before
+* `TTFT = t_client + isl × t_in_token + t_prefill + k_step × t_decode + φ × (C − 1)/2 ×
+  t_prefill + ψ × (osl − 1) × TPOT / (C − 1)`: the harness's fixed client cost per request
+  (`t_client`: through the engine's OpenAI-compatible HTTP server, the `openai-http` harness of
+  every fitted TTFT row, it is the backend's fitted `t_request`; an in-process load generator,
+  trtllm-bench or MLPerf LoadGen, pays policy `harness_in_process_client_ms`, 0); a cost per prompt token before
   the engine sees it (tokenisation, the token list through the server's IPC, the HTTP body: CPU
   work, the same on every GPU and for every model size); the own prefill; admission at step
   boundaries; the share φ of the arrival burst left in the average (benchmark clients start all C
@@ -148,7 +150,7 @@ TPOT)`, Little's law, solved by bisection). TPOT as above. A request's prefill o
 engine for `S = t_prefill + isl/chunk × t_decode` (its chunks share steps with the running
 decodes), prefills are served in arrival order: an M/D/1 queue with `ρ = λ × S`, mean wait
 `W = ρ S / (2 (1 − ρ))` (Pollaczek–Khinchine) and the P99 from the exponential tail of the
-M/G/1 wait, `P(W > t) ≈ ρ exp(−ρ t / W)`, i.e. `W_p99 = W/ρ × ln(ρ/0.01)`. `TTFT = t_request +
+M/G/1 wait, `P(W > t) ≈ ρ exp(−ρ t / W)`, i.e. `W_p99 = W/ρ × ln(ρ/0.01)`. `TTFT = t_client +
 isl × t_in_token + t_decode/2 × busy + W + t_prefill + κ × n_chunks × t_decode`, with `busy =
 1 − exp(−C)` the chance an arrival finds a step running; the P99 uses a whole decode step and
 `W_p99` (against a simulation of the M/D/1 queue at ρ 0.57, S 167 ms, the formula gives a
@@ -157,11 +159,16 @@ safe side for sizing). The closed-loop terms k_step, φ, ψ and dp_wait describe
 all requests together and are not used. **Sizing** (rules `perf.candidate-max-concurrency`,
 `perf.candidate-operating-point`): online candidates are sized open loop, with TTFT checked as
 the larger of the queue's P99 and the upper band of the mean; offline jobs stay closed loop
-(the batch queue keeps the engine full).
+(the batch queue keeps the engine full). **Saturation**: the largest sustainable rate is the most
+of `min(C / lifetime(C), ρ_max / S(C))` over batch sizes up to the batch cap (KV cache or the
+backend's sequence limit); above it TPOT stays at the full batch's step and TTFT grows with the
+overload's duration t by `(λ / λ_max − 1) × t` beyond the last steady state's (the fluid limit
+of the queue, checked against a simulation): a run of N requests at λ has mean TTFT + `(λ/λ_max
+− 1) × N/λ / 2` and P99 + `0.99 × (λ/λ_max − 1) × N/λ` (`serving.saturated_ttft`).
 
 **Embedding (`estimate --task embedding`).** An encoder pass: C requests of isl tokens in one
 batch step, GEMMs over C × isl tokens without an LM head, bidirectional attention over the
-whole input; latency = t_request + isl × t_in_token + the step; requests/s = C / step.
+whole input; latency = t_client + isl × t_in_token + the step; requests/s = C / step.
 
 **Models.** The catalog covers every model of ../shared/data/model_configs: 48 entries generated
 by `tools/gen_model_catalog.py`, parameter counts computed from config.json (GQA/MHA, MLA with

@@ -88,6 +88,13 @@ COLUMNS = (
     "notes",
 )
 
+# What sent a format's requests (serving.HARNESSES): trtllm-bench drives the LLM API in its own
+# process (tensorrt_llm/bench: no server); the others are clients of a server (vLLM's, SGLang's,
+# Triton or any OpenAI-compatible endpoint).
+HARNESS_OF_FORMAT = {"vllm-bench": "openai-http", "sglang-bench": "openai-http",
+                     "genai-perf": "openai-http", "aiperf": "openai-http",
+                     "trtllm-bench": "in-process"}
+
 # What a calibration run cannot do without; the command asks for those a file leaves empty.
 REQUIRED_FIELDS = ("model", "gpu", "backend", "precision", "tp", "isl", "osl")
 
@@ -143,6 +150,7 @@ def read_results(path: str | Path, *, fmt: str | None = None) -> list[dict[str, 
             )
         rec = reader(_Doc(p, obj, prefix))
         rec["source"] = f"{fmt}:{p.name}" + (f"#{line}" if numbered and line is not None else "")
+        rec["harness"] = HARNESS_OF_FORMAT[fmt]
         out.append(rec)
     return out
 
@@ -584,6 +592,7 @@ def _lengths_and_load(
     rec["concurrency"] = "" if conc is None else str(conc)
     rate = doc.rate("request_rate")
     rec["request_rate"] = _fmt(rate, 4)
+    rec["num_requests"] = _fmt(completed)  # the arrivals of an open-loop run (its saturated TTFT)
     if conc is None and rate is None:
         notes.append("no concurrency limit and request rate inf: all requests in flight at once")
     out = doc.num("output_throughput", what="output tokens per second")

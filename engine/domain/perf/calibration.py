@@ -101,7 +101,7 @@ class Profile:
     t_seq_us: float        # per-sequence cost per step (sampling, detokenisation, bookkeeping)
     interference: float    # share of other requests' prefill time that lands on decode steps
     t_chunk_ms: float      # extra cost of each prefill chunk (its own step / launch)
-    t_request_ms: float    # fixed per-request latency before the first token (HTTP, tokenise)
+    t_request_ms: float    # fixed per-request cost of the OpenAI-compatible HTTP path (serving.client_ms)
     k_step: float          # decode steps a new request waits for (admission at step boundaries)
     burst: float           # share of the arrival-burst wait (C-1)/2 x t_prefill left in TTFT
     admission: float       # share of the completion interval (osl-1) x TPOT / (C-1) waited

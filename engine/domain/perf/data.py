@@ -46,7 +46,7 @@ from servewise.engine.common.paths import PACKAGE_ROOT
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
 from servewise.engine.domain.perf.memory import Layout
 from servewise.engine.domain.perf.precision import KV_PRECISIONS
-from servewise.engine.domain.perf.serving import LENGTHS
+from servewise.engine.domain.perf.serving import HARNESSES, LENGTHS
 
 DATA_DIR = PACKAGE_ROOT / "facts" / "data"
 DEFAULT_FILES = (DATA_DIR / "measured.csv", DATA_DIR / "benchmarks.csv",
@@ -113,6 +113,8 @@ class Row:
     unused: str | None = None          # a measurement of the row left out, and why
     speculative_tokens: int = 0        # draft tokens per step of a speculative run (0: none)
     disagg: DisaggRun | None = None    # a disaggregated run (prefill and decode pools)
+    harness: str = "openai-http"       # what sent the requests (serving.HARNESSES, benchmark_harness)
+    num_requests: float | None = None  # requests an open-loop run sent (its TTFT once saturated)
 
 
 def _f(v: str | None) -> float | None:
@@ -169,14 +171,42 @@ def _entities(row: Row, model: str, gpu: str) -> None:
 STATISTICS = ("mean", "median", "p99")
 
 
+# What sent a row's requests (serving.HARNESSES), where its file has no ``harness`` column: the
+# fixed per-request client cost of its TTFT follows (serving.client_ms). From each source's
+# description of how it measured:
+# * measured.csv / measured-extra / measured-gptoss / measured-disagg (aiconfigurator's silicon
+#   sample): openai-http. InferenceX's runs (date-stamped ids, db-dump rows) send every request
+#   from utils/bench_serving/benchmark_serving.py to the engine's HTTP server
+#   (benchmarks/benchmark_lib.sh run_benchmark_serving: --base-url http://0.0.0.0:$PORT;
+#   SemiAnalysisAI/InferenceX 843c6254); aiconfigurator's own runs ran in ai-dynamo runtime images
+#   (the notes' image=, dynamo_version=) behind Dynamo's OpenAI-compatible frontend, benchmarked
+#   with aiperf (aiconfigurator generator/config/backend_templates/benchmark/bench_run.sh.j2,
+#   `aiperf profile`; ai-dynamo/aiconfigurator 095f58a5).
+# * benchmarks.csv / benchmarks-extra.csv rows by their framework, scenario and notes text:
+#   in-process where an engine benchmark ran the engine in its own process (HARNESS_IN_PROCESS:
+#   trtllm-bench, gptSessionBenchmark, vLLM's offline throughput / latency benchmarks, llama-bench,
+#   MLC's bench), otherwise openai-http (vLLM bench serve, AIPerf against NIM).
+HARNESS_IN_PROCESS = ("trtllm-bench", "gptsessionbenchmark", "offline", "llama-bench",
+                      "llama.cpp", "mlc llm", "single-stream prefill")
+
+
+def benchmark_harness(r: dict[str, str]) -> str:
+    """The harness of a benchmarks-layout row without a ``harness`` column (HARNESS_IN_PROCESS)."""
+    text = " ".join((r.get(k) or "") for k in ("framework", "scenario", "notes")).lower()
+    return "in-process" if any(k in text for k in HARNESS_IN_PROCESS) else "openai-http"
+
+
 def _load(row: Row, r: dict[str, str]) -> None:
-    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2), ``kv_precision``
+    """The optional ``request_rate`` and ``statistic`` columns (CONTRACTS §2), ``num_requests``
+    (the requests an open-loop run sent: the TTFT of a saturated run grows with it), ``harness`` (what
+    sent the requests, serving.HARNESSES; empty: the rules above benchmark_harness), ``kv_precision``
     (the run's KV-cache format where its recipe states it; empty = the default for its weights),
     ``scheduler_recv_interval``: the run's SGLang ``--scheduler-recv-interval`` (new requests
     taken every N decode steps; empty = 1, or the InferenceX recipe of RECV_INTERVAL_RULES), and
     ``request_lengths``: ``fixed`` (every request isl / osl, the default) or ``random`` (lengths
     drawn from a range whose means are isl / osl; InferenceX rows are read so)."""
     row.request_rate = _f(r.get("request_rate"))
+    row.num_requests = _f(r.get("num_requests"))
     kv = (r.get("kv_precision") or "").strip().lower()
     if kv:
         if kv not in KV_PRECISIONS:
@@ -196,6 +226,13 @@ def _load(row: Row, r: dict[str, str]) -> None:
                                           "number of decode steps (1 or more)")
         else:
             row.recv_interval = int(n)
+    harness = (r.get("harness") or "").strip().lower()
+    if harness:
+        if harness not in HARNESSES:
+            row.skipped = row.skipped or (f"harness '{harness}': expected one of "
+                                          f"{', '.join(HARNESSES)}")
+        else:
+            row.harness = harness
     lengths = (r.get("request_lengths") or "").strip().lower()
     if lengths:
         if lengths not in LENGTHS:
@@ -609,6 +646,7 @@ def read_benchmarks(rows: list[dict[str, str]]) -> list[Row]:
         row.precision, row.kv_precision = _precision(r.get("precision", ""))
         row.precision = row.precision or ""
         row.isl, row.osl = _i(r.get("input_len")), _i(r.get("output_len"))
+        row.harness = benchmark_harness(r)
         tp, n = _i(r.get("tp"), 1), _i(r.get("n_gpus"), 1)
         row.layout = Layout(tp, max(1, n // tp), 1, 1)
         conc = (r.get("concurrency_or_batch") or "").strip().lower()

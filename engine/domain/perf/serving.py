@@ -57,6 +57,44 @@ ARRIVALS = ("closed", "poisson")
 LENGTHS = ("fixed", "random")  # request lengths of a closed-loop client
 STATISTICS = ("mean", "median", "p99")
 RHO_MAX = 0.995  # utilisation at which an open-loop queue is reported as saturated
+# What sends the requests and pays the fixed per-request client cost ``t_client_ms`` of a TTFT:
+# ``openai-http``: a client of the engine's OpenAI-compatible HTTP server (vllm serve, SGLang's
+# server, trtllm-serve, a Dynamo frontend): the profile's fitted ``t_request_ms``, fitted on runs
+# measured so (the rules above data.benchmark_harness); ``in-process``: a load generator calling the engine in its own
+# process (trtllm-bench, MLPerf LoadGen, vLLM's LLM class): policy harness_in_process_client_ms.
+HARNESSES = ("openai-http", "in-process")
+
+
+def check_harness(harness: str) -> str:
+    """``harness`` lower-cased, or ValueError naming the allowed ones."""
+    h = str(harness).strip().lower()
+    if h not in HARNESSES:
+        raise ValueError(f"harness '{harness}': expected one of {', '.join(HARNESSES)}")
+    return h
+
+
+def default_harness() -> str:
+    """The harness plans and estimates assume (policy harness_default)."""
+    return check_harness(_policy("harness_default"))
+
+
+def _policy(name: str) -> Any:
+    from servewise.engine.domain.catalog import load_catalog
+
+    return load_catalog().table("policies").get(name)["value"]
+
+
+def client_ms(sm: StepModel) -> float:
+    """The fixed per-request client cost of ``sm.harness``: the profile's ``t_request_ms`` through
+    an OpenAI-compatible HTTP server, policy harness_in_process_client_ms in process."""
+    if sm.harness == "openai-http":
+        return sm.prof.t_request_ms
+    return float(_policy("harness_in_process_client_ms"))
+
+
+def front_ms(sm: StepModel, isl: int) -> float:
+    """The request's cost before the engine: ``t_client_ms + isl x t_in_token_us / 1e3``."""
+    return client_ms(sm) + isl * sm.prof.t_in_token_us / 1e3
 
 
 def _base(sm: StepModel, c_rank: float, isl: int, osl: int,
@@ -98,7 +136,7 @@ def _solve(sm: StepModel, c_rank: float, isl: int, osl: int,
     burst = prof.burst * others / 2.0 * t_pf
     admission = prof.admission * n_dec * tpot / max(others, 1.0) * many
     dp_wait = prof.dp_wait * t_dec if sm.lay.dp > 1 else 0.0
-    front = prof.t_request_ms + isl * prof.t_in_token_us / 1e3
+    front = front_ms(sm, isl)
     ttft = front + t_pf + step_wait + burst + admission + dp_wait
     recv_wait = recv_batch = 0.0
     if recv_interval > 1 and c_rank > 1:
@@ -178,7 +216,7 @@ def _open_at(sm: StepModel, c_rank: float, isl: int, osl: int,
     of the same arguments, when the caller has it already (it is completed in place).
     """
     s = _base(sm, c_rank, isl, osl) if base is None else base
-    s["front"] = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
+    s["front"] = front_ms(sm, isl)
     tail = s["n_dec"] * s["tpot"]
 
     # the mean TTFT of ``_queue`` with the terms that do not depend on the rate taken out of
@@ -222,7 +260,7 @@ def _open_rate(sm: StepModel, lam: float, isl: int, osl: int, limit: float) -> d
     """Open loop at ``lam`` requests/ms per rank: requests in flight from Little's law."""
     def life(c: float) -> tuple[float, dict[str, Any]]:
         s = _base(sm, c, isl, osl)
-        s["front"] = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
+        s["front"] = front_ms(sm, isl)
         q = _queue(sm, s, lam, c, isl)
         return q["ttft"] + s["n_dec"] * s["tpot"], s
 
@@ -231,10 +269,13 @@ def _open_rate(sm: StepModel, lam: float, isl: int, osl: int, limit: float) -> d
     lam_max = max_rate_per_rank(sm, hi, isl, osl)
     if lam >= lam_max or lam * at_cap[0] > hi:
         # saturated: more arrive than the engine completes with its batch full. TPOT stays at
-        # the full batch's step; the waiting line grows for as long as the run lasts, so no
-        # steady TTFT exists (it depends on the run's length)
+        # the full batch's step; the state is the last steady one (the maximum rate, the batch
+        # full), and the waiting line grows from there: the engine completes lam_max while lam
+        # arrive, so a request arriving t after the overload began finds (lam - lam_max) t
+        # requests waiting ahead of it and waits (lam / lam_max - 1) t longer (saturated_ttft)
         s = _finish_open(sm, at_cap[1], min(lam, lam_max), hi, isl)
-        s.update(saturated=True, lam_offered=lam, lam_max=lam_max, batch_cap=hi)
+        s.update(saturated=True, lam_offered=lam, lam_max=lam_max, batch_cap=hi,
+                 ttft_growth=max(lam / lam_max - 1.0, 0.0))
         return s
     for _ in range(50):
         mid = (lo + hi) / 2
@@ -245,6 +286,19 @@ def _open_rate(sm: StepModel, lam: float, isl: int, osl: int, limit: float) -> d
     return s
 
 
+def saturated_ttft(s: dict[str, Any], run_ms: float, statistic: str = "mean") -> float:
+    """TTFT of a saturated open loop (``s["saturated"]``) over a run whose requests arrive during
+    ``run_ms``: a request arriving t into the overload waits ``growth x t`` (``s["ttft_growth"]``
+    = offered / sustainable rate - 1) beyond the TTFT of the last steady state, so the mean over
+    the run adds ``growth x run_ms / 2`` to that state's mean TTFT and the P99 adds
+    ``growth x 0.99 x run_ms`` to its P99 (the fluid limit of the queue: the waiting line grows
+    linearly while the load lasts; arrival noise is small beside it)."""
+    growth = float(s.get("ttft_growth") or 0.0)
+    if statistic == "p99":
+        return float(s["ttft_p99"]) + growth * 0.99 * run_ms
+    return float(s["ttft"]) + growth * run_ms / 2.0
+
+
 def max_rate_per_rank(sm: StepModel, cap: float, isl: int, osl: int) -> float:
     """The largest arrival rate (requests/ms per rank) with a steady state: over the batch sizes
     ``c`` up to ``cap``, the most of ``min(c / lifetime(c), RHO_MAX / S(c))`` — the rate ``c``
@@ -252,7 +306,7 @@ def max_rate_per_rank(sm: StepModel, cap: float, isl: int, osl: int) -> float:
     queue serves below ``RHO_MAX`` (``S(c)``, a prefill's engine time beside ``c`` decodes).
     The first grows with ``c``, the second falls: the maximum is where they cross (found on a
     geometric grid of 48 sizes, then by golden-section search around the best)."""
-    front = sm.prof.t_request_ms + isl * sm.prof.t_in_token_us / 1e3
+    front = front_ms(sm, isl)
 
     def rate(c: float) -> float:
         b = _base(sm, c, isl, osl)
@@ -421,18 +475,21 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
              "interference_lockstep in a closed loop of fixed-length requests, which start and "
              "finish together and stay in step; interference otherwise)"),
     ]
-    front = {"t_request_ms": prof.t_request_ms, "isl": isl, "t_in_token_us": prof.t_in_token_us}
+    front = {"t_client_ms": client_ms(sm), "harness": sm.harness, "isl": isl,
+             "t_in_token_us": prof.t_in_token_us}
     if s["arrival"] == "closed":
         steps.append(Step(
             "ttft",
-            "TTFT_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_prefill_ms + k_step x"
+            "TTFT_ms = t_client_ms + isl x t_in_token_us / 1e3 + t_prefill_ms + k_step x"
             " t_decode_ms x (C > 1) + phi x max(C - 1, 0) / 2 x t_prefill_ms + admission_ms"
             " + dp_wait_ms",
             {**front, "t_prefill_ms": pf["total"], "k_step": prof.k_step,
              "t_decode_ms": d["total"], "phi": prof.burst, "C": c_rank,
              "admission_ms": s["admission"], "dp_wait_ms": s["dp_wait"]},
             s["ttft"], "ms",
-            "closed loop (a benchmark client with C requests in flight, started together): "
+            "t_client_ms: the fixed per-request client cost of the harness (openai-http: the "
+            "calibration's t_request_ms, the engine's OpenAI-compatible HTTP server and its client;"
+            " in-process: none); closed loop (a benchmark client with C requests in flight, started together): "
             "admission = psi x (osl-1) x TPOT / (C-1), the wait for a completion when the batch "
             "is full; dp_wait = decode steps waited for lockstep prefill with attention DP"))
     else:
@@ -463,16 +520,17 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
                   "rho": q["rho"]}, q["wait_p99"], "ms",
                  "P(W > W_p99) = 1 %; P(W > 0) = rho, so no wait at rho <= 1 %"),
             Step("ttft",
-                 "TTFT_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_decode_ms / 2 x busy"
+                 "TTFT_ms = t_client_ms + isl x t_in_token_us / 1e3 + t_decode_ms / 2 x busy"
                  " + W_mean_ms + t_prefill_ms + kappa x n_chunks x t_decode_ms x (C > 1)",
                  {**front, "t_decode_ms": d["total"], "busy": q["busy"],
                   "W_mean_ms": q["wait_mean"], "t_prefill_ms": pf["total"],
                   "kappa": prof.interference, "n_chunks": math.ceil(isl / q["chunk"]),
                   "C": c_rank}, s["ttft"], "ms",
-                 "mean: residual of the running step (busy = 1 - exp(-C)), queue wait, own "
-                 "prefill, decode steps mixed into its chunks"),
+                 "mean: the harness's client cost (t_client_ms), residual of the running step "
+                 "(busy = 1 - exp(-C)), queue wait, own prefill, decode steps mixed into its "
+                 "chunks"),
             Step("ttft_p99",
-                 "TTFT_p99_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_decode_ms x busy"
+                 "TTFT_p99_ms = t_client_ms + isl x t_in_token_us / 1e3 + t_decode_ms x busy"
                  " + W_p99_ms + t_prefill_ms + kappa x n_chunks x t_decode_ms x (C > 1)",
                  {**front, "t_decode_ms": d["total"], "busy": q["busy"],
                   "W_p99_ms": q["wait_p99"], "t_prefill_ms": pf["total"],
@@ -501,10 +559,13 @@ def _steps(sm: StepModel, s: dict[str, Any], isl: int, osl: int) -> list[Step]:
 def _step_model(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,
                 backend: str, kv_precision: str | None,
                 calibration: dict[str, Any] | None,
-                speculative: Speculation | None = None) -> StepModel:
+                speculative: Speculation | None = None,
+                harness: str = "openai-http") -> StepModel:
     kvp = kv_precision or default_kv_precision(gpu, precision)
     sm = StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend, calibration),
                          calibration)
+    if harness != sm.harness:
+        sm = replace(sm, harness=check_harness(harness))
     return replace(sm, spec=speculative) if speculative else sm
 
 
@@ -543,7 +604,8 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
             calibration: dict[str, Any] | None = None, arrival: str = "closed",
             request_rate: float | None = None, statistic: str = "mean",
             recv_interval: int = 1, lengths: str = "fixed",
-            speculative: Speculation | None = None) -> tuple[float | None, float, float]:
+            speculative: Speculation | None = None,
+            harness: str = "openai-http") -> tuple[float | None, float, float]:
     """(TTFT ms, TPOT ms, output tokens/s) without memory check or explanation (fast path);
     ``speculative``: speculative decoding (perf.speculative), off when None.
 
@@ -555,7 +617,7 @@ def predict(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, precisio
         model, gpu, lay, precision=precision, isl=isl, osl=osl, concurrency=concurrency,
         backend=backend, kv_precision=kv_precision, calibration=calibration, arrival=arrival,
         request_rate=request_rate, statistic=statistic, recv_interval=recv_interval,
-        lengths=lengths, speculative=speculative)
+        lengths=lengths, speculative=speculative, harness=harness)
     return ttft, tpot, tput
 
 
@@ -565,11 +627,13 @@ def predict_state(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *, pr
                   calibration: dict[str, Any] | None = None, arrival: str = "closed",
                   request_rate: float | None = None, statistic: str = "mean",
                   recv_interval: int = 1, lengths: str = "fixed",
-                  speculative: Speculation | None = None
+                  speculative: Speculation | None = None, harness: str = "openai-http"
                   ) -> tuple[float | None, float, float, dict[str, Any]]:
     """:func:`predict` with the solved serving state and its profile (``state["prof"]``), from
-    which the estimate's regime and band follow (:func:`regime_of`, :func:`band_of`)."""
-    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration, speculative)
+    which the estimate's regime and band follow (:func:`regime_of`, :func:`band_of`);
+    ``harness``: what sent the requests (HARNESSES), which sets the client cost of a TTFT."""
+    sm = _step_model(model, gpu, lay, precision, backend, kv_precision, calibration, speculative,
+                     harness)
     limit = (batch_cap(model, gpu, lay, precision, kv_precision or default_kv_precision(gpu, precision),
                        isl, osl, sm.prof.backend)
              if request_rate else MAX_BATCH.get(sm.prof.backend, 1024))
@@ -724,7 +788,8 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
                    gpu_memory_utilization: float | None = None, attention_dp: int = 1,
                    check_memory: bool = True, calibration: dict[str, Any] | None = None,
                    arrival: str = "closed", request_rate: float | None = None,
-                   request_lengths: str = "fixed", speculative: Speculation | None = None
+                   request_lengths: str = "fixed", speculative: Speculation | None = None,
+                   harness: str | None = None
                    ) -> tuple[Estimate, Callable[[], list[Step]]]:
     """The estimate with the memory steps of its explanation, and a function making the rest of
     its steps (a pure function of the solved state: the same steps whenever it is called).
@@ -740,13 +805,15 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
     estimates timings even when the KV cache would not fit (used to validate against measured
     rows); ``calibration`` overrides facts/calibration.yaml (used by the refit);
     ``speculative``: speculative decoding (perf.speculative) — the steps explain the plain decode
-    step, then the speculative step that gives TPOT, TTFT and throughput.
+    step, then the speculative step that gives TPOT, TTFT and throughput. ``harness``: what
+    sends the requests (HARNESSES; default: policy harness_default), which sets TTFT's client cost.
     """
     gpu_memory_utilization = usable_fraction() if gpu_memory_utilization is None else gpu_memory_utilization
     precision = check_precision(precision)
     if isl < 1 or osl < 1 or concurrency < 1:
         raise ValueError("isl, osl and concurrency must be positive")
     arrival = _check_arrival(arrival, request_rate)
+    harness = check_harness(harness) if harness is not None else default_harness()
     problem = tp_split_problem(model, tp)
     if problem:
         raise ValueError(problem)
@@ -757,6 +824,8 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
         sm: StepModel | None = StepModel.build(model, gpu, lay, precision, kvp, prof, calibration)
     except ValueError as exc:
         sm, why = None, str(exc)
+    if sm is not None and sm.harness != harness:
+        sm = replace(sm, harness=harness)
     s = plain = None
     if sm is not None:
         limit = (batch_cap(model, gpu, lay, precision, kvp, isl, osl, prof.backend,
@@ -780,6 +849,7 @@ def estimate_parts(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 1, p
               "backend": prof.backend, "gpu_memory_utilization": gpu_memory_utilization,
               "arrival": arrival, "request_rate": request_rate,
               "request_lengths": request_lengths if arrival == "closed" else None,
+              "harness": harness,
               "speculative": None if speculative is None else {
                   "tokens": speculative.tokens, "acceptance": speculative.acceptance,
                   "source": speculative.source}}
@@ -836,7 +906,10 @@ def open_load(s: dict[str, Any], dp: int) -> dict[str, Any] | None:
             "utilisation": round(s["lam_offered"] / s["lam_max"], 4),
             "prefill_queue_rho": round(s["queue"]["rho"], 4),
             "in_flight_per_rank": round(s["c_rank"], 2), "batch_cap_per_rank": round(s["batch_cap"], 1),
-            "saturated": bool(s.get("saturated"))}
+            "saturated": bool(s.get("saturated")),
+            # saturated: TTFT grows by this much for every second the overload lasts
+            # (saturated_ttft); ttft_ms is the last steady state's, at the sustainable maximum
+            "ttft_growth_ms_per_s": round(float(s.get("ttft_growth") or 0.0) * 1e3, 4)}
 
 
 TTFT_STATISTICS = ("p99", "mean")
@@ -988,7 +1061,7 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
     t_comm = sm.comm_ms(tokens, tokens)
     t_ovh = sm.overhead_ms(concurrency) + sm.n_chunks(tokens) * prof.t_chunk_ms
     t_step = t_cmp + t_comm + t_ovh
-    front = prof.t_request_ms + isl * prof.t_in_token_us / 1e3
+    front = front_ms(sm, isl)
     latency = front + t_step
     rps = concurrency / t_step * 1e3
     steps += [
@@ -1001,8 +1074,8 @@ def estimate_embedding(model: dict[str, Any], gpu: dict[str, Any], *, tp: int = 
                           "the whole input; no lm_head"),
         Step("encoder_step", "t_step_ms = t_compute_ms + t_comm_ms + t_overhead_ms",
              {"t_compute_ms": t_cmp, "t_comm_ms": t_comm, "t_overhead_ms": t_ovh}, t_step, "ms"),
-        Step("latency", "latency_ms = t_request_ms + isl x t_in_token_us / 1e3 + t_step_ms",
-             {"t_request_ms": prof.t_request_ms, "isl": isl,
+        Step("latency", "latency_ms = t_client_ms + isl x t_in_token_us / 1e3 + t_step_ms",
+             {"t_client_ms": client_ms(sm), "harness": sm.harness, "isl": isl,
               "t_in_token_us": prof.t_in_token_us, "t_step_ms": t_step}, latency, "ms",
              "time to the embedding (reported as ttft_ms)"),
         Step("requests_per_s", "requests_per_s = concurrency / t_step_ms x 1e3",
@@ -1021,7 +1094,8 @@ def max_rate_meeting(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
                      isl: int, osl: int, ttft_ms: float | None, tpot_ms: float | None,
                      backend: str = "vllm", kv_precision: str | None = None,
                      ttft_statistic: str = "p99", confidence: str = "p80",
-                     speculative: Speculation | None = None) -> dict[str, Any]:
+                     speculative: Speculation | None = None,
+                     harness: str = "openai-http") -> dict[str, Any]:
     """The largest offered rate (Poisson, requests/s over the replica) whose TTFT (its P99, or
     mean) and TPOT meet the targets at the ``confidence`` edge of their bands, by bisection
     below the sustainable maximum; ``{"requests_per_s", "max_requests_per_s", "limited_by"}``
@@ -1029,7 +1103,7 @@ def max_rate_meeting(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
     def state(rate: float) -> dict[str, Any]:
         return predict_state(model, gpu, lay, precision=precision, isl=isl, osl=osl,
                              concurrency=1, backend=backend, kv_precision=kv_precision,
-                             request_rate=rate, speculative=speculative)[3]
+                             request_rate=rate, speculative=speculative, harness=harness)[3]
 
     def miss(rate: float) -> str | None:
         s = state(rate)

@@ -112,6 +112,7 @@ class StepModel:
     spec: Speculation | None = None  # speculative decoding (perf.speculative), None: off
     window_tok_gpu: float = 0.0  # sliding-window layers' KV bytes per cached token on one GPU
     expert_tflops: float = 0.0  # peak rate of the experts' own format when it differs (gpt-oss)
+    harness: str = "openai-http"  # what sends the requests (serving.HARNESSES): its client cost
 
     @classmethod
     def build(cls, model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str,

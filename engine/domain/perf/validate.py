@@ -16,6 +16,7 @@ from servewise.engine.domain.perf.serving import (
     engine_prefill_ms,
     predict_state,
     regime_of,
+    saturated_ttft,
 )
 from servewise.engine.domain.perf.speculative import speculation
 
@@ -69,7 +70,7 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
                 kv_precision=row.kv_precision, calibration=calibration, arrival=arrival,
                 request_rate=row.request_rate if arrival == "poisson" else None,
                 statistic=row.statistic, recv_interval=row.recv_interval,
-                lengths=row.lengths, speculative=spec)
+                lengths=row.lengths, speculative=spec, harness=row.harness)
             if row.statistic == "p99":  # the model gives no P99 of TPOT (nor closed-loop TTFT)
                 tpot = None
     except ValueError as exc:
@@ -79,10 +80,18 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
     if row.ttft_ms and ttft is not None and not saturated:
         out["ttft_ms"] = ttft
     if saturated:  # no steady state: the measured TTFT depends on how long the run lasted
-        assert state is not None
+        assert state is not None and row.request_rate
+        sustained = state["lam_max"] * 1e3 * row.layout.dp
+        if row.ttft_ms and row.num_requests:  # the run's arrivals span num_requests / rate
+            run_ms = row.num_requests / row.request_rate * 1e3
+            out["ttft_ms"] = saturated_ttft(state, run_ms, row.statistic)
+            what = (f"TTFT over the run's {row.num_requests:g} arrivals ({run_ms / 1e3:.1f} s): "
+                    f"+{state['ttft_growth'] * 1e3:.0f} ms per second of overload")
+        else:
+            what = "TTFT has no steady value (the run's num_requests would give it)"
         out["note"] = ((out["note"] + "; ") if out["note"] else "") + (
-            f"saturated: {row.request_rate:g} requests/s offered, at most "
-            f"{state['lam_max'] * 1e3 * row.layout.dp:.2f} sustained; TTFT has no steady value")
+            f"saturated: {row.request_rate:g} requests/s offered, at most {sustained:.2f} "
+            f"sustained; {what}")
     if row.tpot_ms and row.osl > 1 and tpot is not None:
         out["tpot_ms"] = tpot
     if row.tput:
@@ -174,6 +183,7 @@ def errors(rows: Iterable[Row], preds: Iterable[dict[str, Any]]) -> list[dict[st
                         "backend": row.backend, "model": row.model_name,
                         "concurrency": row.concurrency,
                         "arrival": "poisson" if row.request_rate else "closed",
+                        "harness": row.harness,
                         "lengths": None if row.request_rate else row.lengths})
     return out
 
