@@ -162,10 +162,13 @@ def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
     rows = sorted(((v, k) for k, v in totals.items() if v > 0), reverse=True)
     if not rows:
         return None
+    from .render import bom_category
+
     top = rows[0][0]
     bar_h = min(28.0, (H - TOP - 30) / len(rows) - 6)
     body = []
     for i, (value, category) in enumerate(rows):
+        category = bom_category(category, lang)
         y = TOP + 10 + i * (bar_h + 6)
         width = (W - 260) * value / top
         body.append(f'<text x="{LEFT + 30}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(category)}</text>')

@@ -190,6 +190,7 @@ def explain(plan: dict[str, Any], target: str, rules: dict[str, dict[str, Any]] 
         steps.append({
             "step": n, "rule": s["rule"], "title": info.get("title"), "stage": s.get("stage"),
             "item": s.get("item"), "source": s["source"], "corrects": s.get("corrects"),
+            "corrects_i18n": s.get("corrects_i18n"),
             "because": s["because"], "because_i18n": s.get("because_i18n") or {"en": s["because"]},
             "conclusions": used,
             "conclusions_total": len(s["conclusions"]),
