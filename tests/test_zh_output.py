@@ -299,3 +299,14 @@ def test_rules_show_reads_in_chinese(cli):
              if not re.match(r"\s*(条件|绑定|测试)", line) and not line.startswith("        ")]
     assert not english_runs("\n".join(lines)), english_runs("\n".join(lines))
     assert "更正：G-COOL-003 的 > 6 kW" in out and "阶段 facilities" in out and "动作  选定 cooling：" in out
+
+
+@pytest.mark.parametrize("args", [["estimate", "--model", "x"], ["plna"], ["plan", "--bogus", "x"],
+                                  ["plan", "--format", "pdf", "x"], ["plan", "/nonexistent/w.yaml"]])
+def test_usage_errors_read_in_chinese(cli, args):
+    """click's own words of a usage error (its gettext messages, facts/messages/help.yaml) and a
+    file that cannot be read; English unchanged."""
+    zh, en = cli("--lang", "zh", *args), cli(*args)
+    assert zh.exit_code == en.exit_code == 2
+    assert "错误：" in zh.output and not english_runs(zh.output), zh.output
+    assert "Error: " in en.output or "error: " in en.output
