@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from servewise.engine.app import explain as ex
+from servewise.engine.common.messages import message
 from servewise.engine.common.text import format_display as fmt
 from servewise.engine.common.text import terminal_safe
 
@@ -347,6 +348,73 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
     return terminal_safe("\n".join(out) + "\n")
 
 
+def render_why_not_warning(result: dict[str, Any], plan: dict[str, Any], lang: str) -> str:
+    """Why a warning was given (its conditions with the values read, the inputs to change to avoid
+    it) or not given (the first condition that does not hold, on the plan made again)."""
+    def m(code: str, **args: Any) -> str:
+        return message(f"why.{code}", lang, **args)
+
+    title = pick(result["title"], lang)
+    out = [f"why-not {result['rule']}: {m(result['status'])}   ({tr('knowledge', lang)} {result['knowledge_hash']})",
+           f"  {title}"]
+    if result["status"] == "given":
+        given = {"rule": result["rule"], "message": "", "message_i18n": result["message_i18n"]}
+        out += ["", m("message"), f"  {warning_text(given, lang)}", "", m("conditions_held", step=result["step"])]
+        out += [f"  ✓ {c['expression']}   ({c['values']})" for c in result["conditions"]]
+        if result["inputs"]:
+            out += ["", m("inputs")]
+            for i in result["inputs"]:
+                mark = tr("given", lang) if i["given"] else tr("default", lang)
+                out.append(f"  {i['fact']} = {shown_value(i['fact'], i['value'], plan, lang)}   [{mark}]")
+        out += ["", m("more", rule=result["rule"])]
+    else:
+        out += ["", m("rerun")]
+        for c in result["conditions"]:
+            sign = "✓" if c["holds"] else "✗" if c["holds"] is False else "?"
+            out.append(f"  {sign} {c['expression']}   ({c['values']})")
+        last = result["conditions"][-1] if result["conditions"] else None
+        if last is None:
+            out.append(m("no_conditions"))
+        elif last["holds"] is False:
+            out += ["", m("because_false", expression=last["expression"])]
+        elif last["holds"] is None:
+            out += ["", m("because_unset", expression=last["expression"], facts=", ".join(last["unset"]) or "—")]
+        if result.get("several_models"):
+            out.append(m("several_models"))
+        if result.get("rerun_knowledge_hash") != result["knowledge_hash"]:
+            out.append(m("knowledge_changed", old=result["knowledge_hash"], new=result.get("rerun_knowledge_hash")))
+    return terminal_safe("\n".join(out) + "\n")
+
+
+def _warning_rule(settings, option: str):
+    """The warning rule ``option`` names (``warning:<id>`` too), or None; the rules loaded as
+    `why-not` loads them for titles (a rule base being edited: None)."""
+    from servewise.engine.lang.rulebase import RuleLoadError, load_rules
+
+    if "." not in option:  # rule ids are dotted (area.name); GPUs, layouts and values need no rules
+        return None
+    try:
+        rb = load_rules(settings.rules_dirs)
+    except RuleLoadError:
+        return None
+    spec = ex.warning_rule(rb, option)
+    return None if spec is None else (spec, rb)
+
+
+def _recorded_overlay(plan: dict[str, Any], plan_file: str):
+    """The calibration overlay a plan records, read again from its file (None without one)."""
+    recorded = plan.get("calibration_overlay")
+    if not isinstance(recorded, dict):
+        return None
+    from .perf_commands import read_overlay
+
+    path = str(recorded.get("path") or "")
+    if not path or not Path(path).is_file():
+        raise InputError(f"{plan_file}: calibration_overlay.path: the overlay file the plan was "
+                         f"calibrated with ('{path}'), not found")
+    return read_overlay(path)
+
+
 def render_audit(report: dict[str, Any], lang: str) -> str:
     if report["identical"]:
         return terminal_safe(f"audit: {tr('identical', lang)} ({tr('knowledge', lang)} "
@@ -405,7 +473,7 @@ def explain(settings, plan_file: str, component: str, fmt_: str, brief: bool | N
     try:
         result = ex.explain(plan, component, rule_titles(settings))
     except ex.ExplainError as exc:
-        raise InputError(f"{plan_file}: {exc}") from None
+        raise InputError(value_text(f"{plan_file}: {exc}", settings.lang)) from None
     if brief is None:
         brief = sys.stdout.isatty()
     if fmt_ == "json":
@@ -428,11 +496,24 @@ def why_not(settings, plan_file: str, option: str, fmt_: str) -> None:
     from servewise.engine.domain.catalog import load_catalog
 
     plan = load_plan(plan_file)
+    found = _warning_rule(settings, option)
+    if found is not None:  # a warning's rule: why it was given, or why not
+        from .progress import Progress
+
+        warning, rb = found
+        overlay = _recorded_overlay(plan, plan_file)
+        with Progress(message("why.progress", settings.lang), 0) as progress:
+            if not any(w["rule"] == warning.id for w in plan.get("warnings") or []):
+                progress.step()  # planned again: a second or more
+            result = ex.why_not_warning(plan, warning, rb, overlay)
+        click.echo(dump(result) if fmt_ == "json"
+                   else wrap(render_why_not_warning(result, plan, settings.lang), output_width()), nl=False)
+        return
     gpus = dict(load_catalog().table("gpus").index)
     try:
         result = ex.why_not(plan, option, rule_titles(settings), gpus)
     except ex.ExplainError as exc:
-        raise InputError(f"{plan_file}: {exc}") from None
+        raise InputError(value_text(f"{plan_file}: {exc}", settings.lang)) from None
     click.echo(dump(result) if fmt_ == "json" else wrap(render_why_not(result, settings.lang), output_width()),
                nl=False)
 
@@ -463,16 +544,7 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
     else:  # re-run with the rule folders the plan was made with, checked as --rules-dir is
         rulebase = recorded_rulebase(plan_file, [d["path"] for d in plan["rules_dirs"]], settings.lang)
         dirs = settings.rules_dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
-    recorded = plan.get("calibration_overlay")
-    overlay = None
-    if isinstance(recorded, dict):  # re-run with the overlay the plan was calibrated with
-        from .perf_commands import read_overlay
-
-        path = str(recorded.get("path") or "")
-        if not path or not Path(path).is_file():
-            raise InputError(f"{plan_file}: calibration_overlay.path: the overlay file the plan was "
-                             f"calibrated with ('{path}'), not found")
-        overlay = read_overlay(path)
+    overlay = _recorded_overlay(plan, plan_file)  # re-run with the overlay the plan was calibrated with
     try:
         report = ex.audit(plan, rulebase, dirs, overlay)
     except WorkloadError as exc:

@@ -263,7 +263,7 @@ def test_explain_why_not_and_audit_read_in_chinese(cli, tmp_path, example_plans)
             found = english_runs(_without_formulas(out))
             if found:
                 bad[(target, mode)] = found[:2]
-    for option in ("L40S", "air", "disaggregated"):
+    for option in ("L40S", "air", "disaggregated", "cooling.site-requirements", "market.restricted-not-allowed"):
         out = cli("--lang", "zh", "why-not", str(path), option).output
         if english_runs(out):
             bad[("why-not", option)] = english_runs(out)[:2]
