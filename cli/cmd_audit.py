@@ -545,8 +545,11 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
         rulebase = recorded_rulebase(plan_file, [d["path"] for d in plan["rules_dirs"]], settings.lang)
         dirs = settings.rules_dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
     overlay = _recorded_overlay(plan, plan_file)  # re-run with the overlay the plan was calibrated with
+    from .progress import slow
+
     try:
-        report = ex.audit(plan, rulebase, dirs, overlay)
+        with slow("progress.audit", settings.lang):
+            report = ex.audit(plan, rulebase, dirs, overlay)
     except WorkloadError as exc:
         raise workload_error(in_plan_file(exc, plan_file), settings.lang) from None
     except UnknownEntry as exc:

@@ -79,8 +79,11 @@ def calibrate_cmd(results: tuple[str, ...], output: str, model: str | None, gpu:
     given = {"model": model, "gpu": gpu, "backend": backend and backend.lower(),
              "precision": precision and precision.lower(), "tp": tp, "pp": pp,
              "attention_dp": attention_dp, "moe_ep": ep}
+    from servewise.cli.progress import slow
+
     try:
-        text, report = run(list(results), given, cross_validate=not no_cross_validate)
+        with slow("progress.calibrate", current_lang()):
+            text, report = run(list(results), given, cross_validate=not no_cross_validate)
     except CalibrateError as exc:
         raise BadInput(value_text(str(exc), current_lang())) from None
     tmp = Path(output).with_name(Path(output).name + ".tmp")

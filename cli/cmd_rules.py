@@ -110,31 +110,38 @@ def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         sys.exit(2)
-    results = run_all(rb, only, files)
+    from .progress import slow
+
+    with slow("progress.rules_test", settings.lang):
+        results = run_all(rb, only, files)
+    lang = settings.lang
     if not results:
-        click.echo(f"no rule matches{' -k ' + only if only else ''}{' in ' + ', '.join(paths) if paths else ''}",
+        click.echo(message("rules.test.none", lang, only=f" -k {only}" if only else "",
+                           paths=(" " + message("rules.test.in", lang, paths=", ".join(paths))) if paths else ""),
                    err=True)
         sys.exit(2)
     failed = [r for r in results if not r.ok]
     for r in results:
         if not r.ok:
-            click.echo(f"FAIL {r.file}:{r.line}: {r.rule}: {r.name}: {r.message}")
+            click.echo(message("rules.test.fail", lang, where=f"{r.file}:{r.line}", rule=r.rule, name=r.name,
+                               why=value_text(r.message, lang)))
         elif verbose:
-            click.echo(f"ok   {r.rule}: {r.name}")
+            click.echo(message("rules.test.ok", lang, rule=r.rule, name=r.name))
     rules_with_cases = len({r.rule for r in results})
     ids = {r.rule for r in results}
     tested = [s for s in rb.rules if s.id in ids]
     if coverage:
         gaps = case_coverage(tested)
         for spec, missing in gaps:
-            click.echo(f"{spec.file}:{spec.line}: {spec.id}: no case {' and no case '.join(missing)}")
-        click.echo(f"{len(ids) - len(gaps)} of {len(ids)} rules have both a firing case with a checked "
-                   "result and a must-not-fire case")
+            text = value_text("no case " + " and no case ".join(missing), lang)
+            click.echo(f"{spec.file}:{spec.line}: {spec.id}: {text}")
+        click.echo(message("rules.test.coverage", lang, n=len(ids) - len(gaps), total=len(ids)))
     else:  # your own rules (PATHS, --rules-dir) are told what their tests lack, as a warning
         for spec, missing in case_coverage([s for s in tested if not s.builtin]):
-            click.echo(f"{spec.file}:{spec.line}: {spec.id}: warning: no case {' and no case '.join(missing)}")
-    click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed "
-               f"({len(results)} cases, {rules_with_cases} rules)")
+            text = value_text("no case " + " and no case ".join(missing), lang)
+            click.echo(f"{spec.file}:{spec.line}: {spec.id}: {message('lint.warning_tag', lang)}{text}")
+    click.echo(message("rules.test.summary", lang, passed=len(results) - len(failed), failed=len(failed),
+                       cases=len(results), rules=rules_with_cases))
     if failed:
         sys.exit(1)
 

@@ -457,8 +457,10 @@ def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> No
         if not Path(p).is_file():
             raise bad("data_missing", path=p)
     overlay = read_overlay(calibration)
+    from .progress import slow
+
     try:
-        with using_overlay(overlay):
+        with using_overlay(overlay), slow("progress.validate", current_lang()):
             r = validate(list(data) or None)
     except DataError as exc:
         raise BadInput(f"--data: {exc}") from None
