@@ -183,3 +183,80 @@ def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": latency_vs_load(plan, lang),
            "capex-breakdown.svg": capex_breakdown(plan, lang)}
     return {name: svg for name, svg in out.items() if svg}
+
+
+VALIDATE_LABELS = {
+    "title": {"en": "{metric}: predicted against measured ({n} rows, median error {ape:.1f} %)",
+              "zh": "{metric}：预测值与实测值（{n} 行，中位误差 {ape:.1f}%）"},
+    "x": {"en": "measured {metric} ({unit})", "zh": "实测 {metric}（{unit}）"},
+    "y": {"en": "predicted {metric} ({unit})", "zh": "预测 {metric}（{unit}）"},
+    "equal": {"en": "predicted = measured", "zh": "预测 = 实测"},
+    "band": {"en": "±25 %", "zh": "±25%"},
+}
+METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"),
+                "output_tokens_per_s": ("output tokens/s", "tokens/s"),
+                "offline_output_tokens_per_s": ("offline output tokens/s", "tokens/s")}
+BACKEND_COLOURS = {"vllm": "#1565c0", "sglang": "#ef6c00", "trtllm": "#2e7d32"}
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Ticks from the decade at or below ``lo`` to the one at or above ``hi``: 1-2-5 within two
+    decades, the decades alone over a wider span (labels would overlap)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1, 2, 5) if last - first <= 2 else (1,)
+    return [m * 10 ** e for e in range(first, last + 1) for m in steps]
+
+
+def predicted_vs_measured(errors: list[dict[str, Any]], metric: str, lang: str = "en") -> str | None:
+    """Log-log scatter of the predicted against the measured value of ``metric`` for every row
+    `validate` compared (one point a row, coloured by backend), the line where they are equal and
+    the ±25 % lines; None when no row has the metric."""
+    pts = [(e["meas"], e["pred"], e.get("backend") or "") for e in errors
+           if e["metric"] == metric and e.get("meas") and e.get("pred") and e["meas"] > 0 and e["pred"] > 0]
+    if not pts:
+        return None
+    name, unit = METRIC_NAMES.get(metric, (metric, ""))
+    lo = min(min(m, p) for m, p, _ in pts) / 1.3
+    hi = max(max(m, p) for m, p, _ in pts) * 1.3
+    ticks = [t for t in _log_ticks(lo, hi) if lo <= t <= hi]
+    span = math.log10(hi) - math.log10(lo)
+    side = H - TOP - BOTTOM
+    left = LEFT + 20
+
+    def px(v: float) -> float:
+        return left + side * (math.log10(v) - math.log10(lo)) / span
+
+    def py(v: float) -> float:
+        return H - BOTTOM - side * (math.log10(v) - math.log10(lo)) / span
+
+    body = [f'<line x1="{left}" y1="{H - BOTTOM}" x2="{_n(left + side)}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{left}" y1="{TOP}" x2="{left}" y2="{H - BOTTOM}" stroke="black"/>']
+    for t in ticks:
+        body.append(f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>')
+        body.append(f'<text x="{left - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>')
+    for factor, dash in ((1.0, ""), (1.25, ' stroke-dasharray="5,4"'), (0.8, ' stroke-dasharray="5,4"')):
+        a, b = lo, hi
+        body.append(f'<line x1="{_n(px(a))}" y1="{_n(py(min(hi, max(lo, a * factor))))}" x2="{_n(px(b))}" '
+                    f'y2="{_n(py(min(hi, max(lo, b * factor))))}" stroke="#c62828"{dash}/>')
+    for m, p, backend in pts:
+        colour = BACKEND_COLOURS.get(backend, "#757575")
+        body.append(f'<circle cx="{_n(px(m))}" cy="{_n(py(p))}" r="2" fill="{colour}" fill-opacity="0.45"/>')
+    legend = [(escape(pick(VALIDATE_LABELS["equal"], lang)), "#c62828")]
+    legend += [(b, c) for b, c in BACKEND_COLOURS.items() if any(x == b for _, _, x in pts)]
+    for k, (label, colour) in enumerate(legend):
+        body.append(f'<text x="{_n(left + side + 12)}" y="{TOP + 14 + 16 * k}" fill="{colour}">{label}</text>')
+    body.append(f'<text x="{_n(left + side / 2)}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(pick(VALIDATE_LABELS["x"], lang).format(metric=name, unit=unit))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">'
+                f'{escape(pick(VALIDATE_LABELS["y"], lang).format(metric=name, unit=unit))}</text>')
+    apes = sorted(abs(p - m) / m * 100 for m, p, _ in pts)
+    title = pick(VALIDATE_LABELS["title"], lang).format(metric=name, n=len(pts), ape=apes[len(apes) // 2])
+    return _svg(body, title)
+
+
+def validate_charts(errors: list[dict[str, Any]], lang: str = "en") -> dict[str, str]:
+    """`validate`'s charts by file name: predicted against measured, one per metric compared."""
+    out = {f"validate-{metric.replace('_', '-')}.svg": predicted_vs_measured(errors, metric, lang)
+           for metric in METRIC_NAMES}
+    return {name: svg for name, svg in out.items() if svg}

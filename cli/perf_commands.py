@@ -450,7 +450,9 @@ def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dic
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, help=CALIBRATION_HELP)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
-def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> None:
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
+              help="Also write the predicted-against-measured charts (one SVG per metric) into this folder.")
+def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str, plot_dir: str | None) -> None:
     """Estimates against measured rows: error per row, median and p90 per metric, and how
     often the 80 % bands hold the measurement."""
     for p in data:
@@ -464,6 +466,11 @@ def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> No
             r = validate(list(data) or None)
     except DataError as exc:
         raise BadInput(f"--data: {exc}") from None
+    if plot_dir:
+        from .charts import validate_charts
+        from .main import write_svgs
+
+        write_svgs(validate_charts(r["errors"], current_lang()), plot_dir, current_lang())
     if fmt == "json":
         rows = [{"row": x["row"], **{m: (round(x[m], 4) if x[m] is not None else None)
                                       for m in METRICS},

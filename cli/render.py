@@ -717,13 +717,15 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o += [col("item", "value"), "|---|---|"] + [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |"
                                                 for k, v in plan["cost"].items()]
     o.append("")
-    if charts_dir:
-        from .charts import charts
+    from .charts import charts
 
-        drawn = charts(plan, lang)
-        if drawn:
-            o += [f"## {t('charts', lang)}", ""]
+    drawn = charts(plan, lang)
+    if drawn:
+        o += [f"## {t('charts', lang)}", ""]
+        if charts_dir:
             o += [f"![{name[:-4]}]({charts_dir.rstrip('/')}/{name})" for name in drawn] + [""]
+        else:
+            o += [m("charts_elsewhere"), ""]
     if plan.get("bom"):
         o.append(f"## {t('bom', lang)}")
         o.append("")
