@@ -570,16 +570,34 @@ STAGE_CLASSES = {
 }
 
 
-def mermaid(plan: dict[str, Any]) -> str:
-    """The explanation chain as a mermaid graph: steps and the steps they depend on, coloured by stage."""
+GRAPH_COMPONENT = "gpu"  # the reports' explanation graph shows this component's chain by default
+
+
+def component_trace(plan: dict[str, Any], component: str = GRAPH_COMPONENT) -> list[dict[str, Any]]:
+    """The trace steps of one component's chain (explain's walk back to the inputs), in trace
+    order; the whole trace when the plan has no such chain."""
+    from servewise.engine.app.explain import ExplainError, explain
+
+    try:
+        wanted = {s["step"] for s in explain(plan, component)["steps"]}
+    except ExplainError:
+        return plan["trace"]
+    return [s for s in plan["trace"] if s["step"] in wanted] or plan["trace"]
+
+
+def mermaid(plan: dict[str, Any], trace: list[dict[str, Any]] | None = None) -> str:
+    """The explanation chain as a mermaid graph: steps and the steps they depend on, coloured by
+    stage (``trace``: the steps to draw, all by default)."""
     lines = ["flowchart LR"]
     stages: dict[str, list[str]] = {}
-    for step in plan["trace"]:
+    steps = plan["trace"] if trace is None else trace
+    shown = {s["step"] for s in steps}
+    for step in steps:
         label = step["rule"].replace('"', "'")
         lines.append(f'  s{step["step"]}["{step["step"]}. {label}"]')
         stages.setdefault(step.get("stage", ""), []).append(f's{step["step"]}')
         for p in step["premises"]:
-            if "step" in p:
+            if "step" in p and p["step"] in shown:
                 lines.append(f'  s{p["step"]} --> s{step["step"]}')
     for stage, nodes in stages.items():
         if stage in STAGE_CLASSES:
@@ -753,10 +771,18 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o.append("")
     o.append(f"## {t('chain', lang)}")
     o.append("")
+    chain = component_trace(plan)
+    if len(chain) < len(plan["trace"]):
+        o.append(m("graph_component", component=COMPONENT_NAMES[GRAPH_COMPONENT].get(lang, GRAPH_COMPONENT),
+                   n=len(chain), total=len(plan["trace"])))
+        o.append("")
     o.append("```mermaid")
-    o.append(mermaid(plan))
+    o.append(mermaid(plan, chain))
     o.append("```")
     o.append("")
+    if len(chain) < len(plan["trace"]):
+        o += [f"<details><summary>{m('graph_all', total=len(plan['trace']))}</summary>", "", "```mermaid",
+              mermaid(plan), "```", "", "</details>", ""]
     for step in plan["trace"]:
         cites, quotes = _sources_md(step["source"])
         stage = msg(f"render.stage.{step['stage']}", lang) if f"render.stage.{step['stage']}" in _catalog() \

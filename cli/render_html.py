@@ -11,12 +11,14 @@ from servewise.engine.app.explain import rejections_by_gpu
 
 from .i18n import COMPONENT_NAMES, msg, pick, t, value_text
 from .render import (
+    GRAPH_COMPONENT,
     _catalog,
     _reason_for,
     bom_rows,
     by_severity,
     chain_value,
     component_line,
+    component_trace,
     field_label,
     field_value,
     input_rows,
@@ -140,12 +142,12 @@ def layout(trace: list[dict[str, Any]]) -> tuple[dict[int, tuple[float, float]],
     return pos, width, total_w, total_h, band_boxes
 
 
-def svg_graph(plan: dict[str, Any], lang: str = "en") -> str:
+def svg_graph(plan: dict[str, Any], lang: str = "en", trace: list[dict[str, Any]] | None = None) -> str:
     """The explanation chain as inline SVG: one band per stage, one box per step (colour = stage),
     arrows from each premise's step to the step that used it; a step used by more than
     ``FAN_MAX`` others gets one collapsed marker ("used by N steps") instead of N arrows.
-    Boxes link to the step's details below."""
-    trace = plan["trace"]
+    Boxes link to the step's details below. ``trace``: the steps to draw (all by default)."""
+    trace = plan["trace"] if trace is None else trace
     if not trace:
         return "<p>—</p>"
     pos, w, total_w, total_h, bands = layout(trace)
@@ -330,7 +332,16 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"<h2>{t('chain', lang)}</h2>")
     o.append(f"<p class='meta'>{msg('render.html.graph_note', lang)}</p>")
     o.append(_legend())
-    o.append(f'<div class="graph">{svg_graph(plan, lang)}</div>')
+    chain = component_trace(plan)
+    if len(chain) < len(plan["trace"]):
+        name = COMPONENT_NAMES[GRAPH_COMPONENT].get(lang, GRAPH_COMPONENT)
+        note = msg("render.md.graph_component", lang, n=len(chain), total=len(plan["trace"]), component=name)
+        o.append(f"<p>{escape(note)}</p>")
+        o.append(f'<div class="graph">{svg_graph(plan, lang, chain)}</div>')
+        o.append(f"<details><summary>{escape(msg('render.md.graph_all', lang, total=len(plan['trace'])))}</summary>"
+                 f'<div class="graph">{svg_graph(plan, lang)}</div></details>')
+    else:
+        o.append(f'<div class="graph">{svg_graph(plan, lang)}</div>')
     o += [_step(s, lang, plan) for s in plan["trace"]]
     o.append(f"<p class='meta'>servewise {escape(plan['servewise_version'])} · knowledge "
              f"<code>{escape(plan['knowledge_hash'])}</code></p></body></html>")

@@ -363,3 +363,22 @@ def test_html_renders_in_headless_chromium(tmp_path):
         pytest.skip("chromium is not installed")
     png, dom = render(html_report(tmp_path), tmp_path, binary)
     assert problems(png, dom) == []
+
+
+def test_the_reports_graph_shows_the_gpu_chain_first_and_the_whole_chain_on_request(saved):
+    """Issue 39 item 5: the explanation graph shows one component's chain by default (the GPU's,
+    about twenty steps, readable at a glance); the whole graph stays one click away."""
+    from servewise.cli.render import component_trace, to_markdown
+    from servewise.cli.render_html import to_html
+
+    _, plan = saved
+    chain = component_trace(plan)
+    assert 8 <= len(chain) < len(plan["trace"]) / 2
+    assert chain[-1]["rule"] == "select.gpu-component"
+    html = to_html(plan)
+    first = html.split('<div class="graph">')[1].split("</svg>")[0]
+    assert first.count('<a href="#step-') == len(chain)
+    assert "<details><summary>The whole explanation graph" in html
+    md = to_markdown(plan)
+    graph = md.split("```mermaid")[1].split("```")[0]
+    assert graph.count('["') == len(chain) and "The whole explanation graph" in md
