@@ -22,7 +22,16 @@ LABELS = {
     "cost_x": {"en": "TPOT upper end (ms)", "zh": "TPOT 区间上限（毫秒）"},
     "cost_y": {"en": "TCO of GPUs, platforms and power (M CNY)", "zh": "GPU、平台与电费总拥有成本（百万元）"},
     "sla": {"en": "TPOT target", "zh": "TPOT 目标"},
+    "cost_title_encoder": {"en": "Candidates: TCO against P99 request latency",
+                           "zh": "候选方案：总拥有成本与 P99 请求延迟"},
+    "cost_x_encoder": {"en": "P99 request latency (ms)", "zh": "P99 请求延迟（毫秒）"},
+    "sla_encoder": {"en": "latency target", "zh": "延迟目标"},
+    "cost_title_asr": {"en": "Candidates: TCO against partial-result latency",
+                       "zh": "候选方案：总拥有成本与中间结果延迟"},
+    "cost_x_asr": {"en": "partial-result latency (ms)", "zh": "中间结果延迟（毫秒）"},
+    "sla_asr": {"en": "partial-result target", "zh": "中间结果延迟目标"},
     "chosen": {"en": "chosen", "zh": "所选"},
+    "restricted": {"en": "export-restricted in this market (not chosen)", "zh": "在该市场受出口管制（不入选）"},
     "load_title": {"en": "One replica: latency against load (% of the target)",
                    "zh": "单副本：延迟随负载变化（占目标的百分比）"},
     "load_x": {"en": "requests/s per replica", "zh": "每副本请求数/秒"},
@@ -83,35 +92,59 @@ def _axes(x_ticks: list[float], y_ticks: list[float], grid: bool = False
     return px, py, body
 
 
+# the latency the cost-vs-latency chart puts on its x axis, by what the candidates have (a decoder
+# LLM's TPOT, an encoder's P99 request latency, a streaming ASR's partial-result latency), with the
+# workload field holding its target and the labels' key
+LATENCY_AXES = (("tpot_ms_hi", ("sla", "tpot_ms"), "tpot"), ("latency_p99_ms", ("sla", "ttft_ms"), "encoder"),
+                ("asr_partial_latency_ms", ("asr", "partial_latency_ms"), "asr"))
+
+
+def latency_axis(plan: dict[str, Any]) -> tuple[str, float | None, str] | None:
+    """(candidate field, target, label key) of the plan's cost-vs-latency chart, or None."""
+    candidates = plan.get("candidates") or []
+    for field, (section, key), label in LATENCY_AXES:
+        if any(c.get(field) for c in candidates):
+            return field, ((plan.get("workload") or {}).get(section) or {}).get(key), label
+    return None
+
+
 def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
-    """Scatter of the ranked candidates (TCO vs TPOT upper end), the chosen one marked, the TPOT
-    target as a vertical line; None when the plan ranked no candidates."""
-    rows = [c for c in plan.get("candidates") or [] if c.get("tco_cny") and c.get("tpot_ms_hi")]
-    if not rows:
+    """Scatter of the ranked candidates (TCO against the latency that sizes them: a decoder's TPOT
+    upper end, an encoder's P99 latency, a streaming ASR's partial-result latency), the chosen one
+    marked, the target as a vertical line; None when the plan ranked no candidates."""
+    axis = latency_axis(plan)
+    if axis is None:
         return None
-    target = ((plan.get("workload") or {}).get("sla") or {}).get("tpot_ms")
-    xs = [c["tpot_ms_hi"] for c in rows] + ([target] if target else [])
+    field, target, key = axis
+    rows = [c for c in plan.get("candidates") or [] if c.get("tco_cny") and c.get(field)]
+    xs = [c[field] for c in rows] + ([target] if target else [])
     ys = [c["tco_cny"] / 1e6 for c in rows]
     px, py, body = _axes(_ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05), grid=True)
+    suffix = "" if key == "tpot" else f"_{key}"
     body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(pick(LABELS["cost_x"], lang))}</text>')
+                f'{escape(pick(LABELS["cost_x" + suffix], lang))}</text>')
     body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
                 f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(pick(LABELS["cost_y"], lang))}</text>')
     if target:
         body.append(f'<line x1="{_n(px(target))}" y1="{TOP}" x2="{_n(px(target))}" y2="{H - BOTTOM}" '
                     f'stroke="#c62828" stroke-dasharray="5,4"/>')
         body.append(f'<text x="{_n(px(target) - 4)}" y="{TOP + 12}" text-anchor="end" fill="#c62828">'
-                    f'{escape(pick(LABELS["sla"], lang))} {target:g} ms</text>')
+                    f'{escape(pick(LABELS["sla" + suffix], lang))} {target:g} ms</text>')
     for c in sorted(rows, key=lambda c: c["chosen"]):  # the chosen one drawn last, on top
-        x, y = _n(px(c["tpot_ms_hi"])), _n(py(c["tco_cny"] / 1e6))
-        tip = f"<title>{escape(c['id'])}: {c['tco_cny']:,.0f} CNY, TPOT ≤ {c['tpot_ms_hi']:.1f} ms</title>"
+        x, y = _n(px(c[field])), _n(py(c["tco_cny"] / 1e6))
+        tip = f"<title>{escape(c['id'])}: {c['tco_cny']:,.0f} CNY, {field} {c[field]:.1f} ms</title>"
         if c["chosen"]:
             body.append(f'<circle cx="{x}" cy="{y}" r="7" fill="#2e7d32" stroke="black">{tip}</circle>')
-            body.append(f'<text x="{_n(px(c["tpot_ms_hi"]) + 10)}" y="{_n(py(c["tco_cny"] / 1e6) + 4)}" '
+            body.append(f'<text x="{_n(px(c[field]) + 10)}" y="{_n(py(c["tco_cny"] / 1e6) + 4)}" '
                         f'font-weight="bold">{escape(pick(LABELS["chosen"], lang))}: {escape(c["id"])}</text>')
+        elif c.get("availability") == "restricted":  # not orderable in the market: a hollow red ring
+            body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="none" stroke="#c62828">{tip}</circle>')
         else:
             body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="#90a4ae" fill-opacity="0.7">{tip}</circle>')
-    return _svg(body, pick(LABELS["cost_title"], lang))
+    if any(c.get("availability") == "restricted" for c in rows):
+        body.append(f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ '
+                    f'{escape(pick(LABELS["restricted"], lang))}</text>')
+    return _svg(body, pick(LABELS["cost_title" + suffix], lang))
 
 
 def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
