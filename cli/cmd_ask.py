@@ -317,13 +317,14 @@ class Interview:
         lang = self.term.lang
         was = (message("ask.cost.was", lang, lo=_cny(before.low_cny), hi=_cny(before.high_cny))
                if before is not None and (before.low_cny, before.high_cny) != (new.low_cny, new.high_cny) else "")
-        self.term.say(message("ask.cost.head", lang, capex=_cny(new.capex_cny), lo=_cny(new.price_range[0]),
-                              hi=_cny(new.price_range[1])), {"fg": "cyan"})
-        self.term.say(message("ask.cost.range", lang, lo=_cny(new.low_cny), hi=_cny(new.high_cny), was=was),
-                      {"fg": "cyan"})
+        width = output_width()
+        self.term.say(wrap(message("ask.cost.head", lang, capex=_cny(new.capex_cny), lo=_cny(new.price_range[0]),
+                                   hi=_cny(new.price_range[1])), width), {"fg": "cyan"})
+        self.term.say(wrap(message("ask.cost.range", lang, lo=_cny(new.low_cny), hi=_cny(new.high_cny), was=was),
+                           width), {"fg": "cyan"})
         if before is None or [m.input for m in before.moves] != [m.input for m in new.moves]:
             for m in new.moves:
-                self.term.say("    " + cost_move_text(m, lang), {"dim": True})
+                self.term.say(wrap("    " + cost_move_text(m, lang), width), {"dim": True})
 
     def ask(self, q: iv.Question) -> None:
         term, d = self.term, q.definition
@@ -334,8 +335,8 @@ class Interview:
         term.say("    " + " · ".join(describe(term, q, self.session)))
         move = self.outlook.move(q.key) if self.outlook is not None else None
         if move is not None:  # what the default costs and what the other answer would
-            term.say("    " + message("ask.cost.question", term.lang, capex=_cny(self.outlook.capex_cny),
-                                      other=cost_move_text(move, term.lang)), {"fg": "cyan"})
+            term.say(wrap("    " + message("ask.cost.question", term.lang, capex=_cny(self.outlook.capex_cny),
+                                            other=cost_move_text(move, term.lang)), output_width()), {"fg": "cyan"})
         while True:
             text = term.read(f"{q.key}> ", self.prepare)
             low = text.lower()
