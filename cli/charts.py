@@ -22,7 +22,16 @@ LABELS = {
     "cost_x": {"en": "TPOT upper end (ms)", "zh": "TPOT 区间上限（毫秒）"},
     "cost_y": {"en": "TCO of GPUs, platforms and power (M CNY)", "zh": "GPU、平台与电费总拥有成本（百万元）"},
     "sla": {"en": "TPOT target", "zh": "TPOT 目标"},
+    "cost_title_encoder": {"en": "Candidates: TCO against P99 request latency",
+                           "zh": "候选方案：总拥有成本与 P99 请求延迟"},
+    "cost_x_encoder": {"en": "P99 request latency (ms)", "zh": "P99 请求延迟（毫秒）"},
+    "sla_encoder": {"en": "latency target", "zh": "延迟目标"},
+    "cost_title_asr": {"en": "Candidates: TCO against partial-result latency",
+                       "zh": "候选方案：总拥有成本与中间结果延迟"},
+    "cost_x_asr": {"en": "partial-result latency (ms)", "zh": "中间结果延迟（毫秒）"},
+    "sla_asr": {"en": "partial-result target", "zh": "中间结果延迟目标"},
     "chosen": {"en": "chosen", "zh": "所选"},
+    "restricted": {"en": "export-restricted in this market (not chosen)", "zh": "在该市场受出口管制（不入选）"},
     "load_title": {"en": "One replica: latency against load (% of the target)",
                    "zh": "单副本：延迟随负载变化（占目标的百分比）"},
     "load_x": {"en": "requests/s per replica", "zh": "每副本请求数/秒"},
@@ -83,35 +92,59 @@ def _axes(x_ticks: list[float], y_ticks: list[float], grid: bool = False
     return px, py, body
 
 
+# the latency the cost-vs-latency chart puts on its x axis, by what the candidates have (a decoder
+# LLM's TPOT, an encoder's P99 request latency, a streaming ASR's partial-result latency), with the
+# workload field holding its target and the labels' key
+LATENCY_AXES = (("tpot_ms_hi", ("sla", "tpot_ms"), "tpot"), ("latency_p99_ms", ("sla", "ttft_ms"), "encoder"),
+                ("asr_partial_latency_ms", ("asr", "partial_latency_ms"), "asr"))
+
+
+def latency_axis(plan: dict[str, Any]) -> tuple[str, float | None, str] | None:
+    """(candidate field, target, label key) of the plan's cost-vs-latency chart, or None."""
+    candidates = plan.get("candidates") or []
+    for field, (section, key), label in LATENCY_AXES:
+        if any(c.get(field) for c in candidates):
+            return field, ((plan.get("workload") or {}).get(section) or {}).get(key), label
+    return None
+
+
 def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
-    """Scatter of the ranked candidates (TCO vs TPOT upper end), the chosen one marked, the TPOT
-    target as a vertical line; None when the plan ranked no candidates."""
-    rows = [c for c in plan.get("candidates") or [] if c.get("tco_cny") and c.get("tpot_ms_hi")]
-    if not rows:
+    """Scatter of the ranked candidates (TCO against the latency that sizes them: a decoder's TPOT
+    upper end, an encoder's P99 latency, a streaming ASR's partial-result latency), the chosen one
+    marked, the target as a vertical line; None when the plan ranked no candidates."""
+    axis = latency_axis(plan)
+    if axis is None:
         return None
-    target = ((plan.get("workload") or {}).get("sla") or {}).get("tpot_ms")
-    xs = [c["tpot_ms_hi"] for c in rows] + ([target] if target else [])
+    field, target, key = axis
+    rows = [c for c in plan.get("candidates") or [] if c.get("tco_cny") and c.get(field)]
+    xs = [c[field] for c in rows] + ([target] if target else [])
     ys = [c["tco_cny"] / 1e6 for c in rows]
     px, py, body = _axes(_ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05), grid=True)
+    suffix = "" if key == "tpot" else f"_{key}"
     body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(pick(LABELS["cost_x"], lang))}</text>')
+                f'{escape(pick(LABELS["cost_x" + suffix], lang))}</text>')
     body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
                 f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(pick(LABELS["cost_y"], lang))}</text>')
     if target:
         body.append(f'<line x1="{_n(px(target))}" y1="{TOP}" x2="{_n(px(target))}" y2="{H - BOTTOM}" '
                     f'stroke="#c62828" stroke-dasharray="5,4"/>')
         body.append(f'<text x="{_n(px(target) - 4)}" y="{TOP + 12}" text-anchor="end" fill="#c62828">'
-                    f'{escape(pick(LABELS["sla"], lang))} {target:g} ms</text>')
+                    f'{escape(pick(LABELS["sla" + suffix], lang))} {target:g} ms</text>')
     for c in sorted(rows, key=lambda c: c["chosen"]):  # the chosen one drawn last, on top
-        x, y = _n(px(c["tpot_ms_hi"])), _n(py(c["tco_cny"] / 1e6))
-        tip = f"<title>{escape(c['id'])}: {c['tco_cny']:,.0f} CNY, TPOT ≤ {c['tpot_ms_hi']:.1f} ms</title>"
+        x, y = _n(px(c[field])), _n(py(c["tco_cny"] / 1e6))
+        tip = f"<title>{escape(c['id'])}: {c['tco_cny']:,.0f} CNY, {field} {c[field]:.1f} ms</title>"
         if c["chosen"]:
             body.append(f'<circle cx="{x}" cy="{y}" r="7" fill="#2e7d32" stroke="black">{tip}</circle>')
-            body.append(f'<text x="{_n(px(c["tpot_ms_hi"]) + 10)}" y="{_n(py(c["tco_cny"] / 1e6) + 4)}" '
+            body.append(f'<text x="{_n(px(c[field]) + 10)}" y="{_n(py(c["tco_cny"] / 1e6) + 4)}" '
                         f'font-weight="bold">{escape(pick(LABELS["chosen"], lang))}: {escape(c["id"])}</text>')
+        elif c.get("availability") == "restricted":  # not orderable in the market: a hollow red ring
+            body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="none" stroke="#c62828">{tip}</circle>')
         else:
             body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="#90a4ae" fill-opacity="0.7">{tip}</circle>')
-    return _svg(body, pick(LABELS["cost_title"], lang))
+    if any(c.get("availability") == "restricted" for c in rows):
+        body.append(f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ '
+                    f'{escape(pick(LABELS["restricted"], lang))}</text>')
+    return _svg(body, pick(LABELS["cost_title" + suffix], lang))
 
 
 def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
@@ -162,10 +195,13 @@ def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
     rows = sorted(((v, k) for k, v in totals.items() if v > 0), reverse=True)
     if not rows:
         return None
+    from .render import bom_category
+
     top = rows[0][0]
     bar_h = min(28.0, (H - TOP - 30) / len(rows) - 6)
     body = []
     for i, (value, category) in enumerate(rows):
+        category = bom_category(category, lang)
         y = TOP + 10 + i * (bar_h + 6)
         width = (W - 260) * value / top
         body.append(f'<text x="{LEFT + 30}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(category)}</text>')
@@ -179,4 +215,81 @@ def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     """The plan's charts by file name (those it has data for)."""
     out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": latency_vs_load(plan, lang),
            "capex-breakdown.svg": capex_breakdown(plan, lang)}
+    return {name: svg for name, svg in out.items() if svg}
+
+
+VALIDATE_LABELS = {
+    "title": {"en": "{metric}: predicted against measured ({n} rows, median error {ape:.1f} %)",
+              "zh": "{metric}：预测值与实测值（{n} 行，中位误差 {ape:.1f}%）"},
+    "x": {"en": "measured {metric} ({unit})", "zh": "实测 {metric}（{unit}）"},
+    "y": {"en": "predicted {metric} ({unit})", "zh": "预测 {metric}（{unit}）"},
+    "equal": {"en": "predicted = measured", "zh": "预测 = 实测"},
+    "band": {"en": "±25 %", "zh": "±25%"},
+}
+METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"),
+                "output_tokens_per_s": ("output tokens/s", "tokens/s"),
+                "offline_output_tokens_per_s": ("offline output tokens/s", "tokens/s")}
+BACKEND_COLOURS = {"vllm": "#1565c0", "sglang": "#ef6c00", "trtllm": "#2e7d32"}
+
+
+def _log_ticks(lo: float, hi: float) -> list[float]:
+    """Ticks from the decade at or below ``lo`` to the one at or above ``hi``: 1-2-5 within two
+    decades, the decades alone over a wider span (labels would overlap)."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1, 2, 5) if last - first <= 2 else (1,)
+    return [m * 10 ** e for e in range(first, last + 1) for m in steps]
+
+
+def predicted_vs_measured(errors: list[dict[str, Any]], metric: str, lang: str = "en") -> str | None:
+    """Log-log scatter of the predicted against the measured value of ``metric`` for every row
+    `validate` compared (one point a row, coloured by backend), the line where they are equal and
+    the ±25 % lines; None when no row has the metric."""
+    pts = [(e["meas"], e["pred"], e.get("backend") or "") for e in errors
+           if e["metric"] == metric and e.get("meas") and e.get("pred") and e["meas"] > 0 and e["pred"] > 0]
+    if not pts:
+        return None
+    name, unit = METRIC_NAMES.get(metric, (metric, ""))
+    lo = min(min(m, p) for m, p, _ in pts) / 1.3
+    hi = max(max(m, p) for m, p, _ in pts) * 1.3
+    ticks = [t for t in _log_ticks(lo, hi) if lo <= t <= hi]
+    span = math.log10(hi) - math.log10(lo)
+    side = H - TOP - BOTTOM
+    left = LEFT + 20
+
+    def px(v: float) -> float:
+        return left + side * (math.log10(v) - math.log10(lo)) / span
+
+    def py(v: float) -> float:
+        return H - BOTTOM - side * (math.log10(v) - math.log10(lo)) / span
+
+    body = [f'<line x1="{left}" y1="{H - BOTTOM}" x2="{_n(left + side)}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{left}" y1="{TOP}" x2="{left}" y2="{H - BOTTOM}" stroke="black"/>']
+    for t in ticks:
+        body.append(f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>')
+        body.append(f'<text x="{left - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>')
+    for factor, dash in ((1.0, ""), (1.25, ' stroke-dasharray="5,4"'), (0.8, ' stroke-dasharray="5,4"')):
+        a, b = lo, hi
+        body.append(f'<line x1="{_n(px(a))}" y1="{_n(py(min(hi, max(lo, a * factor))))}" x2="{_n(px(b))}" '
+                    f'y2="{_n(py(min(hi, max(lo, b * factor))))}" stroke="#c62828"{dash}/>')
+    for m, p, backend in pts:
+        colour = BACKEND_COLOURS.get(backend, "#757575")
+        body.append(f'<circle cx="{_n(px(m))}" cy="{_n(py(p))}" r="2" fill="{colour}" fill-opacity="0.45"/>')
+    legend = [(escape(pick(VALIDATE_LABELS["equal"], lang)), "#c62828")]
+    legend += [(b, c) for b, c in BACKEND_COLOURS.items() if any(x == b for _, _, x in pts)]
+    for k, (label, colour) in enumerate(legend):
+        body.append(f'<text x="{_n(left + side + 12)}" y="{TOP + 14 + 16 * k}" fill="{colour}">{label}</text>')
+    body.append(f'<text x="{_n(left + side / 2)}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(pick(VALIDATE_LABELS["x"], lang).format(metric=name, unit=unit))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">'
+                f'{escape(pick(VALIDATE_LABELS["y"], lang).format(metric=name, unit=unit))}</text>')
+    apes = sorted(abs(p - m) / m * 100 for m, p, _ in pts)
+    title = pick(VALIDATE_LABELS["title"], lang).format(metric=name, n=len(pts), ape=apes[len(apes) // 2])
+    return _svg(body, title)
+
+
+def validate_charts(errors: list[dict[str, Any]], lang: str = "en") -> dict[str, str]:
+    """`validate`'s charts by file name: predicted against measured, one per metric compared."""
+    out = {f"validate-{metric.replace('_', '-')}.svg": predicted_vs_measured(errors, metric, lang)
+           for metric in METRIC_NAMES}
     return {name: svg for name, svg in out.items() if svg}

@@ -15,6 +15,7 @@ import click
 
 from servewise.engine.app import interview as iv
 from servewise.engine.app.inputs import WorkloadError
+from servewise.engine.common.messages import message
 from servewise.engine.domain.catalog import UnknownEntry
 from servewise.engine.runtime.runner import LoopError, RuleRuntimeError
 
@@ -189,6 +190,16 @@ def describe(term: Terminal, q: iv.Question, session: iv.Session) -> list[str]:
     return parts
 
 
+def _cny(x: float) -> str:
+    return f"{x:,.0f}"
+
+
+def cost_move_text(move: iv.CostMove, lang: str) -> str:
+    """One open input's effect on the capex, as the interview shows it."""
+    return message(f"ask.cost.move.{move.what}", lang, input=move.input, default=_fmt(move.default),
+                   capex=_cny(move.capex_cny))
+
+
 def show_why(term: Terminal, q: iv.Question) -> None:
     term.say(term.s("why_head", key=q.key), {"bold": True})
     reasons = iv.why(q)
@@ -219,6 +230,7 @@ class Interview:
         self._run_key: str | None = None
         self._run: iv.AskRun | None = None
         self.prepared = False
+        self.outlook: iv.CostOutlook | None = None  # the running cost range (after a price-deciding answer)
 
     def prepare(self) -> None:
         """Once, while the first prompt waits for the operator: load what checking an answer
@@ -284,9 +296,35 @@ class Interview:
                 self.ask(q)
             except Finish:
                 break
+            if q.key in iv.PRICE_KEYS and self.session.has_model() and q.key != "model":
+                self.show_outlook()
         plan = self.plan()
         assert plan is not None
         return plan
+
+    def show_outlook(self) -> None:
+        """The capex of the answers so far and the range the open price-deciding answers leave
+        (engine/app/interview.py cost_outlook), and how it moved since the last one; nothing when
+        the answer changed neither."""
+        plan = self.plan()
+        new = iv.cost_outlook(plan) if plan is not None else None
+        if new is None:
+            return
+        before, self.outlook = self.outlook, new
+        if before is not None and (before.capex_cny, before.low_cny, before.high_cny) == (
+                new.capex_cny, new.low_cny, new.high_cny):
+            return
+        lang = self.term.lang
+        was = (message("ask.cost.was", lang, lo=_cny(before.low_cny), hi=_cny(before.high_cny))
+               if before is not None and (before.low_cny, before.high_cny) != (new.low_cny, new.high_cny) else "")
+        width = output_width()
+        self.term.say(wrap(message("ask.cost.head", lang, capex=_cny(new.capex_cny), lo=_cny(new.price_range[0]),
+                                   hi=_cny(new.price_range[1])), width), {"fg": "cyan"})
+        self.term.say(wrap(message("ask.cost.range", lang, lo=_cny(new.low_cny), hi=_cny(new.high_cny), was=was),
+                           width), {"fg": "cyan"})
+        if before is None or [m.input for m in before.moves] != [m.input for m in new.moves]:
+            for m in new.moves:
+                self.term.say(wrap("    " + cost_move_text(m, lang), width), {"dim": True})
 
     def ask(self, q: iv.Question) -> None:
         term, d = self.term, q.definition
@@ -295,6 +333,10 @@ class Interview:
         if d.help:
             term.say("    " + pick(d.help, term.lang), {"dim": True})
         term.say("    " + " · ".join(describe(term, q, self.session)))
+        move = self.outlook.move(q.key) if self.outlook is not None else None
+        if move is not None:  # what the default costs and what the other answer would
+            term.say(wrap("    " + message("ask.cost.question", term.lang, capex=_cny(self.outlook.capex_cny),
+                                            other=cost_move_text(move, term.lang)), output_width()), {"fg": "cyan"})
         while True:
             text = term.read(f"{q.key}> ", self.prepare)
             low = text.lower()

@@ -14,13 +14,14 @@ from typing import Any
 import click
 
 from servewise.engine.app import explain as ex
+from servewise.engine.common.messages import message
 from servewise.engine.common.text import format_display as fmt
 from servewise.engine.common.text import terminal_safe
 
 from .brief import clip
 from .errors import InputError
-from .i18n import pick
-from .render import component_line, to_json
+from .i18n import pick, value_text
+from .render import chain_value, component_line, severity, shown_conclusions, to_json, warning_text
 from .wrap import output_width, wrap, wrap_line
 
 L: dict[str, dict[str, str]] = {
@@ -70,6 +71,15 @@ L: dict[str, dict[str, str]] = {
                "zh": "不一致：记录的输入与结果不匹配（文件被修改过，或 servewise 本身变了）：同一知识库（{old}）"
                      "给出不同的方案；以下取值不同："},
     "rules_dirs": {"en": "rule folders (--rules-dir)", "zh": "规则文件夹（--rules-dir）"},
+    "knowledge": {"en": "knowledge", "zh": "知识库"},
+    "step": {"en": "step {n}", "zh": "步骤 {n}"},
+    "other_conclusions": {"en": "(+{n} other conclusions of this step, not on this chain)",
+                          "zh": "（该步骤另有 {n} 个不在此链上的结论）"},
+    "warning": {"en": "warning", "zh": "警告"},
+    "rules_added": {"en": "+ rules now in the chain: {ids}", "zh": "+ 新进入解释链的规则：{ids}"},
+    "rules_removed": {"en": "- rules no longer in the chain: {ids}", "zh": "- 不再出现在解释链中的规则：{ids}"},
+    "rejected_count": {"en": "rejected alternatives: +{a} / -{r}", "zh": "被排除的方案：+{a} / -{r}"},
+    "calibration": {"en": "calibration", "zh": "校准"},
 }
 
 
@@ -85,10 +95,12 @@ def load_plan(path: str) -> dict[str, Any]:
     try:
         return load_plan_file(path)
     except PlanFileError as exc:
+        from .errors import current_lang
+
         if exc.message == "file not found":
             raise InputError(f"{path}: no such plan file (make one: servewise plan W.yaml --format json -o "
                              f"{path})") from None
-        raise InputError(str(exc)) from None
+        raise InputError(value_text(str(exc), current_lang())) from None
 
 
 def rule_titles(settings) -> dict[str, dict[str, Any]] | None:
@@ -125,30 +137,40 @@ def source_lines(source: Any, lang: str, indent: str) -> list[str]:
     return out
 
 
-def premise_line(p: dict[str, Any], lang: str) -> str:
+def premise_line(p: dict[str, Any], lang: str, plan: dict[str, Any] | None = None) -> str:
     if "step" in p:
-        where = f"step {p['step']}"
+        where = tr("step", lang, n=p["step"])
     else:
         origin = p.get("origin") or {}
         kind = {"input": "given", "default": "default"}.get(origin.get("kind", "?"))
         where = f"{tr(kind, lang) if kind else origin.get('kind', '?')}: {origin.get('ref', '?')}"
-    return f"⇐ {p['fact']} = {fmt(p.get('value'))}   ({where})"
+    return f"⇐ {p['fact']} = {shown_value(p['fact'], p.get('value'), plan, lang)}   ({where})"
+
+
+def shown_value(fact: str, value: Any, plan: dict[str, Any] | None, lang: str) -> str:
+    """A fact's value as the auditor's views show it: English as the tables format it; Chinese
+    as the report's explanation chain shows it (cli/render.py chain_value)."""
+    if lang == "en" or plan is None:
+        return fmt(value)
+    return chain_value(fact, value, plan, lang)
 
 
 def detail_lines(detail: dict[str, Any], lang: str, indent: str) -> list[str]:
-    head = detail.get("function", "?") + (f" {detail['metric']}" if detail.get("metric") else "")
+    head = detail.get("function", "?") + (f" {value_text(detail['metric'], lang)}" if detail.get("metric") else "")
     cal = detail.get("calibration") or {}
     if cal:
-        head += f"; calibration {cal.get('gpu_class')}/{cal.get('backend')}: {cal.get('source')}"
+        source = value_text(str(cal.get("source")), lang, True)
+        head += f"; {tr('calibration', lang)} {cal.get('gpu_class')}/{cal.get('backend')}: {source}"
     out = [f"{indent}{tr('model', lang)} ({head})"]
     if detail.get("formula"):
-        out.append(f"{indent}  {detail['formula']} = {fmt(detail.get('result'))}")
+        out.append(f"{indent}  {value_text(detail['formula'], lang)} = {fmt(detail.get('result'))}")
     for x in detail.get("from") or []:
         out.append(f"{indent}  {fmt(x)}")
     for st in detail.get("steps") or []:
         vals = ", ".join(f"{k}={fmt(v)}" for k, v in (st.get("values") or {}).items())
-        out.append(f"{indent}  {st.get('name')}: {st.get('formula')} = {fmt(st.get('result'))} {st.get('unit', '')}"
-                   .rstrip())
+        result = fmt(st.get("result"))
+        out.append(f"{indent}  {value_text(str(st.get('name')), lang)}: {value_text(str(st.get('formula')), lang)} = "
+                   f"{value_text(result, lang)} {st.get('unit', '')}".rstrip())
         if vals:
             out.append(f"{indent}      [{vals}]")
     return out
@@ -189,13 +211,14 @@ def render_explain_brief(result: dict[str, Any], plan: dict[str, Any], lang: str
     given = [i for i in result["inputs"] if i["given"]]
     inputs = ", ".join(f"{i['fact']}={fmt(i['value'])}" for i in given) or "—"
     tail = [f"{tr('inputs', lang)} ({tr('given', lang)}): {inputs}",
-            f"{tr('catalog', lang)}: {', '.join(result['catalog']) or '—'}",
+            f"{tr('catalog', lang)}: {value_text(', '.join(result['catalog']), lang, True) or '—'}",
             tr("full_hint", lang, target=target)]
     steps = result["steps"]
     lines: list[str] = []
     for k, s in enumerate(steps):
         # the reason, not the title: the step's because, clipped (two lines for the three latest)
         reason = pick(s.get("because_i18n") or s.get("because"), lang) or pick(s.get("title"), lang)
+        reason = value_text(reason, lang, True)
         if not reason:
             facts = [c for c in s["conclusions"] if c["fact"] in result["facts"] or len(s["conclusions"]) == 1]
             reason = ", ".join(f"{c['fact'].removeprefix('components.')} = {_brief_value(c.get('value'))}"
@@ -231,8 +254,8 @@ def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> s
     head = f"explain {target}"
     if "." not in target and comp in plan["components"]:
         head += f" — {component_line(comp, plan['components'][comp], lang)}"
-    out = [f"{head}   (knowledge {result['knowledge_hash']})"]
-    out += [f"  {k} = {fmt(v)}" for k, v in result["facts"].items()]
+    out = [f"{head}   ({tr('knowledge', lang)} {result['knowledge_hash']})"]
+    out += [f"  {k} = {_fact_value(k, v, result, plan, lang)}" for k, v in result["facts"].items()]
     if result["undecided"]:
         out += ["", f"  ! {tr('undecided', lang)}"]
     out += ["", tr("chain", lang, n=len(result["steps"]))]
@@ -243,10 +266,10 @@ def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> s
         out.append(f"[{s['step']}] {s['rule']}" + (f" — {title}" if title else "") + f"   ({s.get('stage')})")
         out += source_lines(s["source"], lang, "    ")
         if s.get("corrects"):
-            out.append(f"    {tr('corrects', lang)}: {s['corrects']}")
-        out.append(f"    {tr('why', lang)}: {pick(s['because_i18n'], lang)}")
-        for c in s["conclusions"]:
-            out.append(f"    ⇒ {c['fact']} = {fmt(c.get('value'))}")
+            out.append(f"    {tr('corrects', lang)}: {pick(s.get('corrects_i18n') or s['corrects'], lang)}")
+        out.append(f"    {tr('why', lang)}: {value_text(pick(s['because_i18n'], lang), lang, True)}")
+        for c in shown_conclusions(s, lang):
+            out.append(f"    ⇒ {c['fact']} = {shown_value(c['fact'], c.get('value'), plan, lang)}")
             if not is_tautology(c.get("formula"), c.get("value")):
                 out.append(f"        {tr('formula', lang)}: {c['formula']}")
             for d in c.get("details") or []:
@@ -257,15 +280,23 @@ def render_explain(result: dict[str, Any], plan: dict[str, Any], lang: str) -> s
                 out += detail_lines(d, lang, "        ")
         hidden = s["conclusions_total"] - len(s["conclusions"])
         if hidden > 0:
-            out.append(f"    (+{hidden} other conclusions of this step, not on this chain)")
-        out += [f"    {premise_line(p, lang)}" for p in s["premises"]]
+            out.append(f"    {tr('other_conclusions', lang, n=hidden)}")
+        out += [f"    {premise_line(p, lang, plan)}" for p in s["premises"]]
     out += ["", tr("inputs", lang)]
     for i in result["inputs"]:
         mark = tr("given", lang) if i["given"] else tr("default", lang)
-        out.append(f"  {i['fact']} = {fmt(i['value'])}   [{mark}]")
+        out.append(f"  {i['fact']} = {shown_value(i['fact'], i['value'], plan, lang)}   [{mark}]")
     out += ["", tr("catalog", lang)]
-    out += [f"  {c}" for c in result["catalog"]] or ["  —"]
+    out += [f"  {value_text(c, lang, True)}" for c in result["catalog"]] or ["  —"]
     return terminal_safe("\n".join(out) + "\n")
+
+
+def _fact_value(key: str, value: Any, result: dict[str, Any], plan: dict[str, Any], lang: str) -> str:
+    """The explained result's headline value: a warning in the reader's language."""
+    if key == "warning" and lang != "en":
+        rule = result["target"].removeprefix("warning:").removeprefix("warning ")
+        return chain_value(f"warning[{rule}]", value, plan, lang)
+    return shown_value(key, value, plan, lang)
 
 
 def render_why_not(result: dict[str, Any], lang: str) -> str:
@@ -273,7 +304,7 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
     label = {"rejected": "rejected", "chosen": "chosen", "never-candidate": "never",
              "not-chosen": "not-chosen"}[status]
     out = [f"why-not {result['resolved']}: {tr(label, lang)}   ({tr('uses', lang)} {result.get('chosen')}; "
-           f"knowledge {result['knowledge_hash']})"]
+           f"{tr('knowledge', lang)} {result['knowledge_hash']})"]
     if result.get("reason") == "not-in-plan":
         out.append(f"  {result['resolved']} {tr('not_in_plan', lang)}")
     if result.get("reason") == "not-searched":
@@ -282,7 +313,7 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
         out.append(f"  {result['field']} = {fmt(result.get('value'))}")
     if result["groups"] and status != "chosen":
         best = result.get("closest") or result["groups"][0]["entries"][0]
-        because = pick(best.get("because_i18n") or best["because"], lang)
+        because = value_text(pick(best.get("because_i18n") or best["because"], lang), lang, True)
         out.append(f"  {tr('closest', lang)}: {best['option']} — {because}")
     for g in result["groups"]:
         title = pick(g.get("title"), lang)
@@ -294,22 +325,22 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
             out += source_lines(g["source"], lang, "    ")
         same: dict[str, list[dict[str, Any]]] = {}
         for r in g["entries"]:  # identical reasons collapse to one line
-            same.setdefault(pick(r.get("because_i18n") or r["because"], lang), []).append(r)
+            same.setdefault(value_text(pick(r.get("because_i18n") or r["because"], lang), lang, True), []).append(r)
         for because, rs in same.items():
             prefix = result["resolved"] + " | "
             names = [r["option"].removeprefix(prefix) if len(rs) > 1 else r["option"] for r in rs]
             out.append(f"    - {', '.join(names)}: {because}")
-            vals = ", ".join(f"{k}={fmt(v)}" for k, v in (rs[0].get("values") or {}).items())
+            vals = ", ".join(f"{k}={shown_value(k, v, {}, lang)}" for k, v in (rs[0].get("values") or {}).items())
             if vals and len(rs) == 1:
                 out.append(f"        [{vals}]")
     d = result.get("decided_by")
     if d:
         out.append("")
         out.append(f"  {tr('decided', lang)} {d['step']}: {d['rule']} ({d.get('stage')})")
-        out.append(f"    {tr('why', lang)}: {pick(d['because_i18n'], lang)}")
+        out.append(f"    {tr('why', lang)}: {value_text(pick(d['because_i18n'], lang), lang, True)}")
         for c in d["conclusions"][:8]:
             formula = f"   ← {c['formula']}" if c.get("formula") else ""
-            out.append(f"    ⇒ {c['fact']} = {fmt(c.get('value'))}{formula}")
+            out.append(f"    ⇒ {c['fact']} = {shown_value(c['fact'], c.get('value'), {}, lang)}{formula}")
         out += source_lines(d["source"], lang, "    ")
     if result.get("field"):
         out += ["", f"  {tr('more_how', lang)}: servewise explain PLAN.json "
@@ -317,9 +348,77 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
     return terminal_safe("\n".join(out) + "\n")
 
 
+def render_why_not_warning(result: dict[str, Any], plan: dict[str, Any], lang: str) -> str:
+    """Why a warning was given (its conditions with the values read, the inputs to change to avoid
+    it) or not given (the first condition that does not hold, on the plan made again)."""
+    def m(code: str, **args: Any) -> str:
+        return message(f"why.{code}", lang, **args)
+
+    title = pick(result["title"], lang)
+    out = [f"why-not {result['rule']}: {m(result['status'])}   ({tr('knowledge', lang)} {result['knowledge_hash']})",
+           f"  {title}"]
+    if result["status"] == "given":
+        given = {"rule": result["rule"], "message": "", "message_i18n": result["message_i18n"]}
+        out += ["", m("message"), f"  {warning_text(given, lang)}", "", m("conditions_held", step=result["step"])]
+        out += [f"  ✓ {c['expression']}   ({c['values']})" for c in result["conditions"]]
+        if result["inputs"]:
+            out += ["", m("inputs")]
+            for i in result["inputs"]:
+                mark = tr("given", lang) if i["given"] else tr("default", lang)
+                out.append(f"  {i['fact']} = {shown_value(i['fact'], i['value'], plan, lang)}   [{mark}]")
+        out += ["", m("more", rule=result["rule"])]
+    else:
+        out += ["", m("rerun")]
+        for c in result["conditions"]:
+            sign = "✓" if c["holds"] else "✗" if c["holds"] is False else "?"
+            out.append(f"  {sign} {c['expression']}   ({c['values']})")
+        last = result["conditions"][-1] if result["conditions"] else None
+        if last is None:
+            out.append(m("no_conditions"))
+        elif last["holds"] is False:
+            out += ["", m("because_false", expression=last["expression"])]
+        elif last["holds"] is None:
+            out += ["", m("because_unset", expression=last["expression"], facts=", ".join(last["unset"]) or "—")]
+        if result.get("several_models"):
+            out.append(m("several_models"))
+        if result.get("rerun_knowledge_hash") != result["knowledge_hash"]:
+            out.append(m("knowledge_changed", old=result["knowledge_hash"], new=result.get("rerun_knowledge_hash")))
+    return terminal_safe("\n".join(out) + "\n")
+
+
+def _warning_rule(settings, option: str):
+    """The warning rule ``option`` names (``warning:<id>`` too), or None; the rules loaded as
+    `why-not` loads them for titles (a rule base being edited: None)."""
+    from servewise.engine.lang.rulebase import RuleLoadError, load_rules
+
+    if "." not in option:  # rule ids are dotted (area.name); GPUs, layouts and values need no rules
+        return None
+    try:
+        rb = load_rules(settings.rules_dirs)
+    except RuleLoadError:
+        return None
+    spec = ex.warning_rule(rb, option)
+    return None if spec is None else (spec, rb)
+
+
+def _recorded_overlay(plan: dict[str, Any], plan_file: str):
+    """The calibration overlay a plan records, read again from its file (None without one)."""
+    recorded = plan.get("calibration_overlay")
+    if not isinstance(recorded, dict):
+        return None
+    from .perf_commands import read_overlay
+
+    path = str(recorded.get("path") or "")
+    if not path or not Path(path).is_file():
+        raise InputError(f"{plan_file}: calibration_overlay.path: the overlay file the plan was "
+                         f"calibrated with ('{path}'), not found")
+    return read_overlay(path)
+
+
 def render_audit(report: dict[str, Any], lang: str) -> str:
     if report["identical"]:
-        return terminal_safe(f"audit: {tr('identical', lang)} (knowledge {report['new_knowledge_hash']})\n")
+        return terminal_safe(f"audit: {tr('identical', lang)} ({tr('knowledge', lang)} "
+                             f"{report['new_knowledge_hash']})\n")
     key = "edited" if report.get("status") == "edited" else "changed"
     out = [f"audit: {tr(key, lang, old=report['old_knowledge_hash'], new=report['new_knowledge_hash'])}"]
     old_dirs, new_dirs = report.get("old_rules_dirs") or [], report.get("new_rules_dirs") or []
@@ -329,17 +428,19 @@ def render_audit(report: dict[str, Any], lang: str) -> str:
         out.append(f"  {tr('rules_dirs', lang)}: {show} → {now}")
     for c in report["changes"]:
         if c["path"] != "knowledge_hash":
-            out.append(f"  {c['path']}: {fmt(c['old'])} → {fmt(c['new'])}")
+            old, new = (fmt(c[k]) if lang == "en" else chain_value(c["path"], c[k], {}, lang) for k in ("old", "new"))
+            out.append(f"  {c['path']}: {old} → {new}")
     for key, sign in (("warnings_added", "+"), ("warnings_removed", "-")):
         for w in report[key]:
-            out.append(f"  {sign} warning [{w.get('severity')}] {pick(w.get('message_i18n') or w['message'], lang)} "
-                       f"({w['rule']})")
+            level = w.get("severity") if lang == "en" else severity(str(w.get("severity")), lang)
+            out.append(f"  {sign} {tr('warning', lang)} [{level}] {warning_text(w, lang)} ({w['rule']})")
     if report["rules_added"]:
-        out.append(f"  + rules now in the chain: {', '.join(report['rules_added'])}")
+        out.append(f"  {tr('rules_added', lang, ids=', '.join(report['rules_added']))}")
     if report["rules_removed"]:
-        out.append(f"  - rules no longer in the chain: {', '.join(report['rules_removed'])}")
+        out.append(f"  {tr('rules_removed', lang, ids=', '.join(report['rules_removed']))}")
     if report["rejected_added"] or report["rejected_removed"]:
-        out.append(f"  rejected alternatives: +{len(report['rejected_added'])} / -{len(report['rejected_removed'])}")
+        added, removed = len(report["rejected_added"]), len(report["rejected_removed"])
+        out.append(f"  {tr('rejected_count', lang, a=added, r=removed)}")
         for r in report["rejected_added"][:10]:
             out.append(f"    + {r['option']} ({r['rule']})")
         for r in report["rejected_removed"][:10]:
@@ -372,7 +473,7 @@ def explain(settings, plan_file: str, component: str, fmt_: str, brief: bool | N
     try:
         result = ex.explain(plan, component, rule_titles(settings))
     except ex.ExplainError as exc:
-        raise InputError(f"{plan_file}: {exc}") from None
+        raise InputError(value_text(f"{plan_file}: {exc}", settings.lang)) from None
     if brief is None:
         brief = sys.stdout.isatty()
     if fmt_ == "json":
@@ -395,11 +496,24 @@ def why_not(settings, plan_file: str, option: str, fmt_: str) -> None:
     from servewise.engine.domain.catalog import load_catalog
 
     plan = load_plan(plan_file)
+    found = _warning_rule(settings, option)
+    if found is not None:  # a warning's rule: why it was given, or why not
+        from .progress import Progress
+
+        warning, rb = found
+        overlay = _recorded_overlay(plan, plan_file)
+        with Progress(message("why.progress", settings.lang), 0) as progress:
+            if not any(w["rule"] == warning.id for w in plan.get("warnings") or []):
+                progress.step()  # planned again: a second or more
+            result = ex.why_not_warning(plan, warning, rb, overlay)
+        click.echo(dump(result) if fmt_ == "json"
+                   else wrap(render_why_not_warning(result, plan, settings.lang), output_width()), nl=False)
+        return
     gpus = dict(load_catalog().table("gpus").index)
     try:
         result = ex.why_not(plan, option, rule_titles(settings), gpus)
     except ex.ExplainError as exc:
-        raise InputError(f"{plan_file}: {exc}") from None
+        raise InputError(value_text(f"{plan_file}: {exc}", settings.lang)) from None
     click.echo(dump(result) if fmt_ == "json" else wrap(render_why_not(result, settings.lang), output_width()),
                nl=False)
 
@@ -430,18 +544,12 @@ def audit(settings, plan_file: str, fmt_: str) -> None:
     else:  # re-run with the rule folders the plan was made with, checked as --rules-dir is
         rulebase = recorded_rulebase(plan_file, [d["path"] for d in plan["rules_dirs"]], settings.lang)
         dirs = settings.rules_dirs = [Path(d["path"]) for d in plan["rules_dirs"]]
-    recorded = plan.get("calibration_overlay")
-    overlay = None
-    if isinstance(recorded, dict):  # re-run with the overlay the plan was calibrated with
-        from .perf_commands import read_overlay
+    overlay = _recorded_overlay(plan, plan_file)  # re-run with the overlay the plan was calibrated with
+    from .progress import slow
 
-        path = str(recorded.get("path") or "")
-        if not path or not Path(path).is_file():
-            raise InputError(f"{plan_file}: calibration_overlay.path: the overlay file the plan was "
-                             f"calibrated with ('{path}'), not found")
-        overlay = read_overlay(path)
     try:
-        report = ex.audit(plan, rulebase, dirs, overlay)
+        with slow("progress.audit", settings.lang):
+            report = ex.audit(plan, rulebase, dirs, overlay)
     except WorkloadError as exc:
         raise workload_error(in_plan_file(exc, plan_file), settings.lang) from None
     except UnknownEntry as exc:

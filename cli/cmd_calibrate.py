@@ -8,35 +8,39 @@ from typing import Any
 
 import click
 
+from servewise.cli.errors import current_lang
+from servewise.cli.i18n import value_text
 from servewise.cli.perf_commands import BadInput
+from servewise.engine.common.messages import message
 from servewise.engine.domain.perf import PRECISIONS
 from servewise.engine.domain.perf.calibration import BACKENDS
 
 
-def _pct(x: Any) -> str:
-    return "n/a" if x is None else f"{100 * float(x):.1f} %"
+def _pct(x: Any, lang: str = "en") -> str:
+    return message("cal.na", lang) if x is None else f"{100 * float(x):.1f} %"
 
 
-def report_text(report: dict[str, Any], out: str) -> str:
-    lines = [f"calibration overlay written to {out} ({report['rows']} measured row(s) from "
-             + ", ".join(f["file"] for f in report["fitted_on"]) + ")"]
+def report_text(report: dict[str, Any], out: str, lang: str = "en") -> str:
+    """The calibration report in ``lang`` (facts/messages/commands.yaml cal.*)."""
+    def t(code: str, **args: Any) -> str:
+        return message(f"cal.{code}", lang, **args)
+
+    sep = "，" if lang == "zh" else ", "
+    lines = [t("written", out=out, rows=report["rows"], files=", ".join(f["file"] for f in report["fitted_on"]))]
     for s in report["scopes"]:
-        lines.append(f"{s['gpu']} / {s['backend']} ({s['rows']} row(s): {', '.join(s['models'])}):")
+        lines.append(t("scope", gpu=s["gpu"], backend=s["backend"], rows=s["rows"], models=", ".join(s["models"])))
         consts = s["constants"] or {}
         if not consts:
-            lines.append("  nothing to fit (no TTFT or TPOT measured): the shipped calibration stays")
+            lines.append(t("nothing"))
         for k, v in consts.items():
             lines.append(f"  {k} = {v:g}")
         err = s["error"]
         for metric, label in (("ttft_ms", "TTFT"), ("tpot_ms", "TPOT")):
-            cells = [f"{name} {_pct((err.get(key) or {}).get(metric, {}).get('median_ape'))}"
-                     for key, name in (("shipped", "shipped"), ("fitted", "fitted"),
-                                       ("cross_validated", "cross-validated"))
-                     if (err.get(key) or {}).get(metric)]
+            cells = [t("cell", name=t(key), pct=_pct((err.get(key) or {}).get(metric, {}).get("median_ape"), lang))
+                     for key in ("shipped", "fitted", "cross_validated") if (err.get(key) or {}).get(metric)]
             if cells:
-                lines.append(f"  {label} median error: " + ", ".join(cells))
-    lines.append(f"use it: servewise plan WORKLOAD --calibration {out} "
-                 "(also estimate and validate)")
+                lines.append(t("median", label=label, cells=sep.join(cells)))
+    lines.append(t("use", out=out))
     return "\n".join(lines)
 
 
@@ -71,23 +75,26 @@ def calibrate_cmd(results: tuple[str, ...], output: str, model: str | None, gpu:
 
     for p in results:
         if not Path(p).is_file():
-            raise BadInput(f"{p}: (file): not found (expected a benchmark result file)")
+            raise BadInput(value_text(f"{p}: (file): not found (expected a benchmark result file)", current_lang()))
     given = {"model": model, "gpu": gpu, "backend": backend and backend.lower(),
              "precision": precision and precision.lower(), "tp": tp, "pp": pp,
              "attention_dp": attention_dp, "moe_ep": ep}
+    from servewise.cli.progress import slow
+
     try:
-        text, report = run(list(results), given, cross_validate=not no_cross_validate)
+        with slow("progress.calibrate", current_lang()):
+            text, report = run(list(results), given, cross_validate=not no_cross_validate)
     except CalibrateError as exc:
-        raise BadInput(str(exc)) from None
+        raise BadInput(value_text(str(exc), current_lang())) from None
     tmp = Path(output).with_name(Path(output).name + ".tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(output)  # whole or not at all (an interrupt leaves the old file)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise BadInput(f"{output}: (file): a writable path ({exc.strerror})") from None
+        raise BadInput(value_text(f"{output}: (file): a writable path ({exc.strerror})", current_lang())) from None
     click.echo(json.dumps(report, indent=1, ensure_ascii=False) if fmt == "json"
-               else report_text(report, output))
+               else report_text(report, output, current_lang()))
 
 
 COMMANDS = [calibrate_cmd]

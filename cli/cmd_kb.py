@@ -43,7 +43,10 @@ def kb_check(settings, fmt: str, min_coverage: float, as_of: str | None) -> None
     as_of = as_of or date.today().strftime("%Y-%m")
     if month_index(as_of) is None or not re.fullmatch(r"\d{4}-\d{2}", as_of):
         raise click.BadParameter(f"expected YYYY-MM, not {as_of!r}", param_hint="--as-of")
-    report = check(settings.rulebase(), as_of)
+    from .progress import slow
+
+    with slow("progress.kb_check", settings.lang):
+        report = check(settings.rulebase(), as_of)
     cov = report.coverage
     if fmt == "json":
         data = asdict(report)

@@ -14,6 +14,7 @@ from servewise.engine.common.messages import message
 from servewise.engine.lang.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
 from servewise.engine.lang.rulelint import Finding, lint, to_sarif
 
+from .i18n import pick, value_text
 from .main import rules as rules_group
 from .wrap import text_wrapped
 
@@ -36,6 +37,15 @@ def _split(paths: tuple[str, ...]) -> tuple[list[Path], set[str] | None]:
             extra.append(Path(p))
     files = {_display(f) for f in rule_files([Path(p) for p in paths])}
     return extra, files
+
+
+def finding_text(f: Finding, lang: str) -> str:
+    """A lint finding as ``file:line: rule-id: message`` (English: exactly ``str(f)``, which tools
+    parse); in Chinese the message through the value glossary (facts/messages/values.yaml value.lint.*)."""
+    if lang == "en":
+        return str(f)
+    tag = "" if f.severity == "error" else message("lint.warning_tag", lang)
+    return f"{f.file}:{f.line}: {f.rule}: {tag}{value_text(f.message, lang)}"
 
 
 def _load(settings, extra: list[Path], semantic: bool = False) -> RuleBase:
@@ -69,7 +79,7 @@ def rules_lint(settings, paths: tuple[str, ...], fmt: str, style: bool) -> None:
         click.echo(json.dumps(to_sarif(findings), ensure_ascii=False, indent=2))
     else:
         for f in findings:
-            click.echo(str(f))
+            click.echo(finding_text(f, settings.lang))
         if errors:
             click.echo(message("lint.problems", settings.lang, n=len(errors)), err=True)
         elif rb is not None:
@@ -100,31 +110,38 @@ def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool
         for problem in exc.problems:
             click.echo(str(problem), err=True)
         sys.exit(2)
-    results = run_all(rb, only, files)
+    from .progress import slow
+
+    with slow("progress.rules_test", settings.lang):
+        results = run_all(rb, only, files)
+    lang = settings.lang
     if not results:
-        click.echo(f"no rule matches{' -k ' + only if only else ''}{' in ' + ', '.join(paths) if paths else ''}",
+        click.echo(message("rules.test.none", lang, only=f" -k {only}" if only else "",
+                           paths=(" " + message("rules.test.in", lang, paths=", ".join(paths))) if paths else ""),
                    err=True)
         sys.exit(2)
     failed = [r for r in results if not r.ok]
     for r in results:
         if not r.ok:
-            click.echo(f"FAIL {r.file}:{r.line}: {r.rule}: {r.name}: {r.message}")
+            click.echo(message("rules.test.fail", lang, where=f"{r.file}:{r.line}", rule=r.rule, name=r.name,
+                               why=value_text(r.message, lang)))
         elif verbose:
-            click.echo(f"ok   {r.rule}: {r.name}")
+            click.echo(message("rules.test.ok", lang, rule=r.rule, name=r.name))
     rules_with_cases = len({r.rule for r in results})
     ids = {r.rule for r in results}
     tested = [s for s in rb.rules if s.id in ids]
     if coverage:
         gaps = case_coverage(tested)
         for spec, missing in gaps:
-            click.echo(f"{spec.file}:{spec.line}: {spec.id}: no case {' and no case '.join(missing)}")
-        click.echo(f"{len(ids) - len(gaps)} of {len(ids)} rules have both a firing case with a checked "
-                   "result and a must-not-fire case")
+            text = value_text("no case " + " and no case ".join(missing), lang)
+            click.echo(f"{spec.file}:{spec.line}: {spec.id}: {text}")
+        click.echo(message("rules.test.coverage", lang, n=len(ids) - len(gaps), total=len(ids)))
     else:  # your own rules (PATHS, --rules-dir) are told what their tests lack, as a warning
         for spec, missing in case_coverage([s for s in tested if not s.builtin]):
-            click.echo(f"{spec.file}:{spec.line}: {spec.id}: warning: no case {' and no case '.join(missing)}")
-    click.echo(f"{len(results) - len(failed)} passed, {len(failed)} failed "
-               f"({len(results)} cases, {rules_with_cases} rules)")
+            text = value_text("no case " + " and no case ".join(missing), lang)
+            click.echo(f"{spec.file}:{spec.line}: {spec.id}: {message('lint.warning_tag', lang)}{text}")
+    click.echo(message("rules.test.summary", lang, passed=len(results) - len(failed), failed=len(failed),
+                       cases=len(results), rules=rules_with_cases))
     if failed:
         sys.exit(1)
 
@@ -190,31 +207,37 @@ def rules_show(settings, rule_id: str, fmt: str, examples: bool) -> None:
         click.echo(json.dumps(asdict(c), ensure_ascii=False, indent=2))
         return
     lang = settings.lang
+
+    def m(code: str, **args: object) -> str:
+        return message(f"rules.show.{code}", lang, **args)
+
     click.echo(f"{c.id}: {c.title.get(lang, c.title['en'])}")
-    click.echo(f"  stage {c.stage}" + (f", for each {c.for_each}" if c.for_each else "")
-               + f", salience {c.salience}  ({c.file}:{c.line})")
+    click.echo(m("stage", stage=c.stage, each=m("each", kind=c.for_each) if c.for_each else "",
+                 salience=c.salience, file=c.file, line=c.line))
     if c.aliases:
-        click.echo(f"  aliases: {', '.join(c.aliases)}")
+        click.echo(m("aliases", ids=", ".join(c.aliases)))
     for s in c.sources:
         if "guideline" in s:
-            click.echo(f"  source {s['guideline']} ({s['doc']}, {s['section']}): “{s['quote']}”")
+            click.echo(m("source", ids=s["guideline"], doc=s["doc"], section=s["section"], quote=s["quote"]))
         else:
-            click.echo(f"  source {s['url']}")
+            note = f" ({value_text(s['note'], lang, True)})" if s.get("note") and lang != "en" else ""
+            click.echo(m("source_url", url=s["url"]) + note)
     if c.corrects:
-        click.echo(f"  corrects: {c.corrects}")
+        click.echo(m("corrects", text=pick(c.corrects_i18n, lang)))
     for w in c.when:
-        click.echo(f"  when  {w}")
+        click.echo(m("when", expr=w))
     for n, k in c.constants.items():
-        click.echo(f"  const {n} = {k['value']} ({k['source']})")
+        click.echo(m("const", name=n, value=k["value"], source=k["source"]))
     for n, e in c.lets.items():
-        click.echo(f"  let   {n} = {e}")
+        click.echo(m("let", name=n, expr=e))
     for a in c.actions:
-        click.echo(f"  then  {a}")
-    click.echo(f"  reads: {', '.join(c.reads) or '-'}")
-    click.echo(f"  writes: {', '.join(c.writes) or '-'}")
-    click.echo(f"  because: {c.because.get(lang, c.because.get('en', ''))}")
+        click.echo(m("then", action=value_text(a, lang, True) if lang != "en" else a))
+    click.echo(m("reads", names=", ".join(c.reads) or "-"))
+    click.echo(m("writes", names=", ".join(c.writes) or "-"))
+    click.echo(m("because", text=c.because.get(lang, c.because.get("en", ""))))
     for t in c.tests:
-        click.echo(f"  test ({t['kind']}) {t['name']}: expect {json.dumps(t['expect'], ensure_ascii=False)}")
+        click.echo(m("test", kind=m(f"kind.{t['kind']}"), name=t["name"],
+                     expect=json.dumps(t["expect"], ensure_ascii=False)))
     if examples:
         click.echo(f"  fires in: {', '.join(c.fires_in) or 'no example'}")
 

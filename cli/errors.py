@@ -25,8 +25,11 @@ class InputError(click.ClickException):
 
 
 def workload_error(exc, lang: str) -> InputError:
-    """An InputError with a workload validation message in the user's language."""
-    return InputError(exc.text(lang))
+    """An InputError with a workload validation message in the user's language (a message without
+    a catalog code, such as a file that cannot be read, through the value glossary)."""
+    from .i18n import value_text
+
+    return InputError(value_text(exc.text(lang), lang))
 
 
 class Infeasible(click.ClickException):

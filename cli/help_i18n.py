@@ -120,5 +120,30 @@ class LocalizedFormatter(click.HelpFormatter):
 
 
 def install() -> None:
-    """Every click context formats help with ``LocalizedFormatter``."""
+    """Every click context formats help with ``LocalizedFormatter``; click's messages go through
+    :func:`_gettext` (its modules' ``_`` / ``ngettext``)."""
+    import click.core
+    import click.exceptions
+    import click.parser
+    import click.types
+
     click.Context.formatter_class = LocalizedFormatter
+    for module in (click.core, click.exceptions, click.parser, click.types):
+        if hasattr(module, "_"):
+            module._ = _gettext  # type: ignore[attr-defined]
+        if hasattr(module, "ngettext"):
+            module.ngettext = _ngettext  # type: ignore[attr-defined]
+
+
+def _click_zh() -> dict[str, str]:
+    """click's English message ids → Chinese (facts/messages/help.yaml help.click.msg.*)."""
+    return {t["en"]: t["zh"] for code, t in catalog().items() if code.startswith("help.click.msg.")}
+
+
+def _gettext(message: str) -> str:
+    """click's message ``message`` in the current language (English as click wrote it)."""
+    return _click_zh().get(message, message) if _LANG[0] == "zh" else message
+
+
+def _ngettext(singular: str, plural: str, n: int) -> str:
+    return _gettext(singular if n == 1 else plural)

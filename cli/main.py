@@ -172,8 +172,9 @@ def cli(ctx: click.Context, lang: str | None, debug: bool, rules_dirs: tuple[str
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "html"]), default="text")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to this file.")
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False),
-              help="Also write the plan's charts (cost vs latency of the candidates, capex by BOM "
-                   "category) as SVG files into this folder; the md report links them.")
+              help="Also write the plan's charts (cost vs latency of the candidates, latency vs load, "
+                   "capex by BOM category) as SVG files into this folder; the md report links them "
+                   "(--format md -o FILE writes them beside FILE without it).")
 @click.option("--calibration", "calibration", type=click.Path(dir_okay=False), default=None,
               help="A calibration overlay written by `servewise calibrate` (the estimates use it; "
                    "the plan records its hash).")
@@ -205,7 +206,10 @@ def plan(settings: Settings, workload: str, fmt: str, output: str | None, full: 
     if fmt == "json":
         text = render.to_json(result.plan)
     elif fmt == "md":
-        text = render.to_markdown(result.plan, settings.lang, plot_dir)
+        if output and not plot_dir:  # the report's charts beside it: plan.md -> plan-charts/
+            plot_dir = str(Path(output).with_name(Path(output).stem + "-charts"))
+        link = os.path.relpath(plot_dir, Path(output).parent) if output and plot_dir else plot_dir
+        text = render.to_markdown(result.plan, settings.lang, link)
     elif fmt == "html":
         from .render_html import to_html
 
@@ -227,11 +231,16 @@ def write_charts(plan: dict, folder: str, lang: str) -> None:
     """The plan's SVG charts into ``folder`` (made if missing), each written atomically."""
     from .charts import charts
 
+    write_svgs(charts(plan, lang), folder, lang)
+
+
+def write_svgs(drawn: dict[str, str], folder: str, lang: str) -> None:
+    """SVG files (name → text) into ``folder`` (made if missing), each written atomically."""
     try:
         Path(folder).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"--plot {folder}: cannot make the folder ({exc.strerror})") from None
-    for name, svg in charts(plan, lang).items():
+    for name, svg in drawn.items():
         write_output(svg, str(Path(folder) / name), lang, utf8=True)
 
 

@@ -96,8 +96,7 @@ def _workload_line(i: dict[str, Any], lang: str = "en") -> str:
 
 
 def estimate_text(d: dict[str, Any], lang: str = "en") -> str:
-    """An estimate as text in ``lang`` (the steps' notes, written by the performance model in
-    English, are shown in English output only; zh says where to read them)."""
+    """An estimate as text in ``lang``."""
     def t(code: str, **args: Any) -> str:
         return message(f"est.{code}", lang, **args)
 
@@ -138,18 +137,17 @@ def estimate_text(d: dict[str, Any], lang: str = "en") -> str:
 
 
 def how_lines(steps: list[dict[str, Any]], lang: str = "en") -> list[str]:
-    """An estimate's formula steps, each with its values and result (the performance model writes
-    the steps' notes in English: shown in English output; zh says where to read them)."""
+    """An estimate's formula steps, each with its values, result and note (the performance model
+    writes the notes in English; Chinese through the value glossary, facts/messages/values.yaml)."""
     out = [message("est.how", lang)]
     for s in steps:
         res = s["result"]
         res = f"{res:,.4g}" if isinstance(res, float) else res
         out.append(f"  {s['name']}: {s['formula']}")
         out.append(f"      {_values(s['values'])} => {res} {value_text(s['unit'], lang)}".rstrip())
-        if s.get("note") and lang == "en":
-            out.append(f"      ({s['note']})")
-    if lang != "en" and any(s.get("note") for s in steps):
-        out.append(message("est.notes_en", lang))
+        if s.get("note"):
+            note = value_text(s["note"], lang)
+            out.append(f"      ({note})" if lang == "en" else f"      （{note}）")
     return out
 
 
@@ -371,44 +369,46 @@ def _estimate_disagg(model: str, gpu: str, tp: int, pp: int, ep: int, attention_
     if fmt == "json":
         click.echo(json.dumps(d, indent=2, ensure_ascii=False))
     else:
-        click.echo(wrap(disagg_text(d), output_width()).rstrip("\n"))
+        click.echo(wrap(disagg_text(d, current_lang()), output_width()).rstrip("\n"))
 
 
-def disagg_text(d: dict[str, Any]) -> str:
-    """A disaggregated estimate as text: the pools, the three numbers, how they were reached."""
+def disagg_text(d: dict[str, Any], lang: str = "en") -> str:
+    """A disaggregated estimate as text in ``lang``: the pools, the three numbers, how they were reached."""
+    def t(code: str, **args: Any) -> str:
+        return message(f"est.{code}", lang, **args)
+
     i, b = d["inputs"], d["band"]
-    lines = [f"{i['model']}, disaggregated: {i['precision']} weights, {i['kv_precision']} KV, "
-             f"{i['backend']}"]
+    lines = [t("disagg.head", model=i["model"], precision=i["precision"], kv=i["kv_precision"],
+               backend=i["backend"])]
     for name in ("prefill", "decode"):
         p = d["pools"][name]
-        adp = f", attention-dp {p['attention_dp']}" if p["attention_dp"] > 1 else ""
+        adp = t("adp", n=p["attention_dp"]) if p["attention_dp"] > 1 else ""
         mem = p["memory"]
-        lines.append(f"{name:>8}: {p['workers']} worker(s) x {p['gpus_per_worker']} {p['gpu']} "
-                     f"(tp {p['tp']}, ep {p['ep']}{adp}) = {p['gpus']} GPUs; memory per GPU "
-                     f"{mem['per_gpu_gib']:.1f} of {mem['budget_gib']:.1f} GiB -> "
-                     + ("fits" if p["fits"] else "does NOT fit"))
-    load = (f"Poisson arrivals at {i['request_rate']:g} requests/s (open loop)"
-            if i.get("request_rate") else f"{i['concurrency']:g} requests in flight (closed loop)")
+        lines.append(t("disagg.pool", name=t(f"disagg.{name}"), workers=p["workers"], per=p["gpus_per_worker"],
+                       gpu=p["gpu"], tp=p["tp"], ep=p["ep"], adp=adp, gpus=p["gpus"], used=mem["per_gpu_gib"],
+                       budget=mem["budget_gib"], verdict=t("fits" if p["fits"] else "no_fit")))
+    load = (t("workload.poisson_rate", rate=f"{i['request_rate']:g}") if i.get("request_rate")
+            else t("workload.inflight", c=f"{i['concurrency']:g}", how=t("workload.closed_only")))
     spec = i.get("speculative")
-    lines.append(f"workload: isl {i['isl']}, osl {i['osl']}, {load}"
-                 + (f"; speculative decoding: {spec['tokens']} draft token(s), acceptance "
-                    f"{spec['acceptance']:g}" if spec else ""))
+    extra = t("disagg.spec", tokens=spec["tokens"], acceptance=f"{spec['acceptance']:g}") if spec else ""
+    lines.append(t("workload", isl=i["isl"], osl=i["osl"], load=load, extra=extra))
     if d["reason"]:
-        lines.append(f"reason: {d['reason']}")
-    for key, label, unit in (("ttft_ms", "TTFT", "ms"), ("tpot_ms", "TPOT", "ms"),
-                             ("output_tokens_per_s", "throughput", "tokens/s")):
+        lines.append(t("reason", text=value_text(d["reason"], lang)))
+    for key, label, unit in (("ttft_ms", "TTFT", t("unit.ms")), ("tpot_ms", "TPOT", t("unit.ms")),
+                             ("output_tokens_per_s", t("label.throughput"), t("unit.tokens"))):
         lo, hi = b[key]
-        lines.append(f"{label:>10}: {_fmt(d[key])} {unit}  (band {_fmt(lo)} .. {_fmt(hi)})")
-    lines.append(f"{'requests':>10}: {_fmt(d['requests_per_s'], 2)} /s"
-                 + ("  SATURATED: a pool is at its limit" if d["saturated"] else ""))
+        lines.append(t("metric", label=label, value=_fmt(d[key]), unit=unit, lo=_fmt(lo), hi=_fmt(hi)))
+    lines.append(t("disagg.requests", n=_fmt(d["requests_per_s"], 2),
+                   saturated=t("disagg.saturated") if d["saturated"] else ""))
     kv = d["kv_transfer"]
-    lines.append(f"{'KV move':>10}: {kv['bytes_per_request'] / 1e6:,.1f} MB a request over "
-                 f"{kv['link']} ({kv['gbs_per_gpu']:.0f} GB/s per GPU): {kv['ms']:.2f} ms")
+    lines.append(t("disagg.kv", mb=f"{kv['bytes_per_request'] / 1e6:,.1f}", link=kv["link"], gbs=kv["gbs_per_gpu"],
+                   ms=kv["ms"]))
     c = d["calibration"]
-    lines.append(f"calibration: {c['gpu_class']} / {c['backend']}; hand-off "
-                 f"{c['t_handoff_ms']:.0f} ms ({c['t_handoff_fitted_on'] or 'not fitted'})")
-    lines.append(f"bands (80 %): {c['band_source']}")
-    lines += how_lines(d["steps"])
+    fitted = value_text(c["t_handoff_fitted_on"], lang) if c["t_handoff_fitted_on"] else t("disagg.not_fitted")
+    lines.append(t("disagg.calibration", gpu_class=c["gpu_class"], backend=c["backend"], ms=c["t_handoff_ms"],
+                   fitted=fitted))
+    lines.append(t("bands", source=value_text(c["band_source"], lang)))
+    lines += how_lines(d["steps"], lang)
     return "\n".join(lines)
 
 
@@ -461,18 +461,27 @@ def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dic
 @click.option("--calibration", type=click.Path(dir_okay=False), default=None, help=CALIBRATION_HELP)
 @click.option("--format", "fmt", type=click.Choice(("text", "json")), default="text",
               show_default=True)
-def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str) -> None:
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
+              help="Also write the predicted-against-measured charts (one SVG per metric) into this folder.")
+def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str, plot_dir: str | None) -> None:
     """Estimates against measured rows: error per row, median and p90 per metric, and how
     often the 80 % bands hold the measurement."""
     for p in data:
         if not Path(p).is_file():
             raise bad("data_missing", path=p)
     overlay = read_overlay(calibration)
+    from .progress import slow
+
     try:
-        with using_overlay(overlay):
+        with using_overlay(overlay), slow("progress.validate", current_lang()):
             r = validate(list(data) or None)
     except DataError as exc:
         raise BadInput(f"--data: {exc}") from None
+    if plot_dir:
+        from .charts import validate_charts
+        from .main import write_svgs
+
+        write_svgs(validate_charts(r["errors"], current_lang()), plot_dir, current_lang())
     if fmt == "json":
         rows = [{"row": x["row"], **{m: (round(x[m], 4) if x[m] is not None else None)
                                       for m in METRICS},

@@ -111,9 +111,17 @@ def bom_rows(plan: dict[str, Any], lang: str = "en") -> list[list[str]]:
                 else _cny(rng[0]) if rng[0] == rng[1] else f"{_cny(rng[0])}-{_cny(rng[1])}")
         line = "—" if not rng else (_cny(ln["qty"] * rng[0]) if rng[0] == rng[1]
                                     else f"{_cny(ln['qty'] * rng[0])}-{_cny(ln['qty'] * rng[1])}")
-        source = value_text(ln["source"], lang) + (f" ({ln['date']})" if ln.get("date") else "")
-        rows.append([value_text(ln["part"], lang), ln["category"], str(ln["qty"]), unit, line, source])
+        date = (f"（{ln['date']}）" if lang == "zh" else f" ({ln['date']})") if ln.get("date") else ""
+        source = value_text(ln["source"], lang) + date
+        rows.append([value_text(ln["part"], lang), bom_category(ln["category"], lang), str(ln["qty"]), unit, line,
+                     source])
     return rows
+
+
+def bom_category(category: str, lang: str = "en") -> str:
+    """A bill-of-materials category as shown (facts/messages/render.yaml; the id when not listed)."""
+    code = f"render.bom.category.{category}"
+    return msg(code, lang) if code in _catalog() else category
 
 
 def capex_line(cost: dict[str, Any], lang: str = "en") -> str:
@@ -564,22 +572,83 @@ STAGE_CLASSES = {
 }
 
 
-def mermaid(plan: dict[str, Any]) -> str:
-    """The explanation chain as a mermaid graph: steps and the steps they depend on, coloured by stage."""
+GRAPH_COMPONENT = "gpu"  # the reports' explanation graph shows this component's chain by default
+
+
+def component_trace(plan: dict[str, Any], component: str = GRAPH_COMPONENT) -> list[dict[str, Any]]:
+    """The trace steps of one component's chain (explain's walk back to the inputs), in trace
+    order; the whole trace when the plan has no such chain."""
+    from servewise.engine.app.explain import ExplainError, explain
+
+    try:
+        wanted = {s["step"] for s in explain(plan, component)["steps"]}
+    except ExplainError:
+        return plan["trace"]
+    return [s for s in plan["trace"] if s["step"] in wanted] or plan["trace"]
+
+
+def mermaid(plan: dict[str, Any], trace: list[dict[str, Any]] | None = None) -> str:
+    """The explanation chain as a mermaid graph: steps and the steps they depend on, coloured by
+    stage (``trace``: the steps to draw, all by default)."""
     lines = ["flowchart LR"]
     stages: dict[str, list[str]] = {}
-    for step in plan["trace"]:
+    steps = plan["trace"] if trace is None else trace
+    shown = {s["step"] for s in steps}
+    for step in steps:
         label = step["rule"].replace('"', "'")
         lines.append(f'  s{step["step"]}["{step["step"]}. {label}"]')
         stages.setdefault(step.get("stage", ""), []).append(f's{step["step"]}')
         for p in step["premises"]:
-            if "step" in p:
+            if "step" in p and p["step"] in shown:
                 lines.append(f'  s{p["step"]} --> s{step["step"]}')
     for stage, nodes in stages.items():
         if stage in STAGE_CLASSES:
             lines.append(f"  classDef {stage} fill:{STAGE_CLASSES[stage]},stroke:#57606a")
             lines.append(f"  class {','.join(nodes)} {stage}")
     return "\n".join(dict.fromkeys(lines))
+
+
+def chain_value(fact: str, value: Any, plan: dict[str, Any], lang: str) -> str:
+    """A value of the explanation chain (a step's conclusion or premise) in ``lang``: in Chinese a
+    warning's message in Chinese, a text given in both languages in Chinese, phrases of the value
+    glossary translated (ids, names and numbers stay); English as :func:`_v`."""
+    if lang == "en":
+        return _v(value)
+    if fact.startswith("warning["):
+        rule = fact[len("warning["):-1]
+        found = next((w for w in plan.get("warnings") or [] if w["rule"] == rule), None)
+        if found is not None:
+            return warning_text(found, lang)
+    if isinstance(value, dict) and value.keys() == {"en", "zh"}:
+        return str(value.get(lang) or value["en"])
+    if isinstance(value, bool):
+        return t("yes" if value else "no", lang)
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return msg("render.chain.records", lang, n=len(value))
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "；".join(_chain_text(v, lang) for v in value)
+    if isinstance(value, dict):
+        return "，".join(f"{k}={chain_value(k, v, plan, lang)}" for k, v in value.items() if v is not None)
+    if isinstance(value, str):
+        return _chain_text(value, lang)
+    return _v(value)
+
+
+def _chain_text(text: str, lang: str) -> str:
+    """A text value of the chain: a short value (a few words, no identifier) translated as a whole
+    phrase of the glossary, a longer one phrase by phrase (its short words may be identifiers)."""
+    short = len(text.split()) <= 4 and "_" not in text and "." not in text
+    return value_text(text, lang, phrases_only=not short)
+
+
+def shown_conclusions(step: dict[str, Any], lang: str) -> list[dict[str, Any]]:
+    """A step's conclusions as the chain shows them: in Chinese a fact whose Chinese twin
+    (``x_zh``) the step also concluded is shown by the twin only."""
+    conclusions = step["conclusions"]
+    if lang == "en":
+        return conclusions
+    facts = {c["fact"] for c in conclusions}
+    return [c for c in conclusions if f"{c['fact']}_zh" not in facts]
 
 
 def input_rows(plan: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -668,13 +737,15 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o += [col("item", "value"), "|---|---|"] + [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |"
                                                 for k, v in plan["cost"].items()]
     o.append("")
-    if charts_dir:
-        from .charts import charts
+    from .charts import charts
 
-        drawn = charts(plan, lang)
-        if drawn:
-            o += [f"## {t('charts', lang)}", ""]
+    drawn = charts(plan, lang)
+    if drawn:
+        o += [f"## {t('charts', lang)}", ""]
+        if charts_dir:
             o += [f"![{name[:-4]}]({charts_dir.rstrip('/')}/{name})" for name in drawn] + [""]
+        else:
+            o += [m("charts_elsewhere"), ""]
     if plan.get("bom"):
         o.append(f"## {t('bom', lang)}")
         o.append("")
@@ -702,10 +773,18 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o.append("")
     o.append(f"## {t('chain', lang)}")
     o.append("")
+    chain = component_trace(plan)
+    if len(chain) < len(plan["trace"]):
+        o.append(m("graph_component", component=COMPONENT_NAMES[GRAPH_COMPONENT].get(lang, GRAPH_COMPONENT),
+                   n=len(chain), total=len(plan["trace"])))
+        o.append("")
     o.append("```mermaid")
-    o.append(mermaid(plan))
+    o.append(mermaid(plan, chain))
     o.append("```")
     o.append("")
+    if len(chain) < len(plan["trace"]):
+        o += [f"<details><summary>{m('graph_all', total=len(plan['trace']))}</summary>", "", "```mermaid",
+              mermaid(plan), "```", "", "</details>", ""]
     for step in plan["trace"]:
         cites, quotes = _sources_md(step["source"])
         stage = msg(f"render.stage.{step['stage']}", lang) if f"render.stage.{step['stage']}" in _catalog() \
@@ -714,18 +793,18 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
         o.append("")
         o.append(_md_escape(value_text(pick(step.get("because_i18n") or step["because"], lang), lang, True)))
         o.append("")
-        conclusions = step["conclusions"]
+        conclusions = shown_conclusions(step, lang)
         for c in conclusions[:12]:
             formula = f" — `{c['formula']}`" if c.get("formula") else ""
-            o.append(f"- {c['fact']} = {_md_escape(_v(c['value']))}{formula}")
+            o.append(f"- {c['fact']} = {_md_escape(chain_value(c['fact'], c['value'], plan, lang))}{formula}")
         if len(conclusions) > 12:
             o.append(m("more_conclusions", n=len(conclusions) - 12))
         if step.get("corrects"):
-            o.append(m("correction", text=step["corrects"]))
+            o.append(m("correction", text=pick(step.get("corrects_i18n") or step["corrects"], lang)))
         o.append(m("source", text=cites))
         if quotes:
             o.append(f"  > {quotes[0]}")
-        premises = [f"`{p['fact']}` = {_md_escape(_v(p.get('value')))} "
+        premises = [f"`{p['fact']}` = {_md_escape(chain_value(p['fact'], p.get('value'), plan, lang))} "
                     + (m("step", n=p["step"]) if "step" in p else
                        f"({(p.get('origin') or {}).get('kind', '')}: `{(p.get('origin') or {}).get('ref', '')}`)")
                     for p in step["premises"]]

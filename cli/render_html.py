@@ -9,19 +9,23 @@ from typing import Any
 
 from servewise.engine.app.explain import rejections_by_gpu
 
-from .i18n import COMPONENT_NAMES, msg, pick, t
+from .i18n import COMPONENT_NAMES, msg, pick, t, value_text
 from .render import (
+    GRAPH_COMPONENT,
+    _catalog,
     _reason_for,
-    _v,
     bom_rows,
     by_severity,
+    chain_value,
     component_line,
+    component_trace,
     field_label,
     field_value,
     input_rows,
     latency_lines,
     rejection_text,
     severity,
+    shown_conclusions,
     warning_text,
 )
 
@@ -138,12 +142,12 @@ def layout(trace: list[dict[str, Any]]) -> tuple[dict[int, tuple[float, float]],
     return pos, width, total_w, total_h, band_boxes
 
 
-def svg_graph(plan: dict[str, Any], lang: str = "en") -> str:
+def svg_graph(plan: dict[str, Any], lang: str = "en", trace: list[dict[str, Any]] | None = None) -> str:
     """The explanation chain as inline SVG: one band per stage, one box per step (colour = stage),
     arrows from each premise's step to the step that used it; a step used by more than
     ``FAN_MAX`` others gets one collapsed marker ("used by N steps") instead of N arrows.
-    Boxes link to the step's details below."""
-    trace = plan["trace"]
+    Boxes link to the step's details below. ``trace``: the steps to draw (all by default)."""
+    trace = plan["trace"] if trace is None else trace
     if not trace:
         return "<p>—</p>"
     pos, w, total_w, total_h, bands = layout(trace)
@@ -242,30 +246,34 @@ def _rejected(plan: dict[str, Any], lang: str) -> str:
     return "".join(out)
 
 
-def _step(s: dict[str, Any], lang: str) -> str:
+def _step(s: dict[str, Any], lang: str, plan: dict[str, Any]) -> str:
     out = [f'<div class="step" id="step-{s["step"]}"><h3>{s["step"]}. <code>{escape(s["rule"])}</code> '
            f'<span class="meta">({escape(s.get("stage", ""))})</span></h3>',
-           f"<p>{escape(pick(s.get('because_i18n') or s['because'], lang))}</p>", _sources(s["source"])]
+           f"<p>{escape(value_text(pick(s.get('because_i18n') or s['because'], lang), lang, True))}</p>",
+           _sources(s["source"])]
     if s.get("corrects"):
-        out.append(f"<p><b>corrects:</b> {escape(s['corrects'])}</p>")
-    conc = s["conclusions"]
-    rows = [[f"<code>{escape(c['fact'])}</code>", escape(_v(c.get("value"))),
+        corrects = pick(s.get("corrects_i18n") or s["corrects"], lang)
+        out.append(f"<p><b>{msg('render.md.corrects', lang)}</b> {escape(corrects)}</p>")
+    conc = shown_conclusions(s, lang)
+    rows = [[f"<code>{escape(c['fact'])}</code>", escape(chain_value(c["fact"], c.get("value"), plan, lang)),
              f"<code>{escape(c.get('formula') or '')}</code>"] for c in conc[:12]]
-    out.append(_table(["conclusion", "value", "formula (numbers substituted)"], rows))
+    out.append(_table(_cols(lang, "conclusion", "value", "formula"), rows))
     if len(conc) > 12:
-        out.append(f"<p class='meta'>… {len(conc) - 12} more conclusions</p>")
+        out.append(f"<p class='meta'>{escape(msg('render.html.more_conclusions', lang, n=len(conc) - 12))}</p>")
     prem = []
     for p in s["premises"]:
         if "step" in p:
-            where = f'<a href="#step-{p["step"]}">step {p["step"]}</a>'
+            where = f'<a href="#step-{p["step"]}">{escape(msg("render.html.step", lang, n=p["step"]))}</a>'
         else:
             o = p.get("origin") or {}
             kind = {"input": "given"}.get(o.get("kind"), o.get("kind", ""))
-            where = f"<span class='{escape(kind)}'>{escape(kind)}</span> <code>{escape(o.get('ref', ''))}</code>"
-        prem.append([f"<code>{escape(p['fact'])}</code>", escape(_v(p.get("value"))), where])
+            shown = msg(f"render.html.origin.{kind}", lang) if f"render.html.origin.{kind}" in _catalog() else kind
+            where = f"<span class='{escape(kind)}'>{escape(shown)}</span> <code>{escape(o.get('ref', ''))}</code>"
+        prem.append([f"<code>{escape(p['fact'])}</code>", escape(chain_value(p["fact"], p.get("value"), plan, lang)),
+                     where])
     if prem:
-        out.append(f"<details><summary>premises ({len(prem)})</summary>{_table(['fact', 'value', 'from'], prem)}"
-                   f"</details>")
+        out.append(f"<details><summary>{escape(msg('render.html.premises', lang, n=len(prem)))}</summary>"
+                   f"{_table(_cols(lang, 'fact', 'value', 'from'), prem)}</details>")
     out.append("</div>")
     return "".join(out)
 
@@ -324,8 +332,17 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"<h2>{t('chain', lang)}</h2>")
     o.append(f"<p class='meta'>{msg('render.html.graph_note', lang)}</p>")
     o.append(_legend())
-    o.append(f'<div class="graph">{svg_graph(plan, lang)}</div>')
-    o += [_step(s, lang) for s in plan["trace"]]
+    chain = component_trace(plan)
+    if len(chain) < len(plan["trace"]):
+        name = COMPONENT_NAMES[GRAPH_COMPONENT].get(lang, GRAPH_COMPONENT)
+        note = msg("render.md.graph_component", lang, n=len(chain), total=len(plan["trace"]), component=name)
+        o.append(f"<p>{escape(note)}</p>")
+        o.append(f'<div class="graph">{svg_graph(plan, lang, chain)}</div>')
+        o.append(f"<details><summary>{escape(msg('render.md.graph_all', lang, total=len(plan['trace'])))}</summary>"
+                 f'<div class="graph">{svg_graph(plan, lang)}</div></details>')
+    else:
+        o.append(f'<div class="graph">{svg_graph(plan, lang)}</div>')
+    o += [_step(s, lang, plan) for s in plan["trace"]]
     o.append(f"<p class='meta'>servewise {escape(plan['servewise_version'])} · knowledge "
              f"<code>{escape(plan['knowledge_hash'])}</code></p></body></html>")
     return "\n".join(o) + "\n"

@@ -218,23 +218,25 @@ def prompt_colored(child) -> str:
     return child.match.group(1)
 
 
-def _site_interview(tmp_path: Path, cooling: str, rack_kw: str) -> tuple[list[str], str]:
-    """Llama-3.1-70B at 10 QPS: the site answered, every other question skipped; the order asked
-    and the plan's saved answers file planned."""
+def _site_interview(tmp_path: Path, cooling: str, rack_kw: str) -> tuple[list[str], str, dict[str, str]]:
+    """Llama-3.1-70B at 10 QPS: the site answered, every other question skipped; the order asked,
+    the plan's saved answers file planned, and what was shown before each prompt."""
     child = spawn(tmp_path)
     assert prompt(child) == "model"
     child.sendline("Llama-3.1-70B")
     given = {"mode": "online", "traffic.peak_qps": "10", "deployment.region": "cn",
              "constraints.cooling_available": cooling, "constraints.rack_power_kw": rack_kw}
     asked: list[str] = []
+    shown: dict[str, str] = {}
     while (key := prompt(child)) != "servewise":
+        shown[key] = child.before
         asked.append(key)
         child.sendline(given.get(key, "skip"))
     child.sendline("quit")
     child.expect(pexpect.EOF)
     child.close()
     plan = plan_file(tmp_path / "servewise-answers.yaml").plan
-    return asked, json.dumps(plan["components"]["rack"], sort_keys=True)
+    return asked, json.dumps(plan["components"]["rack"], sort_keys=True), shown
 
 
 def test_the_interview_asks_market_site_and_budget_first_and_the_site_changes_the_plan(tmp_path):
@@ -242,11 +244,17 @@ def test_the_interview_asks_market_site_and_budget_first_and_the_site_changes_th
     answer ends in a different plan."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    asked, rack_air = _site_interview(tmp_path / "a", "air", "6")
+    asked, rack_air, shown = _site_interview(tmp_path / "a", "air", "6")
     first = ["deployment.region", "constraints.cooling_available", "constraints.rack_power_kw",
              "constraints.capex_budget_cny"]
     later = [k for k in ("traffic.avg_input_tokens", "deployment.log_bytes_per_request") if k in asked]
     assert all(k in asked for k in first) and later
     assert max(asked.index(k) for k in first) < min(asked.index(k) for k in later)
-    _, rack_liquid = _site_interview(tmp_path / "b", "liquid", "40")
+    _, rack_liquid, _ = _site_interview(tmp_path / "b", "liquid", "40")
     assert rack_air != rack_liquid
+    # the running cost range: shown once the load is known, narrowed when the site is answered, and
+    # the cooling question says what its default costs
+    assert "Capex with the answers so far:" in shown["deployment.region"]
+    assert "cost: the default gives" in shown["constraints.cooling_available"]
+    after_site = shown[asked[asked.index("constraints.cooling_available") + 1]]
+    assert "Range the open answers still leave:" in after_site and "(was " in after_site

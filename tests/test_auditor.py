@@ -189,6 +189,43 @@ def test_why_not_infiniband_air_rent(saved):
         assert data["decided_by"]["rule"] in text and "“" in text
 
 
+def test_why_not_a_warning_that_was_given_shows_its_conditions_and_inputs(saved):
+    """Issue 39 item 6: why-not on a warning's rule id (also warning:<id>): given, with each
+    condition and the values the firing read, and the inputs to give or change to avoid it — here
+    the site's cooling and rack power, both defaulted."""
+    path, plan = saved
+    assert any(w["rule"] == "cooling.site-requirements" for w in plan["warnings"])
+    for name in ("cooling.site-requirements", "warning:cooling.site-requirements"):
+        data = json.loads(run("why-not", path, name, "--format", "json").output)
+        assert data["status"] == "given" and data["rule"] == "cooling.site-requirements"
+        assert all(c["holds"] for c in data["conditions"]) and len(data["conditions"]) >= 3
+        inputs = {i["fact"]: i["given"] for i in data["inputs"]}
+        assert inputs.get("constraints.cooling_available") is False and inputs.get("constraints.rack_power_kw") is False
+    text = run("why-not", path, "cooling.site-requirements").output
+    assert "given (the warning is in the plan)" in text and "✓ not site.described" in text
+    assert "constraints.cooling_available = unknown   [default]" in text
+    zh = run("--lang", "zh", "why-not", path, "cooling.site-requirements").output
+    assert "已给出" in zh and "[默认值]" in zh
+
+
+def test_why_not_a_warning_that_was_not_given_names_the_condition_that_failed(saved):
+    """A warning the plan does not have: the recorded workload is planned again and its conditions
+    are checked in order; the first that does not hold is the reason, with its values."""
+    path, plan = saved
+    assert not any(w["rule"] == "market.restricted-not-allowed" for w in plan["warnings"])
+    data = json.loads(run("why-not", path, "market.restricted-not-allowed", "--format", "json").output)
+    assert data["status"] == "not-given"
+    last = data["conditions"][-1]
+    assert last["holds"] is False and last["expression"] == "chosen.availability == 'restricted'"
+    assert all(c["holds"] for c in data["conditions"][:-1])
+    chosen = plan["components"]["gpu"]["model"]
+    assert f"'{chosen}" in data["conditions"][1]["values"] or "!=" in data["conditions"][1]["values"]
+    text = run("why-not", path, "market.restricted-not-allowed").output
+    assert "Not given because this condition does not hold: chosen.availability ==" in text.replace("\n    ", " ")
+    # a rule that is not a warning's stays a why-not error (exit 2)
+    assert run("why-not", path, "cooling.air-below-4kw").exit_code == 2
+
+
 def test_why_not_unknown_option(saved):
     path, _ = saved
     res = run("why-not", path, "H20O")
@@ -326,3 +363,22 @@ def test_html_renders_in_headless_chromium(tmp_path):
         pytest.skip("chromium is not installed")
     png, dom = render(html_report(tmp_path), tmp_path, binary)
     assert problems(png, dom) == []
+
+
+def test_the_reports_graph_shows_the_gpu_chain_first_and_the_whole_chain_on_request(saved):
+    """Issue 39 item 5: the explanation graph shows one component's chain by default (the GPU's,
+    about twenty steps, readable at a glance); the whole graph stays one click away."""
+    from servewise.cli.render import component_trace, to_markdown
+    from servewise.cli.render_html import to_html
+
+    _, plan = saved
+    chain = component_trace(plan)
+    assert 8 <= len(chain) < len(plan["trace"]) / 2
+    assert chain[-1]["rule"] == "select.gpu-component"
+    html = to_html(plan)
+    first = html.split('<div class="graph">')[1].split("</svg>")[0]
+    assert first.count('<a href="#step-') == len(chain)
+    assert "<details><summary>The whole explanation graph" in html
+    md = to_markdown(plan)
+    graph = md.split("```mermaid")[1].split("```")[0]
+    assert graph.count('["') == len(chain) and "The whole explanation graph" in md

@@ -28,12 +28,17 @@ def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
             drew += 1
             root = ET.fromstring(drawn["cost-vs-latency.svg"])
             points = [(float(c.get("cx")), float(c.get("cy")), float(c.get("r"))) for c in root.iter(NS + "circle")]
-            ranked = [c for c in plan["candidates"] if c.get("tco_cny") and c.get("tpot_ms_hi")]
+            field, target, key = ch.latency_axis(plan)
+            ranked = [c for c in plan["candidates"] if c.get("tco_cny") and c.get(field)]
             assert len(points) == len(ranked), name
             assert sum(1 for p in points if p[2] > 5) == sum(1 for c in ranked if c["chosen"]) == 1, name
             assert all(ch.LEFT <= x <= ch.W - ch.RIGHT and ch.TOP <= y <= ch.H - ch.BOTTOM for x, y, _ in points), name
-            if (plan["workload"].get("sla") or {}).get("tpot_ms"):
-                assert "TPOT target" in drawn["cost-vs-latency.svg"], name
+            if target:
+                label = {"tpot": "TPOT target", "encoder": "latency target", "asr": "partial-result target"}[key]
+                assert f"{label} {target:g} ms" in drawn["cost-vs-latency.svg"], name
+            restricted = [c for c in ranked if c.get("availability") == "restricted" and not c["chosen"]]
+            hollow = [c for c in root.iter(NS + "circle") if c.get("fill") == "none"]
+            assert len(hollow) == len(restricted), name
         if "latency-vs-load.svg" in drawn:
             curve = plan["performance"]["load_curve"]
             root = ET.fromstring(drawn["latency-vs-load.svg"])
@@ -47,7 +52,7 @@ def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
             values = [float(t.text.replace(",", "")) for t in root.iter(NS + "text")
                       if t.text and t.text.replace(",", "").isdigit()]
             assert abs(sum(values) - plan["cost"]["capex_cny"]) <= len(values), name
-    assert drew >= 20
+    assert drew >= 27  # every example but the several-model plans (no candidates of their own)
 
 
 def test_the_html_report_embeds_the_charts(example_plans):
@@ -71,3 +76,41 @@ def test_ticks_run_past_the_largest_value():
     for hi in (0.5, 3.2, 11.9, 40, 52.5, 130, 1e4):
         ticks = ch._ticks(0, hi)
         assert ticks[0] == 0 and ticks[-1] >= hi and 3 <= len(ticks) <= 8
+
+
+def test_a_md_report_written_to_a_file_has_its_charts_beside_it(tmp_path):
+    """`plan --format md -o FILE` writes the charts beside FILE (FILE's stem + -charts/) and links
+    them relative to it; to stdout the report says how to get them."""
+    out = tmp_path / "reports" / "plan.md"
+    out.parent.mkdir()
+    res = CliRunner().invoke(cli, ["plan", str(EXAMPLES / "chat-8b-small.yaml"), "--format", "md", "-o", str(out)])
+    assert res.exit_code == 0, res.output[-400:]
+    charts_dir = out.parent / "plan-charts"
+    files = sorted(p.name for p in charts_dir.iterdir())
+    assert files == ["capex-breakdown.svg", "cost-vs-latency.svg", "latency-vs-load.svg"]
+    text = out.read_text(encoding="utf-8")
+    for f in files:
+        ET.parse(charts_dir / f)
+        assert f"](plan-charts/{f})" in text
+    piped = CliRunner().invoke(cli, ["plan", str(EXAMPLES / "chat-8b-small.yaml"), "--format", "md"])
+    assert "--plot DIR" in piped.output and "](" not in piped.output.split("## Charts")[1].split("##")[0]
+
+
+def test_validate_plots_predicted_against_measured(tmp_path):
+    """`validate --plot DIR`: one SVG per metric compared, a point per compared row (inside the
+    plot), the line where predicted equals measured, the median error in the title."""
+    from servewise.engine.domain.perf.validate import validate
+
+    res = CliRunner().invoke(cli, ["validate", "--plot", str(tmp_path / "v")])
+    assert res.exit_code == 0, res.output[-400:]
+    errors = validate(None)["errors"]
+    for metric in ("ttft_ms", "tpot_ms"):
+        path = tmp_path / "v" / f"validate-{metric.replace('_', '-')}.svg"
+        root = ET.parse(path).getroot()
+        points = [(float(c.get("cx")), float(c.get("cy"))) for c in root.iter(NS + "circle")]
+        compared = [e for e in errors if e["metric"] == metric and e.get("pred") and e.get("meas")]
+        assert len(points) == len(compared) > 100
+        assert all(ch.TOP <= y <= ch.H - ch.BOTTOM and ch.LEFT <= x <= ch.W for x, y in points)
+        title = next(t.text for t in root.iter(NS + "text") if t.text and "predicted against measured" in t.text)
+        assert f"({len(compared)} rows" in title
+    assert ch.validate_charts(errors, "zh") != ch.validate_charts(errors, "en")

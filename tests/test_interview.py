@@ -231,3 +231,32 @@ def test_market_site_and_budget_come_before_lengths_and_logs(rulebase):
     later = ["traffic.avg_input_tokens", "traffic.avg_output_tokens", "deployment.log_bytes_per_request"]
     assert all(k in got for k in first + later), got
     assert max(got.index(k) for k in first) < min(got.index(k) for k in later)
+
+
+def test_the_running_cost_range_narrows_as_price_deciding_answers_come(example_plans):
+    """Issue 39 item 1: the capex of the answers so far with its price range, widened by what the
+    rules computed for the other answer of each decisive input still at its default (availability:
+    the plan without N+1; site cooling: the cold plates' premium); a given answer removes its
+    move."""
+    import copy
+
+    plan = example_plans["chat-70b-online"].plan
+    out = iv.cost_outlook(plan)
+    assert out is not None and out.capex_cny == plan["cost"]["capex_cny"]
+    assert out.price_range == tuple(plan["cost"]["capex_range_cny"])
+    single = out.move("sla.availability")
+    pct = plan["components"]["availability"]["without_n1_change_pct"]
+    assert single.what == "single-server" and single.capex_cny == round(out.capex_cny * (1 + pct / 100))
+    liquid = out.move("constraints.cooling_available")
+    premium = next(c["value"] for s in plan["trace"] for c in s["conclusions"]
+                   if c["fact"] == "facility.liquid_premium_cny")
+    assert liquid.what == "liquid-site" and liquid.capex_cny == out.capex_cny + premium
+    assert out.low_cny < out.price_range[0] and out.high_cny > out.price_range[1]
+    answered = copy.deepcopy(plan)  # the same plan, both inputs answered: only the price range is left
+    answered["defaults_used"] = [d for d in plan["defaults_used"]
+                                 if d not in ("sla.availability", "constraints.cooling_available")]
+    narrow = iv.cost_outlook(answered)
+    assert narrow.moves == () and (narrow.low_cny, narrow.high_cny) == out.price_range
+    assert iv.cost_outlook(example_plans["infeasible-target"].plan) is None
+    assert {"deployment.region", "constraints.cooling_available", "constraints.capex_budget_cny",
+            "sla.availability"} <= iv.PRICE_KEYS and "deployment.log_bytes_per_request" not in iv.PRICE_KEYS

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 from servewise.cli.progress import Progress
 
 
@@ -36,3 +38,47 @@ def test_without_a_total_only_the_item_shows():
     with Progress("servewise: planning…", 0, out) as p:
         p.step("w.yaml")
     assert "servewise: planning… w.yaml" in out.getvalue() and "/" not in out.getvalue().replace("w.yaml", "")
+
+
+def test_with_a_delay_fast_work_shows_nothing_and_slow_work_a_line_cleared_at_the_end():
+    import time
+
+    out = Tty()
+    with Progress("servewise: checking…", 0, out, delay=5.0):
+        pass  # done long before the delay
+    assert out.getvalue() == ""
+    out = Tty()
+    with Progress("servewise: checking…", 0, out, delay=0.05):
+        time.sleep(0.5)
+    text = out.getvalue()
+    assert text.startswith("\rservewise: checking…") and text.endswith("\r") and "\n" not in text
+    out = io.StringIO()  # a pipe: nothing, however long it takes
+    with Progress("servewise: checking…", 0, out, delay=0.01):
+        time.sleep(0.1)
+    assert out.getvalue() == ""
+
+
+@pytest.mark.slow
+def test_a_slow_command_on_a_terminal_shows_its_progress_and_a_pipe_does_not(tmp_path, example_plans):
+    """`audit` of a five-tenant plan plans five models again (several seconds): on a terminal its
+    progress line appears on stderr and is cleared before the result; through a pipe stderr is empty."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    pexpect = pytest.importorskip("pexpect")
+    exe = Path(sys.executable).parent / "servewise"
+    plan = tmp_path / "plan.json"
+    plan.write_text(example_plans["saas-five-tenants"].json_text, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
+    env.update(LANG="en_US.UTF-8", TERM="xterm", NO_COLOR="1")
+    child = pexpect.spawn(str(exe), ["audit", str(plan)], env=env, encoding="utf-8", timeout=120,
+                          dimensions=(40, 120))
+    child.expect("servewise: planning the recorded workload again")
+    child.expect("audit: identical")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    piped = subprocess.run([str(exe), "audit", str(plan)], env=env, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and piped.stderr == "" and piped.stdout.startswith("audit: identical")

@@ -190,6 +190,7 @@ def explain(plan: dict[str, Any], target: str, rules: dict[str, dict[str, Any]] 
         steps.append({
             "step": n, "rule": s["rule"], "title": info.get("title"), "stage": s.get("stage"),
             "item": s.get("item"), "source": s["source"], "corrects": s.get("corrects"),
+            "corrects_i18n": s.get("corrects_i18n"),
             "because": s["because"], "because_i18n": s.get("because_i18n") or {"en": s["because"]},
             "conclusions": used,
             "conclusions_total": len(s["conclusions"]),
@@ -481,3 +482,119 @@ def audit(plan: dict[str, Any], rulebase: RuleBase, rules_dirs: list[Any] | None
     else:
         report["status"] = "knowledge-changed"
     return report
+
+
+# ------------------------------------------------------------------------------- why-not a warning
+
+def warning_rule(rulebase: RuleBase, name: str) -> Any | None:
+    """The rule (a spec with a ``warn`` action) that ``name`` names (``warning:<id>`` too), or None."""
+    rid = name.strip()
+    rid = rid[len("warning:"):] if rid.lower().startswith("warning:") else rid
+    try:
+        spec = rulebase.by_id(rid)
+    except KeyError:
+        return None
+    return spec if any(a.kind == "warn" for a in spec.actions) else None
+
+
+def _provided_inputs(spec: Any) -> list[str]:
+    """Inputs a rule's conditions test with ``provided('key')`` (whether the workload gave them)."""
+    import ast
+
+    keys = []
+    for e in spec.when:
+        for node in ast.walk(e.tree):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "provided"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                keys.append(node.args[0].value)
+    return keys
+
+
+def _condition_inputs(plan: dict[str, Any], step: dict[str, Any] | None, names: set[str],
+                      provided: list[str] = ()) -> list[dict[str, Any]]:
+    """The workload inputs the conditions of a warning read: directly, through the step that set a
+    fact they read (one step back: further back every input of the plan would count), or by asking
+    whether the workload gave them (``provided('key')``)."""
+    if step is None:
+        return []
+    by_no = {s["step"]: s for s in plan["trace"]}
+    found: dict[str, dict[str, Any]] = {}
+    for key in provided:
+        node: Any = plan.get("workload") or {}
+        for part in key.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        found[key] = {"fact": key, "value": node, "given": key not in (plan.get("defaults_used") or []),
+                      "ref": f"workload:{key}"}
+
+    def take(premises: list[dict[str, Any]]) -> None:
+        for p in premises:
+            origin = p.get("origin") or {}
+            if origin.get("kind") in ("input", "default"):
+                found.setdefault(p["fact"], {"fact": p["fact"], "value": p.get("value"),
+                                             "given": origin["kind"] == "input", "ref": origin["ref"]})
+
+    direct = [p for p in step["premises"] if p["fact"] in names]
+    take(direct)
+    for p in direct:
+        if "step" in p and p["step"] in by_no:
+            take(by_no[p["step"]]["premises"])
+    return sorted(found.values(), key=lambda x: (x["given"], x["fact"]))
+
+
+def why_not_warning(plan: dict[str, Any], spec: Any, rulebase: RuleBase, overlay: Any = None) -> dict[str, Any]:
+    """Why the warning of rule ``spec`` was given in ``plan``, or why it was not.
+
+    Given: its conditions with the values the firing read, and the inputs its chain rests on (change
+    one of them to make the warning go away). Not given: the recorded workload is planned again under
+    the current knowledge (as ``audit`` does) and each condition is evaluated on the final facts of
+    that run: the first that does not hold is why (``holds`` False; None when a fact it reads was
+    never set). A plan of several models is evaluated on its first model's run."""
+    base = {"rule": spec.id, "title": spec.title, "knowledge_hash": plan["knowledge_hash"],
+            "message_i18n": None, "conditions": [], "inputs": [], "step": None}
+    given = next((w for w in plan.get("warnings") or [] if w["rule"] == spec.id), None)
+    if given is not None:
+        chain = explain(plan, f"warning:{spec.id}")
+        first = chain["steps"][0] if chain["steps"] else None
+        read = {p["fact"]: p.get("value") for p in (first or {}).get("premises", [])}
+        conditions = [{"expression": e.source, "values": e.render(read), "holds": True} for e in spec.when]
+        return base | {"status": "given", "message_i18n": given.get("message_i18n") or {"en": given["message"]},
+                       "severity": given.get("severity"), "conditions": conditions,
+                       "inputs": _condition_inputs(plan, first, {n for e in spec.when for n in e.names},
+                                                   _provided_inputs(spec)),
+                       "step": first["step"] if first else None}
+    from servewise.engine.app.plan import plan_calibrated
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.functions import RunContext, reset_context, use_context
+    from servewise.engine.runtime.resolve import with_lets
+
+    result = plan_calibrated(plan["workload"], list(plan.get("defaults_used", [])), rulebase,
+                             "<plan workload>", overlay)
+    mem = result.memory
+
+    class Unset(LookupError):
+        pass
+
+    def resolve(name: str) -> Any:
+        if name not in mem.values:
+            raise Unset(name)
+        return mem.values[name]
+
+    conditions = []
+    token = use_context(RunContext(load_catalog()))
+    try:
+        resolver = with_lets(spec, resolve)
+        for e in spec.when:
+            read = {n: mem.values[n] for n in e.names if n in mem.values}
+            try:
+                holds: bool | None = bool(e.evaluate(resolver))
+            except Exception:  # noqa: BLE001 - a fact never set, or a function failing on it: unknown
+                holds = None
+            conditions.append({"expression": e.source, "values": e.render(read), "holds": holds,
+                               "unset": [n for n in e.names if n not in mem.values]})
+            if holds is not True:
+                break
+    finally:
+        reset_context(token)
+    return base | {"status": "not-given", "conditions": conditions,
+                   "rerun_knowledge_hash": result.plan.get("knowledge_hash"),
+                   "several_models": bool(plan.get("pools"))}

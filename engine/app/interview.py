@@ -434,6 +434,82 @@ def ask_run(session: Session, rulebase: RuleBase, on_plan: Callable[[], None] | 
     return AskRun(rulebase, session.answers, on_plan)
 
 
+# ----- the running cost range ------------------------------------------------------------------
+
+# Inputs whose answer decides the price (facts/interview.yaml, up to the task): after one of them is
+# answered the interview plans the answers so far and shows the capex range they leave open.
+PRICE_KEYS: frozenset[str] = frozenset(PRIORITY[:PRIORITY.index("task") + 1] if "task" in PRIORITY else PRIORITY)
+
+
+@dataclass(frozen=True)
+class CostMove:
+    """What answering an open input the other way would do to the capex, by the rules' own figures."""
+
+    input: str                # the input still at its default
+    default: Any              # its default value
+    capex_cny: float          # the plan's capex with the other answer (about)
+    what: str                 # single-server | liquid-site | air-site
+
+
+@dataclass(frozen=True)
+class CostOutlook:
+    """The capex of the plan of the answers so far and the range still open: the bill of
+    materials' price range, widened by what the open decisive inputs could still change."""
+
+    capex_cny: float
+    price_range: tuple[float, float]
+    moves: tuple[CostMove, ...]
+    low_cny: float
+    high_cny: float
+
+    def move(self, key: str) -> CostMove | None:
+        return next((m for m in self.moves if m.input == key), None)
+
+
+def _concluded(plan: dict[str, Any], fact: str) -> Any:
+    """The value the plan's trace last concluded for ``fact`` (None if it never did)."""
+    value = None
+    for step in plan.get("trace") or []:
+        for c in step["conclusions"]:
+            if c["fact"] == fact:
+                value = c.get("value")
+    return value
+
+
+def cost_outlook(plan: dict[str, Any]) -> CostOutlook | None:
+    """The running cost of the interview (issue 39 item 1): the capex of the plan of the answers
+    so far, its price range, and the capex the rules computed for the other answer of a decisive
+    input still at its default — the availability target (without N+1 at the server:
+    ``components.availability.without_n1_change_pct``) and the site's cooling (cold plates'
+    premium, ``facility.liquid_premium_cny``: a liquid-only site adds it to an air-cooled plan,
+    an air site removes it from a liquid one). Each answer that fixes such an input removes its
+    move, so the range narrows. None for an infeasible plan or one without a priced capex."""
+    cost = plan.get("cost") or {}
+    capex = cost.get("capex_cny")
+    if not plan.get("feasible") or not capex:
+        return None
+    lo, hi = cost.get("capex_range_cny") or (capex, capex)
+    open_inputs = set(plan.get("defaults_used") or [])
+    workload = plan.get("workload") or {}
+    moves: list[CostMove] = []
+    availability = (plan.get("components") or {}).get("availability") or {}
+    change = availability.get("without_n1_change_pct")
+    if {"sla.availability", "constraints.allow_single_point_of_failure"} <= open_inputs and change:
+        moves.append(CostMove("sla.availability", get_path(workload, "sla.availability"),
+                              round(capex * (1 + float(change) / 100), 0), "single-server"))
+    premium = _concluded(plan, "facility.liquid_premium_cny")
+    if "constraints.cooling_available" in open_inputs and premium:
+        liquid = ((plan.get("components") or {}).get("cooling") or {}).get("type") == "liquid"
+        moves.append(CostMove("constraints.cooling_available",
+                              get_path(workload, "constraints.cooling_available"),
+                              round(capex - premium if liquid else capex + premium, 0),
+                              "air-site" if liquid else "liquid-site"))
+    scale = [m.capex_cny / capex for m in moves]  # the price range moves with the capex
+    low = min([lo] + [lo * s for s in scale])
+    high = max([hi] + [hi * s for s in scale])
+    return CostOutlook(float(capex), (float(lo), float(hi)), tuple(moves), round(low, 0), round(high, 0))
+
+
 # HOW and WHY-NOT over the plan are engine/app/explain.py's `explain` and `why_not`, shared with the
 # auditor's commands (one implementation).
 

@@ -121,6 +121,9 @@ def _section(mem: Memory, prefix: str, fields: tuple[str, ...]) -> tuple[dict[st
 CANDIDATE_FIELDS = ("gpu", "precision", "tp", "pp", "gpus", "servers", "tco_cny", "capex_cny",
                     "ttft_ms_hi", "ttft_p99_ms", "tpot_ms_hi", "availability", "layout",
                     "prefill_workers", "decode_workers")
+# the latency of a candidate that is not a decoder LLM (an encoder's request latency, a streaming
+# ASR's partial-result latency): listed only where the candidate has it
+CANDIDATE_LATENCIES = ("latency_ms", "latency_p99_ms", "asr_partial_latency_ms")
 
 
 def ranked_candidates(mem: Memory) -> list[dict[str, Any]]:
@@ -132,7 +135,8 @@ def ranked_candidates(mem: Memory) -> list[dict[str, Any]]:
         attrs = mem.items.get((kind, item_id)) or {}
         if kind != "candidate" or attrs.get("tco_cny") is None:
             continue
-        row = {"id": item_id, **{f: attrs.get(f) for f in CANDIDATE_FIELDS}}
+        row = {"id": item_id, **{f: attrs.get(f) for f in CANDIDATE_FIELDS},
+               **{f: attrs[f] for f in CANDIDATE_LATENCIES if attrs.get(f) is not None}}
         row["chosen"] = item_id == chosen
         out.append(row)
     return out

@@ -25,6 +25,7 @@ class RuleCard:
     aliases: list[str]
     sources: list[dict[str, Any]]
     corrects: str | None
+    corrects_i18n: dict[str, str] | None
     when: list[str]
     lets: dict[str, str]
     reads: list[str]
@@ -95,7 +96,8 @@ def card(spec: RuleSpec) -> RuleCard:
     return RuleCard(
         id=spec.id, title=spec.title, stage=spec.stage, file=spec.file, line=spec.line,
         for_each=spec.for_each, salience=spec.salience, aliases=list(spec.aliases),
-        sources=_sources(spec), corrects=spec.corrects, when=[e.source for e in spec.when],
+        sources=_sources(spec), corrects=spec.corrects["en"] if spec.corrects else None,
+        corrects_i18n=spec.corrects, when=[e.source for e in spec.when],
         lets={n: e.source for n, e in spec.lets if n not in spec.constants},
         constants=dict(spec.raw.get("constants") or {}), reads=reads_of(spec), writes=writes_of(spec),
         actions=_action_text(spec), because=dict(spec.raw.get("because") or {}),

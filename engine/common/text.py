@@ -35,10 +35,17 @@ def format_operand(value: Any) -> str:
     return str(value)
 
 
+def is_bilingual(value: Any) -> bool:
+    """A text value given in both languages: ``{"en": str, "zh": str}``."""
+    return isinstance(value, dict) and value.keys() == {"en", "zh"} and all(isinstance(v, str) for v in value.values())
+
+
 def format_value(value: Any, spec: str | None, lang: str = "en") -> str:
     """A value in a sentence: ``spec`` is a format spec (``.1f``) when the template gives one."""
     if value is None:
         return "—"
+    if is_bilingual(value):  # one value in both languages (e.g. a catalog fact): the reader's
+        return value.get(lang) or value["en"]
     if spec:
         try:
             return format(value, spec)
@@ -55,18 +62,21 @@ def format_value(value: Any, spec: str | None, lang: str = "en") -> str:
     return str(value)
 
 
-def format_display(value: Any) -> str:
-    """A value in the auditor's tables: yes/no, lists in brackets, large numbers grouped."""
+def format_display(value: Any, lang: str = "en") -> str:
+    """A value in the auditor's tables: yes/no, lists in brackets, large numbers grouped; a text
+    given in both languages in ``lang``."""
     if value is None:
         return "—"
+    if is_bilingual(value):
+        return value.get(lang) or value["en"]
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:.4g}" if abs(value) < 1000 else f"{value:,.0f}"
     if isinstance(value, list):
-        return "[" + ", ".join(format_display(v) for v in value) + "]"
+        return "[" + ", ".join(format_display(v, lang) for v in value) + "]"
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {format_display(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k}: {format_display(v, lang)}" for k, v in value.items()) + "}"
     return str(value)
 
 

@@ -525,15 +525,22 @@ def availability_status(part: str, region: str) -> str:
 
 
 @domain_function
-def availability_fact(part: str, region: str) -> str:
-    """The dated availability fact of a part in a region, with its entry id, for warnings."""
+def availability_fact(part: str, region: str) -> dict[str, str]:
+    """The dated availability fact of a part in a region, with its entry id, for warnings: one
+    value in both languages (``{"en": …, "zh": …}``; a sentence shows the reader's)."""
+    from servewise.engine.common.messages import both, message
+
     entry = _availability(part, region)
     if not entry:
-        return f"no availability fact recorded for {part} in {region}"
+        return both("availability.none", part=part, region=region)
     lead = entry.get("lead_time_weeks")
-    lead_text = f"; lead time {lead[0]}-{lead[1]} weeks" if lead else ""
-    fact = " ".join(str(entry["fact"]).split()).rstrip(".")
-    return f"{entry['status']} ({entry['date']}, {entry['id']}): {fact}{lead_text}"
+    out = {}
+    for lang, key, stop in (("en", "fact", "."), ("zh", "fact_zh", "。")):
+        fact = " ".join(str(entry.get(key) or entry["fact"]).split()).rstrip(stop)
+        lead_text = message("availability.lead", lang, lo=lead[0], hi=lead[1]) if lead else ""
+        out[lang] = message("availability.fact", lang, status=message(f"availability.{entry['status']}", lang),
+                            date=entry["date"], id=entry["id"], fact=fact, lead=lead_text)
+    return out
 
 
 @domain_function(memoise=False)

@@ -56,6 +56,13 @@ class Action:
     locals: tuple[str, ...] = ()   # names bound by the action itself (propose `over`, select kind)
 
 
+def _texts(value: Any) -> dict[str, str] | None:
+    """A rule text as {en, zh}: an English-only string becomes {en}."""
+    if value is None:
+        return None
+    return {"en": value} if isinstance(value, str) else dict(value)
+
+
 @dataclass
 class RuleSpec:
     id: str
@@ -71,7 +78,7 @@ class RuleSpec:
     line: int
     load_order: int
     tests: list[dict[str, Any]]
-    corrects: str | None = None
+    corrects: dict[str, str] | None = None   # {en, zh} (zh may be missing in a --rules-dir rule)
     aliases: tuple[str, ...] = ()
     lets: tuple[tuple[str, Expr], ...] = ()   # rule-local bindings, in order (``constants:`` then ``let:``)
     constants: tuple[str, ...] = ()           # the names of ``constants:`` (sourced numbers; lets too)
@@ -343,7 +350,7 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
             salience=int(raw.get("salience", 0)), for_each=raw.get("for_each"), when=when,
             actions=actions, because=because, file=file, line=line_of(lines, (i,)),
             load_order=start_order + len(specs), tests=raw.get("tests") or [],
-            corrects=raw.get("corrects"), aliases=tuple(raw.get("aliases") or ()), lets=lets,
+            corrects=_texts(raw.get("corrects")), aliases=tuple(raw.get("aliases") or ()), lets=lets,
             constants=tuple(raw.get("constants") or ()), band=raw.get("band"),
             lines=by_rule.get(i, {}), raw=raw, builtin=builtin,
         ))

@@ -138,6 +138,7 @@ class Linter:
             self.calls(spec)
             self.templates(spec)
             self.language_bindings(spec)
+            self.corrects_languages(spec)
             self.tests(spec)
             self.test_coverage(spec)
             self.layout(spec)
@@ -340,6 +341,13 @@ class Linter:
                                 f"{where} computes '{{{t.exprs[0][0]}}}': bind it with `let:` and reference "
                                 "the name, choosing words with {name, select, …} (tools/migrate_because.py "
                                 "hoists it)", "template-expression")
+
+    def corrects_languages(self, spec: RuleSpec) -> None:
+        """A `corrects:` note is shown to the reader in the plan's language: {en, zh} (an English-only
+        string is an error in the shipped rules, a warning in a ``--rules-dir`` folder)."""
+        if spec.corrects and "zh" not in spec.corrects:
+            self.add(spec, ("corrects",), "corrects: give the note in both languages ({en: …, zh: …}); "
+                     "--lang zh shows it", "error" if spec.builtin else "warning", code="corrects-language")
 
     def language_bindings(self, spec: RuleSpec) -> None:
         """#41 logic once: a `let:` binding computes one language-neutral value; the words of each

@@ -194,7 +194,9 @@ def make_step(mem: Memory, spec: RuleSpec, iid: str | None, step_no: int, read: 
         "conclusions": conclusions, "because": because,
     }
     if spec.corrects:
-        step["corrects"] = spec.corrects
+        step["corrects"] = spec.corrects["en"]
+        if len(spec.corrects) > 1:
+            step["corrects_i18n"] = spec.corrects
     return step
 
 
