@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from fractions import Fraction
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -460,11 +461,24 @@ def measure(args: list[str], env: dict[str, str], runs: int) -> dict[str, dict[s
 RULES_PER_FILE = 1000  # a rule file may hold at most 1 MB (engine/lang/rulebase.py); ~260 B a rule
 
 
-def synthetic_rules(folder: Path, n: int) -> None:
-    """n extra check-stage rules, each reading two facts of the plan and warning on a threshold,
-    in files of RULES_PER_FILE rules (as a rule author splits a large knowledge base)."""
+def synthetic_rules(folder: Path, n: int, filters: int = 0) -> None:
+    """n extra rules in files of RULES_PER_FILE rules (as a rule author splits a large knowledge
+    base): ``n - filters`` check-stage rules, each reading two facts of the plan and warning on a
+    threshold, and ``filters`` per-candidate filters (``for_each: candidate`` in the filters stage),
+    each reading two attributes of every candidate and rejecting the few beyond its thresholds
+    (a slow, large replica)."""
     lines = []
-    for i in range(n):
+    for i in range(filters):
+        lines.append(f"""- id: bench.filter-{i:05d}
+  title: {{en: bench filter {i}, zh: bench filter {i}}}
+  source: {{guideline: G-SLA-001}}
+  stage: filters
+  for_each: candidate
+  when: ["candidate.tpot_ms_hi != None", "candidate.tpot_ms_hi > {200 + i % 300}", "candidate.gpus_per_replica > {4 + i % 5}"]
+  then: [{{reject: {{}}}}]
+  because: {{en: "bench filter {i}", zh: "bench filter {i}"}}
+""")
+    for i in range(n - filters):
         lines.append(f"""- id: bench.rule-{i:05d}
   title: {{en: bench {i}, zh: bench {i}}}
   source: {{guideline: G-SLA-001}}
@@ -478,13 +492,15 @@ def synthetic_rules(folder: Path, n: int) -> None:
         (folder / f"bench-{start // RULES_PER_FILE:03d}.yaml").write_text(part, encoding="utf-8")
 
 
-def growth(env: dict[str, str], runs: int, sizes: tuple[int, ...] = GROWTH) -> list[dict[str, object]]:
+def growth(env: dict[str, str], runs: int, sizes: tuple[int, ...] = GROWTH,
+           filter_share: Fraction = Fraction(0)) -> list[dict[str, object]]:
     rows = []
     example = str(ROOT / "examples" / "chat-70b-online.yaml")
     for n in sizes:
         with tempfile.TemporaryDirectory() as tmp:
+            filters = round(n * filter_share)
             if n:
-                synthetic_rules(Path(tmp), n)
+                synthetic_rules(Path(tmp), n, filters)
             args = [sys.executable, "-c", GROWTH_CHILD, tmp if n else "", example]
             run_child(args, env)  # fills the rule cache for this rule set
             samples, error = [], ""
@@ -499,7 +515,7 @@ def growth(env: dict[str, str], runs: int, sizes: tuple[int, ...] = GROWTH) -> l
             continue
         mid = sorted(samples, key=lambda s: s["load"] + s["build"] + s["plan"])[len(samples) // 2]
         mid["total"] = mid["load"] + mid["build"] + mid["plan"]
-        rows.append({"extra": n, "runs": len(samples), **mid})
+        rows.append({"extra": n, "filters": filters, "runs": len(samples), **mid})
         print(f"  +{n:5d} rules ({mid['rules']:5d} total): load {mid['load']:5.2f} s  build {mid['build']:5.2f} s  "
               f"plan {mid['plan']:5.2f} s  = {mid['total']:5.2f} s", flush=True)
     return rows
@@ -516,7 +532,7 @@ def compile_bytecode(code: str | None) -> None:
 
 
 def bench(code: str | None, runs: int, rules_test_runs: int, examples: list[Path],
-          sizes: tuple[int, ...] = GROWTH) -> dict[str, object]:
+          sizes: tuple[int, ...] = GROWTH, filter_share: Fraction = Fraction(0)) -> dict[str, object]:
     env = dict(os.environ)
     if code:
         env["PYTHONPATH"] = code + os.pathsep + env.get("PYTHONPATH", "")
@@ -539,7 +555,8 @@ def bench(code: str | None, runs: int, rules_test_runs: int, examples: list[Path
         m = measure(servewise + ["rules", "test"], env, rules_test_runs)
         out["rules_test"] = m
         print(f"  rules test median {m['wall']['median']:.2f} s  cpu {m['cpu']['median']:.2f} s", flush=True)
-    out["growth"] = growth(env, 3, sizes)
+    out["growth_filter_share"] = str(filter_share)
+    out["growth"] = growth(env, 3, sizes, filter_share)
     return out
 
 
@@ -555,7 +572,9 @@ def paired_result(result: dict[str, object], code: str, label: str | None) -> di
     if "rules_test" in result:
         other["rules_test"] = next(taken)
     print(f"paired code {code}: growth", flush=True)
-    other["growth"] = growth(env, 3, tuple(r["extra"] for r in result["growth"]))
+    share = Fraction(str(result.get("growth_filter_share", "0")))
+    other["growth_filter_share"] = str(share)
+    other["growth"] = growth(env, 3, tuple(r["extra"] for r in result["growth"]), share)
     if label:
         other["label"] = label
     return other
@@ -694,7 +713,10 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
     def total(r: dict) -> str:
         return f"{r['total']:.2f}" if "total" in r else "—"
 
-    lines.append(f"| +3,000 rules: load + build + plan | 2 s | {total(gb)} | {total(ga)} | — | — | — |")
+    share = Fraction(str(after.get("growth_filter_share", "0")))
+    mix = (f" ({3000 - round(3000 * share):,} checks + {round(3000 * share):,} per-candidate filters)"
+           if share else " (checks)")
+    lines.append(f"| +3,000 rules{mix}: load + build + plan | 2 s | {total(gb)} | {total(ga)} | — | — | — |")
     lines += ["", "Interview answer → next prompt (≤ 100 ms) is measured by tests/bench/bench_ask.py (`make bench` runs it too): see the notes below.", "",
               "## Every example: cold `servewise plan <example> --format json`", "",
               "| example | before: wall median (min–max) s | after: wall median (min–max) s | before, CPU s | after, CPU s |",
@@ -702,7 +724,9 @@ def write_doc(after: dict, before: dict | None, doc: Path) -> None:
     for name, m in after["plans"].items():
         bm = b.get("plans", {}).get(name)
         lines.append(f"| {name} | {fmt(bm)} | {fmt(m)} | {fmt(bm, 'cpu') if bm else '—'} | {fmt(m, 'cpu')} |")
-    lines += ["", "## Rule growth (built-in rules + N synthetic check rules; chat-70b-online; in one fresh process)",
+    kinds = (f"synthetic rules, {share} of them per-candidate filters and the rest checks" if share
+             else "synthetic check rules")
+    lines += ["", f"## Rule growth (built-in rules + N {kinds}; chat-70b-online; in one fresh process)",
               "", "Median of 3 runs (1 run for +10,000), seconds; in-process phases, without interpreter start.", "",
               "| extra rules | rules | before: load / build / plan = total | after: load / build / plan = total |",
               "|---|---|---|---|"]
@@ -733,6 +757,9 @@ def main() -> None:
     ap.add_argument("--doc", type=Path, help="write the Markdown report (and its PNG and profile) here")
     ap.add_argument("--examples", nargs="*", help="only these example names")
     ap.add_argument("--growth", type=int, nargs="*", default=list(GROWTH), help="extra rule counts")
+    ap.add_argument("--growth-filters", type=Fraction, default=Fraction(0), metavar="SHARE",
+                    help="the share of the extra rules that are per-candidate filters (the rest are "
+                         "checks), e.g. 1/3: +3,000 rules = 2,000 checks + 1,000 filters")
     ap.add_argument("--from-json", type=Path, help="do not measure: report the raw results saved by --json")
     ap.add_argument("--label", help="what was measured (e.g. the commit of --code), shown as the before label")
     ap.add_argument("--paired", help="folder holding servewise/ of the code to compare with, measured run by "
@@ -749,7 +776,8 @@ def main() -> None:
             env["PYTHONPATH"] = args.paired + os.pathsep + env.get("PYTHONPATH", "")
             compile_bytecode(args.paired)
             PAIRED.update(env=env, results=[])
-        result = bench(args.code, args.runs, args.rules_test_runs, examples, tuple(args.growth))
+        result = bench(args.code, args.runs, args.rules_test_runs, examples, tuple(args.growth),
+                       args.growth_filters)
         if args.paired:
             result["paired_with"] = args.paired_label or args.paired
             other = paired_result(result, args.paired, args.paired_label)
