@@ -178,7 +178,13 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
         # does not read, cost a lookup. Once an activation for these values has run, the same
         # values cannot fire the rule again (content-based refraction, see Runner._fire): no new
         # activation is made for them, which would only be skipped.
-        key = key_of(bound)
+        if kind:  # key_of written out, the item's attributes kept for the conditions
+            iid = bound["iid"]
+            attrs = binding.mem.item_revs.get((kind, iid, bound["irev"]), _EMPTY)
+            key = ((revs_of(bound),) if one_rev else (revs_of(bound) if revs_of else ())) + (
+                iid, *map(id, map(attrs.get, item_attrs, missings)))
+        else:
+            key, attrs = key_of(bound), _EMPTY
         if key in done:
             return False
         hit = memo.get(key)
@@ -189,7 +195,7 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
                     hit = memo[key] = False
                     return hit
             # every item attribute it reads is known (the key says so): the conditions
-            hit = memo[key] = hold(bound)
+            hit = memo[key] = hold(bound, attrs)
         return hit
 
     hold = _fast_conditions(spec, binding, revs)
@@ -266,7 +272,8 @@ def global_gate(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> Calla
     return gate
 
 
-def _fast_conditions(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> Callable[[dict[str, Any]], bool]:
+def _fast_conditions(spec: RuleSpec, binding: Binding,
+                     revs: dict[str, str]) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
     """:func:`conditions_hold` of a token whose item attributes the rule reads are all known: the
     same answer, with less around each condition (a resolver of this rule's names made once, the
     conditions' compiled functions called directly). Any error, and a condition that cannot be
@@ -279,10 +286,10 @@ def _fast_conditions(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> 
     routes: dict[str, str | None] = {}  # name -> item attribute, or None for a global value
     get_var = revs.get
 
-    def hold(bound: dict[str, Any]) -> bool:
+    def hold(bound: dict[str, Any], attrs: dict[str, Any]) -> bool:
+        """``attrs``: the item revision's attributes (of the token's ``iid`` and ``irev``)."""
         mem = binding.mem
         value_revs = mem.value_revs
-        attrs = mem.item_revs.get((kind, bound.get("iid"), bound.get("irev")), _EMPTY) if kind else _EMPTY
 
         def resolve(name: str) -> Any:
             try:

@@ -974,6 +974,9 @@ class DirectMatcher(Matcher):
                                 # same prefix tokens, changed only in fields they do not read:
                                 # they fail again (see _RulePlan.reads; the lineage stays failed)
                                 continue
+                            DirectMatcher.walks += 1  # _walk's first case, the usual one
+                            self._walk_last(plan, fid, fact, binds, lineage)
+                            continue
                         self._walk(plan, position, fid, fact, binds)
 
     def _walk(self, plan: _RulePlan, fixed: int, fid: int, fact: Any, binds: dict[str, Any]) -> None:
@@ -1015,9 +1018,10 @@ class DirectMatcher(Matcher):
         ids: list[int] = [0] * last
         self._step(plan, tests, choices, facts, ids, 0, {})
 
-    def _walk_last(self, plan: _RulePlan, fid: int, fact: Any, binds: dict[str, Any]) -> None:
+    def _walk_last(self, plan: _RulePlan, fid: int, fact: Any, binds: dict[str, Any],
+                   lineage: int | None = None) -> None:
         """Every prefix token with ``fact`` of the last pattern that passes the last tests; a fact
-        with which every one fails is learnt (``plan.failed``, by its lineage)."""
+        with which every one fails is learnt (``plan.failed``, by its ``lineage``)."""
         final = plan.tests[-1]
         failed = True
         for facts, ids, context in plan.prefix:
@@ -1029,10 +1033,12 @@ class DirectMatcher(Matcher):
                 failed = False
                 self._activate(plan, facts + [fact], ids + [fid], ctx)
         if plan.reads is not None:
-            lineage = self._lineage.get(fid, fid)
+            if lineage is None:
+                lineage = self._lineage.get(fid, fid)
             if failed:
-                plan.fail(lineage)
-            else:
+                if lineage not in plan.failed:
+                    plan.fail(lineage)
+            elif plan.failed:
                 plan.passed(lineage)
 
     def _complete(self, plan: _RulePlan, facts: list[Any], ids: list[int], context: dict[str, Any]) -> None:
