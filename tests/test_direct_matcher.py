@@ -181,3 +181,140 @@ def test_other_rule_shapes_fall_back_to_the_rete_network():
                  Rule(Value(key="a"), NOT(Value(key="b")))(rhs)):
         engine = type("E", (KnowledgeEngine,), {"__matcher__": DirectMatcher, "r": rule})()
         assert type(engine.matcher) is IndexedReteMatcher
+
+
+# Item revisions as engine/runtime/memory.Store declares them: each replaces the item's fact
+# (retracted first), says which fact it revises and the attributes that changed
+# (``revision_of``) and the attributes it has (``present``); rules whose last TEST declares
+# what it reads of an item (``revision_reads``) and what must be there (``requires``) are
+# skipped for a revision they cannot decide otherwise (issue #41: many per-candidate filters).
+ATTRS = ("a", "b", "c")
+ITEM_IDS = ("x", "y", "z")
+REVISION_CHANGE = st.one_of(
+    st.tuples(st.just("stage"), st.sampled_from(STAGES)),
+    st.tuples(st.just("value"), st.sampled_from(KEYS)),
+    st.tuples(st.just("item"), st.tuples(st.sampled_from(ITEM_IDS),
+                                         st.dictionaries(st.sampled_from(ATTRS), st.integers(0, 2),
+                                                         max_size=2))),
+    st.tuples(st.just("reject"), st.sampled_from(ITEM_IDS)),
+    st.tuples(st.just("fire"), st.integers(1, 3)),
+)
+
+
+def _revision_rules(fired: list, table: dict) -> dict[str, Rule]:
+    """Rules reading item attributes (of the revision in the token, from ``table``), each with
+    the attributes it reads and requires declared as the compiler declares them."""
+    attrs: dict[str, Rule] = {}
+    order = 0
+    for stage in STAGES:
+        for n_keys in (0, 1):
+            for reads in (("a",), ("b", "c"), ("a", "c"), ()):
+                for required in {(), reads[:1]}:
+                    keys = KEYS[order % 3:][:n_keys]
+                    name = f"q{order}"
+                    patterns: list = [Stage(name=stage)]
+                    patterns += [Value(key=k, rev=getattr(MATCH, f"v{i}")) for i, k in enumerate(keys)]
+                    patterns.append(Item(kind="c", id=MATCH.iid, rev=MATCH.irev))
+
+                    def final(_reads=reads, _required=required, **bound):
+                        have = table[(bound["iid"], bound["irev"])]
+                        if any(r not in have for r in _required):
+                            return False
+                        seen = [have.get(r, -1) for r in _reads]
+                        return (sum(seen) + sum(v for k, v in bound.items() if k.startswith("v"))
+                                + len(bound["iid"])) % 3 != 0
+
+                    def from_context(bound, _final=final):
+                        return _final(**bound)
+
+                    from_context.revision_reads = frozenset(reads)
+                    from_context.requires = frozenset(required)
+                    final.from_context = from_context
+                    params = [f"v{i}" for i in range(len(keys))] + ["iid", "irev"]
+                    final.__signature__ = inspect.Signature(
+                        [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in params])
+                    patterns.append(TEST(final))
+
+                    def rhs(engine, _name=name, **context):
+                        fired.append((_name, tuple(sorted(context.items()))))
+                    rhs.load_order = order
+                    attrs[name] = Rule(*patterns)(rhs)
+                    order += 1
+    return attrs
+
+
+def _apply_revisions(engine: KnowledgeEngine, changes: list, table: dict, make) -> None:
+    revs: dict = {}
+    current: dict = {}  # item id -> (fact, attributes)
+    rejected: set = set()
+    for kind, arg in changes:
+        engine.running = True  # as inside a firing
+        if kind == "stage":
+            engine.declare(make(Stage, name=arg))
+        elif kind == "value":
+            revs[arg] = revs.get(arg, 0) + 1
+            engine.declare(make(Value, key=arg, rev=revs[arg]))
+        elif kind == "item":
+            iid, update = arg
+            if iid in rejected:
+                continue
+            old = current.get(iid)
+            have = dict(old[1]) if old else {}
+            changed = {k for k, v in update.items() if k not in have or have[k] != v}
+            if old and not changed:
+                continue
+            have.update(update)
+            revs[iid] = revs.get(iid, 0) + 1
+            table[(iid, revs[iid])] = dict(have)
+            fact = make(Item, kind="c", id=iid, rev=revs[iid])
+            if old:
+                engine.retract(old[0])
+                fact.revision_of = (old[0].__factid__, frozenset(changed))
+            fact.present = frozenset(have)
+            current[iid] = (engine.declare(fact), have)
+        elif kind == "reject":
+            if arg in current and arg not in rejected:
+                engine.retract(current[arg][0])
+                rejected.add(arg)
+        else:
+            engine.running = False
+            engine.run(arg)
+            continue
+        engine.running = False  # a revision's retraction and declaration reach the matcher together
+        _update(engine)
+    engine.running = False
+    _update(engine)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(REVISION_CHANGE, max_size=40))
+def test_skipped_revisions_give_the_agenda_and_firings_of_walking_every_one(changes):
+    """With item revisions marked as the store marks them, the direct matcher (skipping what it
+    may) gives experta's Rete network's agenda and firings, and its own when it walks every
+    revision."""
+    _same_with_and_without_skipping(changes)
+
+
+def test_a_revision_after_a_pass_is_walked_again():
+    """An item that failed a rule, then passed it (a read field changed), then changed a field the
+    rule does not read: its new revision is walked (the pass is not forgotten), so the activation
+    moves to the new fact instead of being lost."""
+    _same_with_and_without_skipping([("stage", "a"), ("item", ("x", {"a": 2})), ("item", ("x", {"a": 0})),
+                                     ("item", ("x", {"b": 1})), ("item", ("x", {"c": 1}))])
+
+
+def _same_with_and_without_skipping(changes: list) -> None:
+    results = []
+    for matcher, skip in ((experta.matchers.ReteMatcher, None), (DirectMatcher, False), (DirectMatcher, True)):
+        fired: list = []
+        table: dict = {}
+        attrs = {"__strategy__": StableStrategy, "__matcher__": matcher, **_revision_rules(fired, table)}
+        engine = type("E", (PlainFactEngine,), attrs)()
+        engine.reset()
+        if skip is not None:
+            assert type(engine.matcher) is DirectMatcher
+            engine.matcher.skip_revisions = skip
+        _apply_revisions(engine, changes, table, plain_fact)
+        engine.run()
+        results.append((_agenda(engine), fired))
+    assert results[0] == results[1] == results[2]

@@ -38,3 +38,25 @@ def test_unknown_model_in_models_is_a_field_error(cli, tmp_path):
     result = cli("plan", str(path))
     assert result.exit_code == 2
     assert "model" in result.output and "Qwen9-7B" in result.output
+
+
+def test_a_deferred_plan_is_the_plan_written_out_at_once():
+    """A pool re-planned on another host GPU writes out its plan only when read (issue #41: most
+    hosts lose and are read for their values): the same plan as written out at once, feasible
+    told from the run's memory without writing it, for a feasible run and an infeasible one."""
+    from servewise.cli.render import to_json
+    from servewise.engine.app.inputs import load_workload
+    from servewise.engine.app.plan import plan_workload
+    from servewise.engine.app.plan_contract import DeferredPlanResult
+    from servewise.engine.lang.rulebase import load_rules
+
+    rb = load_rules()
+    for name in ("chat-8b-small", "infeasible-target"):
+        workload, defaults = load_workload(EXAMPLES / f"{name}.yaml")
+        now = plan_workload(workload, defaults, rb)
+        later = plan_workload(workload, defaults, rb, deferred=True)
+        assert isinstance(later, DeferredPlanResult) and later._plan is None
+        assert later.feasible == now.feasible == (name == "chat-8b-small")
+        assert later._plan is None  # feasible did not write the plan out
+        assert to_json(later.plan) == to_json(now.plan)
+        assert later.plan is later.plan  # written once

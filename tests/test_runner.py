@@ -147,3 +147,44 @@ def test_a_plan_makes_no_reference_cycles():
             gc.enable()
     assert result.plan["feasible"] is not None
     assert found == 0, f"a plan left {found} objects in reference cycles, e.g. {[type(o).__name__ for o in garbage[:10]]}"
+
+
+PROPOSAL = """\
+- id: test.propose
+  title: {en: propose, zh: propose}
+  source: {guideline: G-SLA-001}
+  stage: candidates
+  then:
+    - propose:
+        kind: thing
+        over: {g: "['A', 'B']", p: "['x', 'y']", n: "[1, 2, True]"}
+        id: "g + p + text(n)"
+        attrs: {size: "n * 2"}
+        unless:
+          - when: "n == 2"
+            because: {en: "{g}{p}: {n} is two ({why})", zh: "{g}{p}：{n}"}
+          - when: "g == 'B'"
+            because: {en: "{g}: B is out ({label}, {n})", zh: "{g}：{label}"}
+  let:
+    why: "g + '/' + text(n)"
+    label: "p + '!'"
+  because: {en: "proposed", zh: "proposed"}
+"""
+
+
+def test_a_proposals_rejections_are_made_for_each_combination(tmp_path):
+    """A proposal makes each rejection text once per values of the combination names the text and
+    the rule's bindings it shows read (issue #41: most of a re-plan's rejections share one text):
+    each rejection still reads its own combination, whichever names the condition reads, and
+    values equal across types (1 and True) keep their own text."""
+    rb = rules(tmp_path, PROPOSAL)
+    mem = run(rb, {"model.id": "m"})
+    texts = {r["option"]: r["because"]["en"] for r in mem.rejections}
+    assert texts == {
+        "Ax2": "Ax: 2 is two (A/2)", "Ay2": "Ay: 2 is two (A/2)",
+        "Bx2": "Bx: 2 is two (B/2)", "By2": "By: 2 is two (B/2)",
+        "Bx1": "B: B is out (x!, 1)", "By1": "B: B is out (y!, 1)",
+        "BxTrue": "B: B is out (x!, yes)", "ByTrue": "B: B is out (y!, yes)",
+    }
+    assert {r["option"]: r["values"] for r in mem.rejections}["By1"] == {"g": "B", "p": "y", "n": 1}
+    assert {k[1]: v["size"] for k, v in mem.items.items()} == {"Ax1": 2, "AxTrue": 2, "Ay1": 2, "AyTrue": 2}

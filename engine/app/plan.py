@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from servewise.engine.app.inputs import WorkloadError, flatten, get_path, input_defs, input_error, load_workload
-from servewise.engine.app.plan_contract import COMPONENT_FIELDS, COST_FIELDS, PERFORMANCE_FIELDS, PlanResult, cite
+from servewise.engine.app.plan_contract import (
+    COMPONENT_FIELDS,
+    COST_FIELDS,
+    PERFORMANCE_FIELDS,
+    DeferredPlanResult,
+    PlanResult,
+    cite,
+    memory_feasible,
+)
 from servewise.engine.app.plan_contract import closure as _closure
 from servewise.engine.app.pools import combine, pool_given, portable, sub_workload
 from servewise.engine.common.forkmap import fork_map
@@ -168,9 +176,7 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
     if "bom.lines" in mem.value_step:
         roots.append(mem.value_step["bom.lines"])
     roots += [w["step"] for w in mem.warnings] + [a["step"] for a in mem.asks]
-    feasible = mem.values.get("plan.feasible")
-    if feasible is None:
-        feasible = mem.values.get("chosen.id") is not None
+    feasible = memory_feasible(mem)
     if "plan.feasible" in mem.value_step:
         roots.append(mem.value_step["plan.feasible"])
     if not feasible:  # say so explicitly instead of leaving empty components unexplained
@@ -216,15 +222,18 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
 def plan_workload(workload: dict[str, Any], defaults_used: list[str],
                   rulebase: RuleBase | None = None, file: str = "<workload>",
                   provided: frozenset[str] | None = None,
-                  cache: dict[tuple, Any] | None = None) -> PlanResult:
+                  cache: dict[tuple, Any] | None = None, deferred: bool = False) -> PlanResult:
     """Run the rules over a validated, default-filled workload. ``cache``: the domain functions'
-    memory of results (RunContext.cache), shared by the pools of one several-model plan."""
+    memory of results (RunContext.cache), shared by the pools of one several-model plan;
+    ``deferred``: the plan document of a one-model workload is written out when first read
+    (:class:`DeferredPlanResult`)."""
     with fewer_collections():  # a plan makes no reference cycles (engine/common/gctune.py)
-        return _plan_workload(workload, defaults_used, rulebase, file, provided, cache)
+        return _plan_workload(workload, defaults_used, rulebase, file, provided, cache, deferred)
 
 
 def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase: RuleBase | None,
-                   file: str, provided: frozenset[str] | None, cache: dict[tuple, Any] | None) -> PlanResult:
+                   file: str, provided: frozenset[str] | None, cache: dict[tuple, Any] | None,
+                   deferred: bool = False) -> PlanResult:
     rulebase = rulebase or load_rules()
     if workload.get("model") is None and workload.get("models"):
         entries = workload["models"]
@@ -243,12 +252,16 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
             if gpu is not None:
                 sub["constraints"]["gpu_models"] = [gpu]
                 dropped.add("constraints.gpu_models")
+            # a re-plan's plan is written out only if its host's packing is chosen (pools.choose_layout)
             return plan_workload(sub, [d for d in defaults_used if d not in dropped] + extra,
-                                 rulebase, file, provided, shared)
+                                 rulebase, file, provided, shared, deferred=gpu is not None)
         # the pools share this machine's cores (the first is planned here: its whole memory is kept)
         results = fork_map(pool, entries, portable=portable, counters=(WORK,))
         return PlanResult(combine(workload, defaults_used, entries, results, pool), results[0].memory)
     mem = run_rules(workload, defaults_used, rulebase, file, provided, cache=cache)
+    if deferred:
+        rb = rulebase
+        return DeferredPlanResult(mem, lambda: assemble(workload, defaults_used, mem, rb))
     return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
 
 

@@ -3,6 +3,7 @@ combining several pools (engine/app/pools.py) without either importing the other
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,37 @@ class PlanResult:
     @property
     def feasible(self) -> bool:
         return bool(self.plan["feasible"])
+
+
+def memory_feasible(mem: Memory) -> bool:
+    """Whether a run's plan is feasible: its ``plan.feasible``, else whether a candidate was chosen."""
+    feasible = mem.values.get("plan.feasible")
+    if feasible is None:
+        feasible = mem.values.get("chosen.id") is not None
+    return bool(feasible)
+
+
+class DeferredPlanResult(PlanResult):
+    """A run whose plan document is written out when first read (``make``): a pool re-planned on
+    another host GPU is read for its values, and its plan only when that host's packing wins
+    (engine/app/pools.py). The same plan as written out at once (the run's memory does not
+    change after it, and what the plan's steps show was taken when they fired)."""
+
+    def __init__(self, memory: Memory, make: Callable[[], dict[str, Any]]):
+        self.memory = memory
+        self._make: Callable[[], dict[str, Any]] | None = make
+        self._plan: dict[str, Any] | None = None
+
+    @property  # type: ignore[override]
+    def plan(self) -> dict[str, Any]:
+        if self._plan is None:
+            assert self._make is not None
+            self._plan, self._make = self._make(), None
+        return self._plan
+
+    @property
+    def feasible(self) -> bool:
+        return bool(self._plan["feasible"]) if self._plan is not None else memory_feasible(self.memory)
 
 
 def cite(source: dict[str, Any]) -> dict[str, Any]:

@@ -88,12 +88,13 @@ def _combine_field(comp: str, field: str, values: list[tuple[str, Any]]) -> Any:
 
 
 def _shift(step: dict[str, Any], offset: int, prefix: str) -> dict[str, Any]:
-    out = copy.deepcopy(step)
-    out["step"] += offset
+    """A pool's step as the combined plan numbers it (``offset`` added to its own number and to
+    those of its premises' steps) and labels it: a new step and premises, the rest (conclusions,
+    source, texts: written out already, and read only from here on) shared with the pool's."""
+    out = dict(step)
+    out["step"] = step["step"] + offset
     out["pool"] = prefix
-    for p in out["premises"]:
-        if "step" in p:
-            p["step"] += offset
+    out["premises"] = [dict(p, step=p["step"] + offset) if "step" in p else dict(p) for p in step["premises"]]
     return out
 
 

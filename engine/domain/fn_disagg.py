@@ -31,8 +31,10 @@ def _disagg():
 
 
 def _state(model: str, gpu: str, n: int, precision: str, isl: int, osl: int, rate: float,
-           prefill: int, decode: int, backend: str, spec: Any) -> dict[str, Any]:
-    """The two-pool model's state at ``rate`` requests/s (open loop), memoised per run."""
+           prefill: int, decode: int, backend: str, spec: Any,
+           memo: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The two-pool model's state at ``rate`` requests/s (open loop), memoised per run;
+    ``memo``: the search's memory of the pools' states by size (``predict_disagg``'s)."""
     ctx = current()
     key = ("disagg_state", model, gpu, n, precision, isl, osl, rate, prefill, decode, backend, spec)
     if key not in ctx.cache:
@@ -44,7 +46,7 @@ def _state(model: str, gpu: str, n: int, precision: str, isl: int, osl: int, rat
         ctx.cache[key] = d.predict_disagg(
             ctx.model(model), d.Pool(g, lay, prefill), d.Pool(g, lay, decode),
             precision=precision, isl=isl, osl=osl, request_rate=rate, backend=backend,
-            speculative=spec)
+            speculative=spec, memo=memo)
     return ctx.cache[key]
 
 
@@ -91,8 +93,12 @@ def _size(model: str, gpu: str, n: int, precision: str, isl: int, osl: int, rate
     hi = confidence == "p80"
     out: dict[str, Any] = {"feasible": False, "reason": None, "prefill_workers": None,
                            "decode_workers": None}
+    # the decode pool's state depends on its own size (and the KV link), the prefill queue on its
+    # own: the search solves each once per size, not once per pair of sizes (perf/disagg.py)
+    pools: dict[str, Any] = {}
+
     def at(p: int, d: int) -> dict[str, Any]:
-        return _state(model, gpu, n, precision, isl, osl, rate, p, d, backend, spec)
+        return _state(model, gpu, n, precision, isl, osl, rate, p, d, backend, spec, pools)
 
     def tpot_band(s: dict[str, Any]) -> list[float]:
         reg = regime_of(prof, {"arrival": "closed", "c_rank": s["c_decode_rank"]})

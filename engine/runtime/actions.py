@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,13 +113,14 @@ def propose(ctx: ActionContext, act: Action) -> None:
     count = math.prod(len(lists[n]) for n in names)  # checked before the combinations are made
     if count > MAX_PROPOSALS:
         raise EvalError(f"propose would create {count} items (limit {MAX_PROPOSALS})")
-    combos = list(itertools.product(*(lists[n] for n in names)))
+    value_lists = [lists[n] for n in names]
+    combos = list(itertools.product(*value_lists))
     unless = [(act.exprs[f"unless.{i}"], u["because"]) for i, u in enumerate(a.get("unless") or [])]
     attr_exprs = [(key.split(".", 1)[1], expr) for key, expr in act.exprs.items() if key.startswith("attrs.")]
     run = current()
     collecting, run.details = run.details, None  # a proposal keeps no details
     try:
-        _propose_each(ctx, act, combos, names, unless, attr_exprs)
+        _propose_each(ctx, act, combos, names, value_lists, unless, attr_exprs)
     finally:
         run.details = collecting
 
@@ -128,58 +130,106 @@ class _ByCombination:
     the combination's names it reads (``gpu``, not ``precision``: a GPU's vendor is looked up once,
     not once per precision and size). Sound because nothing else an expression reads changes while
     the proposal runs (it only creates items; no fact is set) and domain functions are pure; only
-    scalar results are kept, so no item shares a mutable value with another."""
+    scalar results are kept, so no item shares a mutable value with another. Values are told apart
+    with their types (``1``, ``1.0`` and ``True`` are equal); where every list of the combination
+    holds values of one type, the values alone tell them apart."""
 
-    def __init__(self, spec: RuleSpec, names: list[str]):
-        self.spec, self.local = spec, frozenset(names)
-        self.reads: dict[int, tuple[str, ...]] = {}
-        self.memo: dict[tuple, Any] = {}
+    def __init__(self, spec: RuleSpec, names: list[str], lists: list[list[Any]]):
+        self.spec, self.names, self.local = spec, names, frozenset(names)
+        self.typed = any(len({type(v) for v in values}) > 1 for values in lists)
+        self.keys: dict[int, Callable[[tuple], Any]] = {}  # what -> its key of a combination
+        self.memos: dict[int, dict[Any, Any]] = {}
 
-    def evaluate(self, expr: Expr, res: Resolver, combo: dict[str, Any]) -> Any:
-        reads = self.reads.get(id(expr))
-        if reads is None:
-            reads = self.reads[id(expr)] = tuple(n for n in self.spec.expand(expr.names) if n in self.local)
-        key = (id(expr), *[(type(combo[n]), combo[n]) for n in reads])
+    def _key_of(self, what: Any, names: tuple[str, ...]) -> Callable[[tuple], Any]:
+        positions = [self.names.index(n) for n in self.spec.expand(names) if n in self.local]
+        if self.typed:
+            def key(combo: tuple) -> Any:
+                return tuple((type(combo[j]), combo[j]) for j in positions)
+        elif not positions:
+            def key(combo: tuple) -> Any:
+                return ()
+        else:
+            key = operator.itemgetter(*positions)  # one value, or a tuple of them
+        self.keys[id(what)] = key
+        self.memos[id(what)] = {}
+        return key
+
+    def key_of(self, expr: Expr) -> Callable[[tuple], Any]:
+        """The key of ``expr``'s results among the combinations (its memo: ``memos[id(expr)]``)."""
+        return self.keys.get(id(expr)) or self._key_of(expr, expr.names)
+
+    def evaluate(self, expr: Expr, res: Resolver, combo: tuple) -> Any:
+        key = self.keys.get(id(expr)) or self._key_of(expr, expr.names)
+        memo = self.memos[id(expr)]
+        k = key(combo)
         try:
-            return self.memo[key]
+            return memo[k]
         except KeyError:
             pass
         except TypeError:  # an unhashable value in the combination
             return expr.evaluate(res)
         value = expr.evaluate(res)
         if type(value) in SCALARS:
-            self.memo[key] = value
+            memo[k] = value
         return value
+
+    def rejection(self, expr: Expr, templates: dict[str, Any], res: Resolver,
+                  combo: tuple) -> tuple[dict[str, str], dict[str, Any]]:
+        """The ``because`` of an ``unless`` that holds for the combination, in each language, and
+        the values its expression reads: the same for every combination with the same values of
+        the names they read (the proposal's other facts do not change), so made once for those
+        (copied, as each rejection gets its own)."""
+        key = self.keys.get(id(templates)) or self._key_of(
+            templates, tuple(n for t in templates.values() for n in t.names) + expr.names)
+        memo = self.memos[id(templates)]
+        k = key(combo)
+        try:
+            hit = memo.get(k)
+        except TypeError:  # an unhashable value in the combination
+            k, hit = None, None
+        if hit is None:
+            hit = ({lang: render(t, res, lang) for lang, t in templates.items()},
+                   read_known(expr.names, res))
+            if k is not None:
+                memo[k] = hit
+        return dict(hit[0]), hit[1]
 
 
 def _propose_each(ctx: ActionContext, act: Action, combos: list[tuple], names: list[str],
-                  unless: list[tuple[Expr, dict[str, str]]], attr_exprs: list[tuple[str, Expr]]) -> None:
+                  lists: list[list[Any]], unless: list[tuple[Expr, dict[str, str]]],
+                  attr_exprs: list[tuple[str, Expr]]) -> None:
     spec, mem, a = ctx.spec, ctx.mem, act.spec
     kind = a["kind"]
-    once = _ByCombination(spec, names)
+    once = _ByCombination(spec, names, lists)
     skip = act.exprs.get("skip")
+    make_id = act.exprs["id"]
+    templates = [{lang: a["_templates"][(i, lang)] for lang in text} for i, (_, text) in enumerate(unless)]
+    clauses = [(expr, templates[i], once.key_of(expr), once.memos[id(expr)]) for i, (expr, _) in enumerate(unless)]
     for combo in combos:
         local = dict(zip(names, combo, strict=False))
         res = live_resolver(mem, spec, ctx.iid, {}, local)
-        if skip is not None and once.evaluate(skip, res, local):
+        if skip is not None and once.evaluate(skip, res, combo):
             continue
-        item_id = str(act.exprs["id"].evaluate(res))
+        item_id = str(make_id.evaluate(res))
         if (kind, item_id) in mem.items:
             continue
         blocked = False
-        for i, (expr, text) in enumerate(unless):
-            if once.evaluate(expr, res, local):
-                rres = live_resolver(mem, spec, ctx.iid, {}, local)
-                msg = {lang: render(a["_templates"][(i, lang)], rres, lang) for lang in text}
+        for expr, texts, key, memo in clauses:
+            try:  # once.evaluate(expr, res, combo), written out: the proposal's inner loop
+                hit = memo[key(combo)]
+            except (KeyError, TypeError):
+                hit = once.evaluate(expr, res, combo)
+            if hit:
+                msg, known = once.rejection(expr, texts, res, combo)
                 mem.rejections.append({
                     "option": item_id, "kind": kind, "rule": spec.id, "stage": spec.stage,
-                    "because": msg, "values": jsonable({**local, **read_known(expr.names, rres)}),
+                    "because": msg, "values": jsonable({**local, **known}),
                 })
                 blocked = True
                 break
         if blocked:
             continue
-        attrs = {name: once.evaluate(expr, res, local) for name, expr in attr_exprs}
+        attrs = {name: once.evaluate(expr, res, combo) for name, expr in attr_exprs}
         ctx.store.create_item(kind, item_id, attrs, ctx.step_no)
         ctx.conclusions.append({"fact": f"{kind}[{item_id}]", "value": jsonable(attrs)})
 

@@ -29,7 +29,7 @@ from servewise.engine.runtime.experta_compat import (
     plain_fact,
 )
 from servewise.engine.runtime.memory import Item, Memory, Stage, Value
-from servewise.engine.runtime.resolve import NotReady, snapshot_resolver
+from servewise.engine.runtime.resolve import NotReady, snapshot_resolver, with_lets
 from servewise.engine.runtime.runtime_errors import RuleRuntimeError
 
 # Process-wide work counters (condition tests run by the Rete network, activations the agenda
@@ -178,17 +178,27 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
         # does not read, cost a lookup. Once an activation for these values has run, the same
         # values cannot fire the rule again (content-based refraction, see Runner._fire): no new
         # activation is made for them, which would only be skipped.
-        key = key_of(bound)
+        if kind:  # key_of written out, the item's attributes kept for the conditions
+            iid = bound["iid"]
+            attrs = binding.mem.item_revs.get((kind, iid, bound["irev"]), _EMPTY)
+            key = ((revs_of(bound),) if one_rev else (revs_of(bound) if revs_of else ())) + (
+                iid, *map(id, map(attrs.get, item_attrs, missings)))
+        else:
+            key, attrs = key_of(bound), _EMPTY
         if key in done:
             return False
         hit = memo.get(key)
         if hit is None:
             WORK["condition_tests"] += 1
-            if required and any(key[i] == missing for i in required):
-                hit = memo[key] = False
-            else:
-                hit = memo[key] = conditions_hold(binding.mem, spec, bound, revs)
+            for i in required:
+                if key[i] == missing:
+                    hit = memo[key] = False
+                    return hit
+            # every item attribute it reads is known (the key says so): the conditions
+            hit = memo[key] = hold(bound, attrs)
         return hit
+
+    hold = _fast_conditions(spec, binding, revs)
 
     def test(**bound):
         return test_context(bound)
@@ -198,6 +208,9 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
         # what it reads of an item revision: the attributes in its key (a revision that changed
         # none of them gives the same key, so the same answer: DirectMatcher skips it)
         test_context.revision_reads = frozenset(item_attrs)
+        # the attributes an item revision must have for the test to hold (False at once without
+        # one: DirectMatcher does not walk such a revision, as memory.Store marks what it has)
+        test_context.requires = frozenset(needed)
     test.__signature__ = inspect.Signature(
         [inspect.Parameter(p, inspect.Parameter.KEYWORD_ONLY) for p in params])
 
@@ -259,17 +272,74 @@ def global_gate(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> Calla
     return gate
 
 
-def conditions_hold(mem: Memory, spec: RuleSpec, bound: dict[str, Any], revs: dict[str, str]) -> bool:
+def _fast_conditions(spec: RuleSpec, binding: Binding,
+                     revs: dict[str, str]) -> Callable[[dict[str, Any], dict[str, Any]], bool]:
+    """:func:`conditions_hold` of a token whose item attributes the rule reads are all known: the
+    same answer, with less around each condition (a resolver of this rule's names made once, the
+    conditions' compiled functions called directly). Any error, and a condition that cannot be
+    read, goes the full way (the conditions are pure: the same error, or the same False)."""
+    kind = spec.for_each
+    prefix = f"{kind}." if kind else ""
+    cut = len(prefix)
+    when = spec.when
+    lets = bool(spec.lets)
+    routes: dict[str, str | None] = {}  # name -> item attribute, or None for a global value
+    get_var = revs.get
+
+    def hold(bound: dict[str, Any], attrs: dict[str, Any]) -> bool:
+        """``attrs``: the item revision's attributes (of the token's ``iid`` and ``irev``)."""
+        mem = binding.mem
+        value_revs = mem.value_revs
+
+        def resolve(name: str) -> Any:
+            try:
+                attr = routes[name]
+            except KeyError:
+                attr = routes[name] = name[cut:] if prefix and name.startswith(prefix) else None
+            if attr is not None:
+                if attr == "id":
+                    return bound["iid"]
+                if attr not in attrs:
+                    raise NotReady(name)
+                return attrs[attr]
+            var = get_var(name)
+            if var is None:
+                raise NotReady(name)
+            return value_revs[(name, bound[var])]
+
+        r = with_lets(spec, resolve) if lets else resolve
+        try:
+            for cond in when:
+                fn = cond._fn
+                if fn is None:
+                    fn = cond._link()
+                if not fn(r):
+                    return False
+            return True
+        except NotReady:
+            return False
+        except Exception:  # noqa: BLE001 - the full path raises it as conditions_hold does
+            return conditions_hold(mem, spec, bound, revs, known=True)
+
+    return hold
+
+
+def conditions_hold(mem: Memory, spec: RuleSpec, bound: dict[str, Any], revs: dict[str, str],
+                    known: bool = False) -> bool:
     """Every item attribute the rule reads is known and every condition is true, at the
-    revisions in the token."""
+    revisions in the token (``known``: the caller found every item attribute the rule reads in
+    the revision already)."""
     resolve = snapshot_resolver(mem, spec, bound, revs)
     try:
-        if spec.for_each:
+        if spec.for_each and not known:
             prefix = spec.for_each + "."
             for name in spec.names:  # every item attribute the rule reads must be known
                 if name.startswith(prefix):
                     resolve(name)
-        return all(bool(cond.evaluate(resolve)) for cond in spec.when)
+        for cond in spec.when:
+            if not cond.evaluate(resolve):
+                return False
+        return True
     except NotReady:
         return False
     except EvalError as exc:

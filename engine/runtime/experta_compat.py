@@ -660,7 +660,7 @@ class _Pattern:
         for plan in self.prefix_of:
             plan.prefix_seen = None
             if plan.failed:
-                plan.failed.clear()
+                plan.forget_failures()
 
 
 class _RulePlan:
@@ -668,7 +668,8 @@ class _RulePlan:
     the first ``i`` patterns are bound (``tests[i]``), and its activations by token (fact ids in
     pattern order)."""
 
-    __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen", "last", "reads", "failed")
+    __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen", "last", "reads", "failed",
+                 "failed_by", "requires")
 
     def __init__(self, rule: Any, patterns: list[_Pattern], tests: list[list[Any]]):
         self.rule, self.patterns, self.tests = rule, patterns, tests
@@ -685,7 +686,89 @@ class _RulePlan:
         reads = [getattr(t, "revision_reads", None) for t in final]
         self.reads: frozenset[str] | None = (frozenset().union(*reads) if final and None not in reads
                                              else None)
+        # the fields a fact of the last pattern must have (``present``, as engine/runtime/memory.py
+        # marks an item's revision) for the last tests to hold (``requires`` of a TEST)
+        self.requires: frozenset[str] = frozenset().union(*(getattr(t, "requires", ()) for t in final))
+        # the lineages (a fact and the revisions that replaced it, named by the first one's id) whose
+        # latest fact failed the last tests with every prefix token; ``failed_by`` is the matcher's
+        # index of the same, lineage -> the rules it failed (DirectMatcher._add skips them at once)
         self.failed: set[int] = set()
+        self.failed_by: dict[int, set[_RulePlan]] = {}
+
+    def fail(self, lineage: int) -> None:
+        self.failed.add(lineage)
+        by = self.failed_by.get(lineage)
+        if by is None:
+            self.failed_by[lineage] = {self}
+        else:
+            by.add(self)
+
+    def passed(self, lineage: int) -> None:
+        if lineage in self.failed:
+            self.failed.discard(lineage)
+            self.failed_by[lineage].discard(self)
+
+    def forget_failures(self) -> None:
+        by = self.failed_by
+        for lineage in self.failed:
+            by[lineage].discard(self)
+        self.failed.clear()
+
+
+class _Users:
+    """The rules that have one pattern, grouped by their first pattern (a group whose first pattern
+    holds no fact has no token), with an index of the rules that may skip a revision: those that
+    have the pattern last and whose last tests declare what they read (``reads``), by the fields
+    they read."""
+
+    __slots__ = ("first", "users", "skippable", "readers", "order", "requirers", "required")
+
+    def __init__(self, first: _Pattern, users: list[tuple[_RulePlan, int]]):
+        self.first, self.users = first, users
+        able = [plan for plan, position in users if position == plan.last and plan.reads is not None]
+        self.skippable = frozenset(able)
+        readers: dict[str, set[_RulePlan]] = {}
+        for plan in able:
+            for name in plan.reads:  # type: ignore[union-attr]
+                readers.setdefault(name, set()).add(plan)
+        self.readers = {name: frozenset(plans) for name, plans in readers.items()}
+        self.order = {plan: i for i, (plan, _) in enumerate(users)}
+        requirers: dict[str, set[_RulePlan]] = {}
+        for plan, position in users:
+            if position == plan.last:
+                for name in plan.requires:
+                    requirers.setdefault(name, set()).add(plan)
+        self.requirers = {name: frozenset(plans) for name, plans in requirers.items()}
+        self.required = frozenset(requirers)
+
+    def not_skipped(self, failed: set[_RulePlan] | None, changed: frozenset[str] | None,
+                    present: frozenset[str] | None) -> list[tuple[_RulePlan, int]] | None:
+        """The users to walk for a fact of the last pattern: every one but the rules whose last
+        tests it cannot pass — a field they require is not ``present`` in it — and, for a revision
+        changing ``changed`` of a fact whose lineage failed the rules ``failed``, those of them that
+        read none of the changed fields (in their order); None when none is skipped (walk all)."""
+        skip: frozenset[_RulePlan] | set[_RulePlan] = frozenset()
+        if failed and changed is not None:
+            skip = failed & self.skippable
+            if skip:
+                readers = self.readers
+                for name in changed:
+                    plans = readers.get(name)
+                    if plans:
+                        skip = skip - plans
+                        if not skip:
+                            break
+        if present is not None and self.required:
+            missing = self.required - present
+            if missing:
+                requirers = self.requirers
+                skip = skip.union(*(requirers[name] for name in missing))
+        if not skip:
+            return None
+        users, order = self.users, self.order
+        if len(skip) == len(users):
+            return []
+        return [users[i] for i in sorted(order[plan] for plan in order.keys() - skip)]
 
 
 def _plan_of(rule: Any, patterns: dict[tuple, _Pattern]) -> _RulePlan | None:
@@ -747,7 +830,15 @@ class DirectMatcher(Matcher):
     engine/runtime/memory.py marks an item's new revision) is not walked through a rule whose last
     ``TEST`` declares the fields it reads (``revision_reads``), read none of the changed ones, and
     failed on the earlier revision with the same prefix tokens: it would fail again, so no
-    activation is lost (tests/test_plan_work.py compares with walking every revision).
+    activation is lost (tests/test_plan_work.py compares with walking every revision). What
+    failed is kept per lineage (a fact and the revisions that replaced it) with an index from
+    lineage to rules and from field to the rules reading it, so a revision passes over the
+    rules it cannot change in a few set operations, not a step per rule (a rule base with a
+    thousand per-candidate filters). Nor is a fact of the last pattern walked through a rule
+    whose last ``TEST`` ``requires`` a field the fact does not have (``fact.present``: the
+    fields an item revision has): that test is False. When a stage begins, the walk of each
+    rule with the new stage fact is that of its prefix token with every item, as a revision's
+    walk, so what fails is learnt at once.
     """
 
     skip_revisions = True  # see _RulePlan.reads (False: walk every revision, for the tests)
@@ -779,8 +870,12 @@ class DirectMatcher(Matcher):
                 first = plan.patterns[0]
                 groups.setdefault(id(pattern), {}).setdefault(id(first), (first, []))[1].append((plan, position))
         for pattern in self._patterns.values():
-            pattern.users = list(groups.get(id(pattern), {}).values())
+            pattern.users = [_Users(first, users) for first, users in groups.get(id(pattern), {}).values()]
+        # lineage -> the rules its latest fact failed (see _RulePlan.failed); fact id -> its lineage
+        self._failed_by: dict[int, set[_RulePlan]] = {}
+        self._lineage: dict[int, int] = {}
         for plan in self._plans:
+            plan.failed_by = self._failed_by
             for pattern in plan.patterns[:-1]:
                 pattern.prefix_of.append(plan)
         self._holding: dict[int, list[tuple[_RulePlan, tuple[int, ...]]]] = {}
@@ -794,6 +889,8 @@ class DirectMatcher(Matcher):
             plan.passing.clear()
             plan.prefix, plan.prefix_seen = [], None
             plan.failed.clear()
+        self._failed_by.clear()
+        self._lineage.clear()
         self._holding.clear()
         self._added.clear()
         self._removed.clear()
@@ -836,6 +933,13 @@ class DirectMatcher(Matcher):
 
     def _add(self, fact: Any) -> None:
         fid = fact.__factid__
+        # (earlier fact id, fields changed) of a revised fact; it continues that fact's lineage
+        revision = getattr(fact, "revision_of", None)
+        lineage = fid
+        if revision is not None:
+            lineage = self._lineage[fid] = self._lineage.get(revision[0], revision[0])
+            if not self.skip_revisions:
+                revision = None
         for pattern in self._matching(fact):
             binds = {}
             for field, var in pattern.binds:
@@ -847,22 +951,33 @@ class DirectMatcher(Matcher):
                     continue
                 pattern.memory[fid] = (fact, binds)
                 pattern.changed()
-                # (earlier fact id, fields changed) of a revised fact
-                revision = getattr(fact, "revision_of", None) if self.skip_revisions else None
-                for first, users in pattern.users:
-                    if first.memory:  # else no rule of this group has a token (e.g. another stage's)
-                        for plan, position in users:
-                            if position == plan.last and plan.prefix_seen:
-                                if not plan.prefix:
-                                    continue  # known: no token before this fact (e.g. a gate is off)
-                                if (revision is not None and plan.reads is not None
-                                        and revision[0] in plan.failed and plan.reads.isdisjoint(revision[1])):
-                                    # a revision of a fact that failed the last tests with these
-                                    # same prefix tokens, changed only in fields they do not read:
-                                    # they fail again (see _RulePlan.reads)
-                                    plan.failed.add(fid)
-                                    continue
-                            self._walk(plan, position, fid, fact, binds)
+                failed = self._failed_by.get(lineage) if revision is not None else None
+                changed = revision[1] if revision is not None else None
+                present = getattr(fact, "present", None)
+                for group in pattern.users:
+                    if not group.first.memory:  # no rule of this group has a token (e.g. another stage's)
+                        continue
+                    users = group.users
+                    if failed or present is not None:
+                        # not the rules the fact's lineage failed, unless they read a changed field,
+                        # nor those requiring a field the fact does not have
+                        users = group.not_skipped(failed, changed, present)
+                        if users is None:
+                            users = group.users
+                    for plan, position in users:
+                        if position == plan.last and plan.prefix_seen:
+                            if not plan.prefix:
+                                continue  # known: no token before this fact (e.g. a gate is off)
+                            if (revision is not None and plan.reads is not None
+                                    and lineage in plan.failed and plan.reads.isdisjoint(revision[1])):
+                                # a revision of a fact that failed the last tests with these
+                                # same prefix tokens, changed only in fields they do not read:
+                                # they fail again (see _RulePlan.reads; the lineage stays failed)
+                                continue
+                            DirectMatcher.walks += 1  # _walk's first case, the usual one
+                            self._walk_last(plan, fid, fact, binds, lineage)
+                            continue
+                        self._walk(plan, position, fid, fact, binds)
 
     def _walk(self, plan: _RulePlan, fixed: int, fid: int, fact: Any, binds: dict[str, Any]) -> None:
         """Every token of ``plan`` with ``fact`` at pattern ``fixed`` that passes the tests."""
@@ -872,19 +987,25 @@ class DirectMatcher(Matcher):
         if fixed == last - 1:  # the usual change (an item revision): the prefix tokens are known
             if plan.prefix_seen is None:
                 plan.prefix, plan.prefix_seen = self._prefix(plan), True
-            final = tests[-1]
-            failed = True
-            for facts, ids, context in plan.prefix:
-                ctx = {**context, **binds} if binds else context
-                for test in final:  # most fail (values seen before): no token is built for them
-                    if not test(ctx):
-                        break
-                else:
-                    failed = False
-                    self._activate(plan, facts + [fact], ids + [fid], ctx)
-            if failed and plan.reads is not None:
-                plan.failed.add(fid)
+            self._walk_last(plan, fid, fact, binds)
             return
+        if (plan.reads is not None and len(patterns[fixed].memory) == 1
+                and all(p.memory for p in patterns)):
+            # the only fact of its pattern (a stage begins): every token holds it, so the walk is
+            # the prefix tokens with each fact of the last pattern, as an item revision walks them,
+            # and what fails is learnt; the same tokens in the same order when there is at most
+            # one prefix token (the usual case: one stage, one revision of each value)
+            if plan.prefix_seen is None:
+                plan.prefix, plan.prefix_seen = self._prefix(plan), True
+            if len(plan.prefix) <= 1:
+                requires = plan.requires
+                for other_id, (other, other_binds) in list(patterns[-1].memory.items()):
+                    if requires:
+                        present = getattr(other, "present", None)
+                        if present is not None and not requires <= present:
+                            continue  # its last tests fail: a field they require is missing
+                    self._walk_last(plan, other_id, other, other_binds)
+                return
         choices: list[Any] = []
         for position, pattern in enumerate(patterns):  # a pattern with no fact: no token
             if position == fixed:
@@ -896,6 +1017,29 @@ class DirectMatcher(Matcher):
         facts: list[Any] = [None] * last
         ids: list[int] = [0] * last
         self._step(plan, tests, choices, facts, ids, 0, {})
+
+    def _walk_last(self, plan: _RulePlan, fid: int, fact: Any, binds: dict[str, Any],
+                   lineage: int | None = None) -> None:
+        """Every prefix token with ``fact`` of the last pattern that passes the last tests; a fact
+        with which every one fails is learnt (``plan.failed``, by its ``lineage``)."""
+        final = plan.tests[-1]
+        failed = True
+        for facts, ids, context in plan.prefix:
+            ctx = {**context, **binds} if binds else context
+            for test in final:  # most fail (values seen before): no token is built for them
+                if not test(ctx):
+                    break
+            else:
+                failed = False
+                self._activate(plan, facts + [fact], ids + [fid], ctx)
+        if plan.reads is not None:
+            if lineage is None:
+                lineage = self._lineage.get(fid, fid)
+            if failed:
+                if lineage not in plan.failed:
+                    plan.fail(lineage)
+            elif plan.failed:
+                plan.passed(lineage)
 
     def _complete(self, plan: _RulePlan, facts: list[Any], ids: list[int], context: dict[str, Any]) -> None:
         """A token of every pattern (its earlier tests passed): an activation if the last hold."""

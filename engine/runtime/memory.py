@@ -104,7 +104,9 @@ class Store:
             mem.item_steps[(kind, item_id, attr)] = step
         mem.item_rev[key] = 1
         mem.item_revs[(kind, item_id, 1)] = dict(attrs)
-        self.item_facts[key] = self.engine.declare(plain_fact(Item, kind=kind, id=item_id, rev=1))
+        fact = plain_fact(Item, kind=kind, id=item_id, rev=1)
+        fact.present = frozenset(attrs)  # for the matcher: the attributes this revision has
+        self.item_facts[key] = self.engine.declare(fact)
 
     def update_item(self, kind: str, item_id: str, changes: dict[str, Any], step: int) -> None:
         mem, key = self.mem, (kind, item_id)
@@ -116,11 +118,13 @@ class Store:
         old = self.item_facts.pop(key)
         self.engine.retract(old)
         mem.item_rev[key] += 1
-        mem.item_revs[(kind, item_id, mem.item_rev[key])] = dict(mem.items[key])
+        attrs = mem.item_revs[(kind, item_id, mem.item_rev[key])] = dict(mem.items[key])
         fact = plain_fact(Item, kind=kind, id=item_id, rev=mem.item_rev[key])
         # for the matcher: the revision it replaces and the attributes that changed (a rule whose
-        # test reads none of them decides as it did on the old one: experta_compat._RulePlan.reads)
+        # test reads none of them decides as it did on the old one: experta_compat._RulePlan.reads),
+        # and the attributes it has (a rule requiring another fails on it: _RulePlan.requires)
         fact.revision_of = (old.__factid__, frozenset(changes))
+        fact.present = frozenset(attrs)
         self.item_facts[key] = self.engine.declare(fact)
 
     def reject_item(self, kind: str, item_id: str) -> bool:

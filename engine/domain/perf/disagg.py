@@ -118,85 +118,157 @@ def _decode_step(sm: StepModel, c_rank: float, context: float) -> tuple[float, d
     return dec["total"] / dec.get("tokens_per_step", 1.0), dec
 
 
-def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precision: str,
-                   isl: int, osl: int, concurrency: float | None = None,
-                   request_rate: float | None = None, backend: str = "trtllm",
-                   kv_precision: str | None = None, calibration: dict[str, Any] | None = None,
-                   speculative: Speculation | None = None,
-                   decode_batch: float | None = None) -> dict[str, Any]:
-    """TTFT, TPOT and throughput of a disaggregated deployment (module docstring): a closed loop
-    of ``concurrency`` clients, or an open loop at ``request_rate`` requests/s. ``decode_batch``:
-    the decode workers' configured sequence limit per rank (TensorRT-LLM ``max_batch_size``), when
-    below the backend's limit and the KV cache's."""
-    if (concurrency is None) == (request_rate is None):
-        raise ValueError("give either concurrency (closed loop) or request_rate (open loop)")
-    kvp = kv_precision or default_kv_precision(decode.gpu, precision)
-    sm_p, sm_d = _models(model, prefill, decode, precision, backend, kvp, calibration,
-                         speculative)
-    consts = disagg_constants(backend, calibration)
-    prof_p = sm_p.prof
-    front = prof_p.t_request_ms + isl * prof_p.t_in_token_us / 1e3 + consts["t_handoff_ms"]
-    kind, gbs = kv_link(prefill, decode, consts)
-    kv_gpu = isl * sm_d.kv_tok_gpu
-    t_kv = consts["latency_ms"] + kv_gpu / (gbs * 1e9) * 1e3
-    cap = batch_cap(model, decode.gpu, decode.layout, precision, kvp, isl, osl, backend)
-    if decode_batch:
-        cap = max(1.0, min(cap, float(decode_batch)))
-    context = isl + osl / 2.0
-    n_dec = max(osl - 1, 0)
-    r_p, r_d = prefill.ranks, decode.ranks
+class _PoolPair:
+    """What a disaggregated deployment's state is made of, for one model, GPU, pair of worker
+    layouts, precision, request lengths, backend and speculation, whatever the worker counts: the
+    two step models, the front end's cost, the decode batch cap, one prompt's prefill; and, per
+    rate, the decode pool's occupancy fixed point (a function of its ranks and the KV transfer
+    time alone) and the prefill queue (of its ranks alone), each remembered once solved, so a
+    search over worker counts (fn_disagg.disagg_size: prefill workers for a fixed decode pool)
+    solves each pool once per size instead of once per pair of sizes."""
 
-    def at(lam: float) -> dict[str, Any]:
-        """State at ``lam`` requests/ms: decode occupancy by fixed point, then the queue."""
+    def __init__(self, model: dict[str, Any], prefill: Pool, decode: Pool, precision: str, isl: int,
+                 osl: int, backend: str, kvp: str, calibration: dict[str, Any] | None,
+                 speculative: Speculation | None, decode_batch: float | None):
+        # the inputs, kept so that a memo entry is never used for other ones (identities of the
+        # mutable records, which this object keeps alive)
+        self.inputs = (model, prefill.gpu, prefill.layout, decode.gpu, decode.layout, precision, isl,
+                       osl, backend, kvp, calibration, speculative, decode_batch)
+        self.sm_p, self.sm_d = _models(model, prefill, decode, precision, backend, kvp, calibration,
+                                       speculative)
+        self.consts = consts = disagg_constants(backend, calibration)
+        prof_p = self.sm_p.prof
+        self.front = prof_p.t_request_ms + isl * prof_p.t_in_token_us / 1e3 + consts["t_handoff_ms"]
+        cap = batch_cap(model, decode.gpu, decode.layout, precision, kvp, isl, osl, backend)
+        if decode_batch:
+            cap = max(1.0, min(cap, float(decode_batch)))
+        self.cap = cap
+        self.context = isl + osl / 2.0
+        self.n_dec = max(osl - 1, 0)
+        self.isl = isl
+        self.dp_p = prefill.layout.dp
+        self.one = self.sm_p.prefill_once(isl, ranks=1.0 if self.dp_p > 1 else None)
+        self.t_full = self.sm_p.prefill_once(isl)["total"]
+        self.kv_bytes_per_token = kv_bytes_per_token(model, kvp)
+        self._decode: dict[tuple[float, int, float], tuple[float, float, float, dict[str, float]]] = {}
+        self._prefill: dict[tuple[float, int], tuple[dict[str, float], float]] = {}
+        self._steps: dict[float, tuple[float, dict[str, float]]] = {}
+
+    def step(self, c_rank: float) -> tuple[float, dict[str, float]]:
+        """:func:`_decode_step` of the decode pool at ``c_rank`` sequences a rank, remembered (every
+        fixed point starts at one sequence, and many end at the batch cap)."""
+        hit = self._steps.get(c_rank)
+        if hit is None:
+            hit = self._steps[c_rank] = _decode_step(self.sm_d, c_rank, self.context)
+        return hit
+
+    def same(self, model: dict[str, Any], prefill: Pool, decode: Pool, precision: str, isl: int,
+             osl: int, backend: str, kvp: str, calibration: dict[str, Any] | None,
+             speculative: Speculation | None, decode_batch: float | None) -> bool:
+        mine = self.inputs
+        return (mine[0] is model and mine[1] is prefill.gpu and mine[2] == prefill.layout
+                and mine[3] is decode.gpu and mine[4] == decode.layout
+                and mine[5:10] == (precision, isl, osl, backend, kvp) and mine[10] is calibration
+                and mine[11] == speculative and mine[12] == decode_batch)
+
+    def decode_at(self, lam: float, r_d: int, t_kv: float) -> tuple[float, float, float, dict[str, float]]:
+        """(sequences per decode rank, step, TPOT, the step) at ``lam`` requests/ms: the decode
+        pool's occupancy by fixed point."""
+        key = (lam, r_d, t_kv)
+        hit = self._decode.get(key)
+        if hit is not None:
+            return hit
+        sm_d, n_dec, cap = self.sm_d, self.n_dec, self.cap
         c_d = 1.0
         for _ in range(60):
-            step, _d = _decode_step(sm_d, c_d, context)
+            step, _d = self.step(c_d)
             tpot = step + (t_kv + sm_d.prof.k_step * _d["total"]) / max(n_dec, 1)
             nxt = min(max(lam * n_dec * tpot / r_d, 1.0), cap)
             if abs(nxt - c_d) < 1e-9 * nxt:
                 break
             c_d = nxt
-        step, dec = _decode_step(sm_d, c_d, context)
+        step, dec = self.step(c_d)
         tpot = step + (t_kv + sm_d.prof.k_step * dec["total"]) / max(n_dec, 1)
-        pf, rho = prefill_at(lam)
+        out = self._decode[key] = (c_d, step, tpot, dec)
+        return out
+
+    def busy_ranks(self, rho: float) -> float:
+        dp_p = self.dp_p
+        return round(1 + (dp_p - 1) * rho, 3) if dp_p > 1 else 1.0
+
+    def prefill_at(self, lam: float, r_p: int) -> tuple[dict[str, float], float]:
+        """(prefill, utilisation) at ``lam``: with attention DP, a prefill shares the MoE
+        layers with the other ranks' prefills running at the same time, ``1 + (dp - 1) x ρ``."""
+        key = (lam, r_p)
+        hit = self._prefill.get(key)
+        if hit is not None:
+            return hit
+        pf = self.one
+        rho = min(lam * pf["total"] / r_p, RHO_MAX)
+        for _ in range(20 if self.dp_p > 1 else 0):
+            pf = self.sm_p.prefill_once(self.isl, ranks=self.busy_ranks(rho))
+            nxt = min(lam * pf["total"] / r_p, RHO_MAX)
+            if abs(nxt - rho) < 1e-6:
+                break
+            rho = nxt
+        out = self._prefill[key] = (pf, min(lam * pf["total"] / r_p, RHO_MAX))
+        return out
+
+
+def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precision: str,
+                   isl: int, osl: int, concurrency: float | None = None,
+                   request_rate: float | None = None, backend: str = "trtllm",
+                   kv_precision: str | None = None, calibration: dict[str, Any] | None = None,
+                   speculative: Speculation | None = None,
+                   decode_batch: float | None = None,
+                   memo: dict[str, Any] | None = None) -> dict[str, Any]:
+    """TTFT, TPOT and throughput of a disaggregated deployment (module docstring): a closed loop
+    of ``concurrency`` clients, or an open loop at ``request_rate`` requests/s. ``decode_batch``:
+    the decode workers' configured sequence limit per rank (TensorRT-LLM ``max_batch_size``), when
+    below the backend's limit and the KV cache's. ``memo``: a dict kept by a caller that predicts
+    the same deployment with other worker counts (a search): the parts that do not depend on the
+    counts and each pool's state per size are solved once (:class:`_PoolPair`); the same numbers
+    as without it. A memo holds one deployment: given other inputs, it is emptied first."""
+    if (concurrency is None) == (request_rate is None):
+        raise ValueError("give either concurrency (closed loop) or request_rate (open loop)")
+    kvp = kv_precision or default_kv_precision(decode.gpu, precision)
+    args = (model, prefill, decode, precision, isl, osl, backend, kvp, calibration, speculative,
+            decode_batch)
+    pair = memo.get("pair") if memo is not None else None
+    if pair is None or not pair.same(*args):
+        pair = _PoolPair(*args)
+        if memo is not None:
+            memo["pair"] = pair
+    sm_d, consts, front, cap, n_dec = pair.sm_d, pair.consts, pair.front, pair.cap, pair.n_dec
+    prof_p = pair.sm_p.prof
+    kind, gbs = kv_link(prefill, decode, consts)
+    kv_gpu = isl * sm_d.kv_tok_gpu
+    t_kv = consts["latency_ms"] + kv_gpu / (gbs * 1e9) * 1e3
+    r_p, r_d = prefill.ranks, decode.ranks
+
+    def at(lam: float) -> dict[str, Any]:
+        """State at ``lam`` requests/ms: decode occupancy by fixed point, then the queue."""
+        c_d, step, tpot, dec = pair.decode_at(lam, r_d, t_kv)
+        pf, rho = pair.prefill_at(lam, r_p)
         t_pf = pf["total"]
         wait = rho * t_pf / (2 * (1 - rho))
         burst = consts["burst"] * max(c_total / r_p - 1.0, 0.0) / 2.0 * t_pf
         ttft = front + wait + burst + t_pf
         return {"admission": 0.0, "lam": lam, "c_decode_rank": c_d, "tpot": tpot, "step": step, "dec": dec,
                 "rho_prefill": rho, "wait": wait, "burst": burst, "ttft": ttft, "life": ttft + n_dec * tpot,
-                "t_prefill": t_pf, "pf": pf, "prefill_ranks_busy": busy_ranks(rho),
+                "t_prefill": t_pf, "pf": pf, "prefill_ranks_busy": pair.busy_ranks(rho),
                 "saturated": lam * t_pf / r_p >= RHO_MAX or c_d >= cap}
-
-    def prefill_at(lam: float) -> tuple[dict[str, float], float]:
-        """(prefill, utilisation) at ``lam``: with attention DP, a prefill shares the MoE
-        layers with the other ranks' prefills running at the same time, ``1 + (dp - 1) x ρ``."""
-        pf = one
-        rho = min(lam * pf["total"] / r_p, RHO_MAX)
-        for _ in range(20 if dp_p > 1 else 0):
-            pf = sm_p.prefill_once(isl, ranks=busy_ranks(rho))
-            nxt = min(lam * pf["total"] / r_p, RHO_MAX)
-            if abs(nxt - rho) < 1e-6:
-                break
-            rho = nxt
-        return pf, min(lam * pf["total"] / r_p, RHO_MAX)
-
-    def busy_ranks(rho: float) -> float:
-        return round(1 + (dp_p - 1) * rho, 3) if dp_p > 1 else 1.0
 
     def lam_d_max() -> float:
         """The decode pool's largest rate: every rank at its batch cap, ``R_d cap / ((osl - 1)
         TPOT(cap))`` (no limit for a one-token output)."""
         if n_dec < 1:
             return float("inf")
-        step, dec = _decode_step(sm_d, cap, context)
+        step, dec = _decode_step(sm_d, cap, pair.context)
         tpot = step + (t_kv + sm_d.prof.k_step * dec["total"]) / n_dec
         return r_d * cap / (n_dec * tpot)
 
-    dp_p = prefill.layout.dp
-    one = sm_p.prefill_once(isl, ranks=1.0 if dp_p > 1 else None)
-    t_full = sm_p.prefill_once(isl)["total"]
-    lam_p_max = RHO_MAX * r_p / t_full
+    lam_p_max = RHO_MAX * r_p / pair.t_full
     c_total = float(concurrency) if concurrency is not None else 0.0  # the burst: closed loop
     if request_rate is not None:
         s = at(request_rate / 1e3)
@@ -221,7 +293,7 @@ def predict_disagg(model: dict[str, Any], prefill: Pool, decode: Pool, *, precis
              kv_bytes_per_gpu=kv_gpu, batch_cap=cap, prefill_ranks=r_p, decode_ranks=r_d,
              t_handoff=consts["t_handoff_ms"], phi=consts["burst"], c_total=c_total,
              prof=prof_p, prof_decode=sm_d.prof,
-             kv_bytes_per_token=kv_bytes_per_token(model, kvp))
+             kv_bytes_per_token=pair.kv_bytes_per_token)
     s["output_tokens_per_s"] = s["lam"] * 1e3 * osl
     return s
 

@@ -242,16 +242,38 @@ class StepModel:
         """KV bytes one decode step reads for ``batch`` sequences at ``context`` tokens: the
         attended tokens' cache (all of them, or the DSA top-k), every token's index key, and
         the sliding-window layers' last ``min(context, window)`` tokens."""
-        if not self.dsa_layers:
-            return batch * (self.kv_tok_gpu * context
-                            + self.window_tok_gpu * windowed(self.model, context))
-        return batch * (self.kv_tok_gpu * attended_context(self.model, context)
-                        + self.index_tok_gpu * context)
+        return batch * self._per_context("kv", context)
+
+    def _per_context(self, what: str, context: float) -> float:
+        """The per-sequence (``kv``: KV bytes read) or per-query-token (``attn``: decode attention
+        FLOPs on one GPU) factor at ``context``, computed once per step model and context (a
+        serving solve asks for it at every batch it tries; the same arithmetic, so the same float)."""
+        memo = self.__dict__.setdefault("_context_memo", {})  # not a field: eq and repr ignore it
+        key = (what, type(context), context)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        if what == "kv":
+            if not self.dsa_layers:
+                hit = (self.kv_tok_gpu * context + self.window_tok_gpu * windowed(self.model, context))
+            else:
+                hit = (self.kv_tok_gpu * attended_context(self.model, context)
+                       + self.index_tok_gpu * context)
+        else:
+            dense = attention_flops_per_token(self.model, context, decode=True) / self.lay.tp
+            if not self.dsa_layers:
+                hit = dense + self.window_flops(context, 1.0, True)
+            else:
+                hit = dense + indexer_flops_per_token(self.model, context)
+        memo[key] = hit
+        return hit
 
     def attention_flops(self, tokens: float, context: float, decode: bool = True) -> float:
         """Attention FLOPs on one GPU for ``tokens`` queries at ``context``: the heads split by
         TP, the DSA indexer's scores on every TP rank; a DSA prefill in the sparse kernel
         (:meth:`sparse_prefill_flops`) unless it runs dense (:meth:`dense_prefill`)."""
+        if decode:  # the same per-token factor at every batch: computed once per context
+            return tokens * self._per_context("attn", context)
         dense = attention_flops_per_token(self.model, context, decode=decode) / self.lay.tp
         if not self.dsa_layers:
             return tokens * (dense + self.window_flops(context, tokens, decode))
