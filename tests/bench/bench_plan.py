@@ -74,6 +74,13 @@ started, 7.5-8 during it, so a planning process had about half a core (wall ≈ 
   wall at the same CPU, 0.66 -> 0.64 s: the load), chat-8b-small 1.54 -> 1.32 s CPU,
   internal-knowledge-base 1.84 -> 1.49; saas-five-tenants 8.20 -> 7.39 s CPU (17.5 s wall both:
   the machine had no second core to give its workers), multi-model-tenants 5.21 -> 5.15 s CPU.
+- After the tables above (ad62c24): a pool re-planned on another host GPU writes out its plan
+  only when read (`DeferredPlanResult`: the losing hosts are read for their values). A second
+  paired run on that code (5 runs each, load 4-6; `--examples` and `--growth 0 3000`):
+  saas-five-tenants 11.93 -> 11.06 s wall, 6.77 -> 6.17 s CPU; multi-model-tenants 6.29 -> 5.89 s
+  wall, 4.12 -> 3.87 s CPU; deepseek-v3-public-api 2.63 -> 1.95 s wall, 1.58 -> 1.21 s CPU;
+  chat-70b-online 2.00 -> 1.95 s, chat-8b-small 2.09 -> 1.99 s wall; +3,000 rules (2,000 checks +
+  1,000 filters) 7.80 -> 4.43 s, +0 1.16 -> 1.12 s.
 
 **Not met: every example ≤ 1 s, +3,000 rules ≤ 2 s.** Not on this machine as loaded (the paired
 base misses them by more), and not in CPU either: saas-five-tenants is 5 pool runs of ~2,000
@@ -82,12 +89,14 @@ under ~1.7 s of CPU on two free cores. **The re-plans do not reuse whole pool ru
 host GPU) pair repeats within a plan, and a re-plan's inputs differ from its pool's
 (`constraints.gpu_models` = the host), so its plan (rejections, ranking, trace numbering) is not
 the pool's; what they share is reused below that level — the domain functions' memo (shared by
-every pool and re-plan in a process), the proposal's per-combination texts, the pooled engines.
-Shipping a pool worker's memo to the caller for the re-plans was measured and dropped (6.7 MB
-pickled, 0.26 s, for ~0.15 s of CPU saved). Left: a re-plan that writes out its plan only when
-its host wins (~15 ms each), the pool phase's idle tail (5 pools on 2 processes), a cheaper
-firing (half the live resolver's calls re-read the names an expression just read, for the
-formula record).
+every pool and re-plan in a process), the proposal's per-combination texts, the pooled engines —
+and a re-plan's plan is written out only for the winning host. Shipping a pool worker's memo to
+the caller for the re-plans was measured and dropped (6.7 MB pickled, 0.26 s, for ~0.15 s of CPU
+saved). Left: the re-plans of a worker are still written out to be sent, the pool phase's idle
+tail (5 pools on 2 processes), a cheaper firing (half the live resolver's calls re-read the
+names an expression just read, for the formula record), and for the rule growth the ~160,000
+condition evaluations of 1,000 filters over the candidates (a test per rule and candidate: an
+index of the filters' thresholds would be the next step).
 
 Session 34 (main, base f212116; issue #13): `estimate` refuses a tensor-parallel size that does
 not split the model's attention or KV heads (one check per estimate, before the step model is
