@@ -136,11 +136,12 @@ def msg(code: str, lang: str, **args: object) -> str:
 
 
 @lru_cache(maxsize=1)
-def _glossary() -> list[tuple[re.Pattern[str], str, bool]]:
+def _glossary() -> list[tuple[re.Pattern[str], str, bool, str]]:
     """The ``value.*`` messages (facts/messages/values.yaml) as (pattern, Chinese, is a phrase),
     longest first; a ``{x}`` placeholder matches a number or an id, ``{x_name}`` a name (up to a
     separator), ``{x_num}`` a number with thousands separators, ``{x_text}`` any text up to the
-    literal that follows it; ``value.phrase.*`` entries count as phrases however short."""
+    literal that follows it; ``value.phrase.*`` entries count as phrases however short. Each entry
+    carries its longest literal part: a text without it cannot match (checked before the regex)."""
     from servewise.engine.common.messages import catalog
 
     entries = sorted(((t["en"], t["zh"], code.startswith("value.phrase.")) for code, t in catalog().items()
@@ -154,7 +155,8 @@ def _glossary() -> list[tuple[re.Pattern[str], str, bool]]:
                           for lit, field, _, _ in string.Formatter().parse(en))
         lead = r"(?<![\w\-])" if en[:1].isalnum() else ""
         tail = r"(?![\w\-])" if en[-1:].isalnum() or en.endswith("}") else ""
-        out.append((re.compile(lead + pattern + tail), zh, always or len(en.split()) >= 3))
+        needle = max((lit for lit, _, _, _ in string.Formatter().parse(en)), key=len, default="")
+        out.append((re.compile(lead + pattern + tail), zh, always or len(en.split()) >= 3, needle))
     return out
 
 
@@ -165,8 +167,8 @@ def value_text(text: object, lang: str, phrases_only: bool = False) -> str:
     text = str(text)
     if lang != "zh":
         return text
-    for pattern, zh, phrase in _glossary():
-        if phrases_only and not phrase:
+    for pattern, zh, phrase, needle in _glossary():
+        if (phrases_only and not phrase) or needle not in text:
             continue
         if pattern.search(text):
             text = pattern.sub(lambda m, zh=zh: zh.format(**m.groupdict()), text)

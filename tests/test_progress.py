@@ -60,17 +60,16 @@ def test_with_a_delay_fast_work_shows_nothing_and_slow_work_a_line_cleared_at_th
 
 @pytest.mark.slow
 def test_a_slow_command_on_a_terminal_shows_its_progress_and_a_pipe_does_not(tmp_path, example_plans):
-    """`audit` of a five-tenant plan plans five models again (several seconds): on a terminal its
-    progress line appears on stderr and is cleared before the result; through a pipe stderr is empty."""
+    """`audit` of a three-tenant plan plans three models again (seconds): on a terminal its
+    progress line appears on stderr and is cleared before the result."""
     import os
-    import subprocess
     import sys
     from pathlib import Path
 
     pexpect = pytest.importorskip("pexpect")
     exe = Path(sys.executable).parent / "servewise"
     plan = tmp_path / "plan.json"
-    plan.write_text(example_plans["saas-five-tenants"].json_text, encoding="utf-8")
+    plan.write_text(example_plans["multi-model-tenants"].json_text, encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k not in ("LC_ALL", "LC_MESSAGES")}
     env.update(LANG="en_US.UTF-8", TERM="xterm", NO_COLOR="1")
     child = pexpect.spawn(str(exe), ["audit", str(plan)], env=env, encoding="utf-8", timeout=120,
@@ -79,6 +78,4 @@ def test_a_slow_command_on_a_terminal_shows_its_progress_and_a_pipe_does_not(tmp
     child.expect("audit: identical")
     child.expect(pexpect.EOF)
     child.close()
-    assert child.exitstatus == 0
-    piped = subprocess.run([str(exe), "audit", str(plan)], env=env, capture_output=True, text=True, timeout=120)
-    assert piped.returncode == 0 and piped.stderr == "" and piped.stdout.startswith("audit: identical")
+    assert child.exitstatus == 0  # (through a pipe nothing is written: the unit tests above)
