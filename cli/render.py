@@ -234,11 +234,14 @@ def _component_line(name: str, comp: dict[str, Any], lang: str = "en") -> str:
         return c["framework"] + ((f"（{shown}）" if lang == "zh" else f" ({shown})") if shown else "")
     if name == "availability" and c.get("target_pct") is not None:
         worker = "_worker" if c.get("spare_unit") == "worker" else ""   # disaggregated: workers, not replicas
-        spare = (m("avail.spare" + worker, n=c["redundant_replicas"], gpus=c.get("redundant_gpus"))
-                 + m("avail.included" if c.get("included_in_counts") else "avail.recommended")
+        pools = isinstance(c.get("redundant_replicas"), str)  # several models: "label: n; label: n"
+        spare = (m("avail.spare_pools", detail=c["redundant_replicas"]) if pools
+                 else m("avail.spare" + worker, n=c["redundant_replicas"], gpus=c.get("redundant_gpus")))
+        spare = (spare + m("avail.included" if c.get("included_in_counts") else "avail.recommended")
                  if c.get("redundant_replicas") else "")
-        domain = (m("avail.domain" + worker, n=c["replicas_after_server_loss"])
-                  if c.get("survives_server_loss") else "")
+        left = c.get("replicas_after_server_loss")
+        domain = ((m("avail.domain_pools", detail=left) if isinstance(left, str)
+                   else m("avail.domain" + worker, n=left)) if c.get("survives_server_loss") else "")
         default = ""
         if c.get("without_n1_capex_cny") is not None:
             default = m("avail.default", gpus=c.get("without_n1_gpus"), servers=c.get("without_n1_servers"),

@@ -60,3 +60,28 @@ def test_a_deferred_plan_is_the_plan_written_out_at_once():
         assert later._plan is None  # feasible did not write the plan out
         assert to_json(later.plan) == to_json(now.plan)
         assert later.plan is later.plan  # written once
+
+
+def test_a_defaulted_target_costs_the_whole_plan_not_each_pool(cli, tmp_path):
+    """The multi-model example leaves sla.availability to the default: the plan's availability says
+    what the N+1 spares cost the plan as built (re-packed without them on the host GPU, or the pools'
+    lean sizes added up), as numbers, and the text reads per model instead of raw key=value pairs."""
+    plan = json.loads(cli("plan", MULTI, "--format", "json").output)
+    avail = plan["components"]["availability"]
+    pools = [p["components"]["availability"] for p in plan["pools"]]
+    assert all(isinstance(avail[k], (int, float)) for k in
+               ("without_n1_gpus", "without_n1_servers", "without_n1_capex_cny", "without_n1_change_pct"))
+    assert avail["without_n1_gpus"] < plan["components"]["gpu"]["count"]
+    assert avail["without_n1_capex_cny"] < plan["cost"]["capex_cny"]
+    assert avail["without_n1_change_pct"] == round(
+        100 * (avail["without_n1_capex_cny"] - plan["cost"]["capex_cny"]) / plan["cost"]["capex_cny"])
+    if plan["packing"]["chosen"] == "separate":
+        assert avail["without_n1_capex_cny"] == sum(p["without_n1_capex_cny"] for p in pools)
+    text = cli("plan", MULTI, "--full").output
+    assert "redundant_replicas=" not in text and "without_n1_capex_cny=" not in text
+    assert "spare replicas per model" in text and f"{avail['without_n1_capex_cny']:,.0f} CNY" in text
+    given = tmp_path / "given.yaml"
+    text = open(MULTI, encoding="utf-8").read().replace("sla: {", "sla: {availability: 99.9, ", 1)
+    given.write_text(text, encoding="utf-8")
+    assert "without_n1_capex_cny" not in json.loads(cli("plan", str(given), "--format", "json").output)[
+        "components"]["availability"]

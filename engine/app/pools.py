@@ -280,6 +280,43 @@ def _dedupe_warnings(warnings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def _without_spares(option: PackedOption | None, labels: list[str], results: list[PlanResult],
+                    workload: dict[str, Any]) -> dict[str, Any]:
+    """What the defaulted availability target costs the whole plan (sla.defaulted-availability-cost
+    per pool): every pool that added N+1 spares at its lean size instead (``sla.lean_*``), the
+    others as chosen; re-packed on the host GPU when the pools share servers, else the pools' own
+    lean capex added up. Empty when no pool added spares for a defaulted target."""
+    vals = [r.memory.values for r in results]
+    lean = [v.get("sla.lean_gpus") is not None and v.get("sla.lean_capex_cny") is not None for v in vals]
+    if not any(lean):
+        return {}
+    if option is None:
+        chosen = [v.get("chosen.capex_cny") for v in vals]
+        if not all(isinstance(c, (int, float)) and c > 0 for c in chosen):
+            return {}
+        pairs = list(zip(vals, lean, strict=True))
+
+        def lean_or(key: str, chosen_key: str) -> float:
+            return sum(float(v[key] if ln else v.get(chosen_key) or 0) for v, ln in pairs)
+        capex, base = lean_or("sla.lean_capex_cny", "chosen.capex_cny"), float(sum(chosen))
+        gpus, servers = int(lean_or("sla.lean_gpus", "chosen.gpus")), int(lean_or("sla.lean_servers", "chosen.servers"))
+    else:
+        pools = {lb: (dict(v, **{"chosen.gpus": v["sla.lean_gpus"], "pack.spread_servers": False}) if ln else v)
+                 for lb, v, ln in zip(labels, vals, lean, strict=True)}
+        limit = max(float(v.get("facility.rack_limit_kw") or 0) for v in vals) or 6.0
+        token = use_context(RunContext(load_catalog()))
+        try:
+            alt = packed_option(option.host_gpu, labels, pools, workload, limit)
+        finally:
+            reset_context(token)
+        if alt is None:
+            return {}
+        capex, base = float(alt.cost["capex_cny"]), float(option.cost["capex_cny"])
+        gpus, servers = sum(sv["gpus_installed"] for sv in alt.servers), len(alt.servers)
+    return {"without_n1_gpus": gpus, "without_n1_servers": servers, "without_n1_capex_cny": round(capex, 0),
+            "without_n1_change_pct": round(100 * (capex - base) / base, 0) if base else None}
+
+
 def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[dict[str, Any]],
             results: list[PlanResult],
             replan: Callable[[dict[str, Any], str], PlanResult] | None = None) -> dict[str, Any]:
@@ -342,6 +379,9 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
                                  per_server=max(sv["gpus_installed"] for sv in option.servers))
     else:
         components["rack"] = dict(components["rack"], **separate_rack(plans))
+    if "availability" in components:  # the pools' lean alternatives, as one plan's
+        avail = {k: v for k, v in components["availability"].items() if not k.startswith("without_n1_")}
+        components["availability"] = avail | _without_spares(option, labels, results, workload)
     components["isolation"] = dict(components.get("isolation") or {},
                                    per_tenant={t["pool"]: t["isolation"] for t in packing["tenants"]})
     premises = [{"fact": f"pools[{labels[i]}].pack.unit", "value": r.memory.values.get("pack.unit"),
