@@ -64,7 +64,7 @@ def test_an_unknown_policy_is_an_error():
 # #41 done-when: no assumption appears in two places. The numbers of these policies must not be
 # written again in engine/ (Python reads policy(name)); the listed files hold the same number with
 # another meaning, each with the reason.
-ASSUMPTIONS = ["vram_usable_fraction", "server_power_headroom", "server_host_w", "candidate_host_w",
+ASSUMPTIONS = ["vram_usable_fraction", "server_power_headroom", "server_host_w",
                "utilisation_target", "hours_per_month", "pue_air", "ops_labour_cny_per_server_month"]
 SAME_NUMBER_OTHER_MEANING = {
     ("engine/domain/perf/calibration.py", 0.9): "a fitted constant's upper bound",
