@@ -226,12 +226,21 @@ def mig_profile(gpu: str, need_gb: float) -> str | None:
     return None
 
 
+def host_families(text: str | None) -> set[str]:
+    """The CPU families a system's ``cpu`` field (server-skus.yaml) names: ``2 x AMD EPYC 9004/9005``
+    → {epyc}; Intel Xeon, Kunpeng likewise; both where the system ships either host."""
+    low = (text or "").lower()
+    return {f for f in ("epyc", "xeon", "kunpeng") if f in low}
+
+
 @domain_function(reads=(("servers", 0), ("gpus", 1)))
-def orderable_systems(sku: str | None, gpu: str, region: str) -> list[str]:
+def orderable_systems(sku: str | None, gpu: str, region: str, cpu: str | None = None) -> list[str]:
     """Named systems a buyer orders for this server class (facts/catalog/server-skus.yaml): those of
     ``sku``'s class (or sold on it too, ``class_also``) sold in ``region`` that take this GPU — listed
     with it, or, for a PCIe chassis class, any card of the class within the system's per-slot power —
-    in file order. An empty list means no catalogued SKU: the class figures still size the plan."""
+    in file order; with ``cpu`` (the plan's host CPU, e.g. ``EPYC 9124``) only the systems that ship
+    with a CPU of its family (a system whose host the catalog does not state is kept). An empty list
+    means no catalogued SKU: the class figures still size the plan."""
     if not sku:
         return []
     table = current().catalog.table("gpus")
@@ -257,7 +266,9 @@ def orderable_systems(sku: str | None, gpu: str, region: str) -> list[str]:
             continue
         listed = any(name in table and table.get(name)["id"] == gpu_id for name in entry.get("gpu_models") or [])
         fits = pcie and (entry.get("max_gpu_power_w") is None or tdp <= entry["max_gpu_power_w"])
-        if listed or fits:
+        family = host_families(cpu)
+        hosts = host_families(entry.get("cpu"))
+        if (listed or fits) and (not family or not hosts or family & hosts):
             out.append(entry["id"])
     return out
 
