@@ -24,7 +24,7 @@ def test_an_engine_of_tp_gpus_splits_into_attention_ranks():
 
 def test_launch_settings_follow_each_frameworks_flags():
     sg = serving_settings("SGLang", 8, 3, 240, "fp8", 8192, 8, 8, "DeepSeek-V3")
-    assert (sg["tensor_parallel_size"], sg["dp_size"], sg["ep_size"], sg["enable_dp_attention"]) == (8, 8, 8, True)
+    assert (sg["tp_size"], sg["dp_size"], sg["ep_size"], sg["enable_dp_attention"]) == (8, 8, 8, True)
     assert sg["max_running_requests"] == 240  # SGLang shares it among the DP ranks
     assert "--tp 8 --dp 8 --enable-dp-attention --ep-size 8" in sg["launch"]
     vl = serving_settings("vLLM", 8, 3, 240, "fp8", 8192, 8, 8, "Qwen3-235B-A22B")

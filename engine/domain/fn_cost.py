@@ -185,7 +185,7 @@ def serving_settings(framework: str, tp: int, replicas: int, max_seqs: int, prec
         if spec:
             dp.update(speculative_algorithm="EAGLE", speculative_num_steps=spec,
                       speculative_eagle_topk=1, speculative_num_draft_tokens=spec + 1)
-        return {"continuous_batching": True, "tensor_parallel_size": tp, **dp,
+        return {"continuous_batching": True, "tp_size": tp, **dp,  # SGLang's ServerArgs names (--tp-size)
                 "max_running_requests": max_seqs, "mem_fraction_static": _memory_fraction(),
                 "context_length": max_len, "quantization": quant, **common}
     if fw == "MindIE":
