@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 CHOSEN = {"chosen.id": "x"}
+# the procurement rules name systems of the plan's host CPU family; None: no CPU chosen, every family
+NO_HOST = {"components.cpu.model": None}
 # a replica the packing rules placed in a MIG instance (rules/bom/packing.yaml)
 MIG_SLICE = {"chosen.max_concurrency": 64, "performance.memory_per_gpu_gib": 25.0, "pack.unit": "mig",
              "pack.slice_profile": "3g.40gb", "pack.slice_concurrency": 64}
@@ -341,7 +343,7 @@ def test_g_vend_012(run):
 @pytest.mark.parametrize("gpu,route", [("H100 SXM", "OEM / vendor-certified GPU-baseboard system")])
 def test_g_vend_007(run, gpu, route):
     """Baseboard GPUs are bought as OEM turnkey systems (Dell XE9680, Supermicro TNHR, DGX)."""
-    out = run("procurement.oem-system", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia", "chosen.sku": None,
+    out = run("procurement.oem-system", {**CHOSEN, **NO_HOST, "chosen.gpu": gpu, "chosen.vendor": "nvidia", "chosen.sku": None,
                                          "deployment.region": "global"})
     assert out.values["components.procurement.route"] == route
     assert "Dell PowerEdge XE9680" in out.values["components.procurement.systems"]
@@ -350,7 +352,7 @@ def test_g_vend_007(run, gpu, route):
 @pytest.mark.parametrize("gpu,pcie", [("L40S", True), ("H200 NVL", True), ("H100 SXM", False)])
 def test_g_vend_010(run, gpu, pcie):
     """PCIe cards can go into a self-assembled (barebones + parts) server; baseboard GPUs cannot."""
-    out = run("procurement.pcie-server", {**CHOSEN, "chosen.gpu": gpu, "chosen.vendor": "nvidia", "chosen.sku": None,
+    out = run("procurement.pcie-server", {**CHOSEN, **NO_HOST, "chosen.gpu": gpu, "chosen.vendor": "nvidia", "chosen.sku": None,
                                           "deployment.region": "cn"})
     assert out.fired("procurement.pcie-server") is pcie
 
@@ -414,7 +416,7 @@ def test_g_gpu_031(run, precision):
 def test_g_vend_005(run, gpu, domestic, rule):
     """Server families: DGX/HGX systems for baseboard GPUs, custom PCIe servers, Ascend Atlas for domestic."""
     rules = ["procurement.oem-system", "procurement.pcie-server", "procurement.domestic-stack"]
-    out = run(rules, {**CHOSEN, "chosen.gpu": gpu, "constraints.domestic_only": domestic,
+    out = run(rules, {**CHOSEN, **NO_HOST, "chosen.gpu": gpu, "constraints.domestic_only": domestic,
                       "chosen.vendor": "huawei" if domestic else "nvidia",
                       "chosen.sku": "Huawei Atlas 800 inference server (model 3000)" if domestic else None,
                       "deployment.region": "cn"})
