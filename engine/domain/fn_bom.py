@@ -321,7 +321,21 @@ def _host_parts(sku: str | None, gpu: str, per_server: int, region: str, include
 BOM_ARGS = ("gpu", "gpus", "servers", "sku", "region", "cpu", "sockets", "mem_type", "dimm_gb", "dimms", "data_ssd",
             "data_ssds", "system_ssds", "nic", "nics", "switch", "switches", "cooling", "data_ssd_tb",
             "spine", "spines", "dac_links", "aoc_links", "uplinks", "front_nic", "front_switches",
-            "front_links")
+            "front_links", "tp", "replicas")
+
+
+def nvlink_bridge(gpu: str, tp: int) -> str | None:
+    """The NVLink bridge a tensor-parallel group of ``tp`` PCIe cards needs for the link the
+    performance model gives it (catalog ``nvlink_bridge_gpus``: the cards one bridge joins), e.g.
+    ``NVLink bridge 2-way (H200 NVL)``; None for one card, cards without a bridge, or a group wider
+    than one bridge (it all-reduces over PCIe: rules/bom/interconnect.yaml)."""
+    try:
+        joins = current().catalog.table("gpus").get(gpu).get("nvlink_bridge_gpus")
+    except UnknownEntry:
+        return None
+    if not joins or tp < 2 or tp > int(joins):
+        return None
+    return f"NVLink bridge {tp}-way ({gpu})"
 
 
 @domain_function
@@ -400,6 +414,9 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
         add(front, "nic-frontend", servers)
         add("ToR Ethernet switch (any vendor)", "switch", int(spec.get("front_switches") or 0))
         add(f"{front} cross-rack cable", "optics", int(spec.get("front_links") or 0))
+    bridge = nvlink_bridge(gpu, int(spec.get("tp") or 1))
+    if bridge:  # a PCIe card's NVLink: one bridge set per tensor-parallel group, bought with the cards
+        add(bridge, "interconnect", int(spec.get("replicas") or 0))
     if spec.get("cooling") == "liquid":
         base = [ln for ln in lines if ln["category"] in ("gpu", "platform", "server") and ln["unit_price_cny"]]
         per_server = [sum(ln["qty"] * ln["unit_price_cny"][i] for ln in base) / max(servers, 1)
