@@ -50,3 +50,36 @@ def test_no_single_rack_or_independent_replica_plan_buys_a_400g_fabric(example_p
             assert net["traffic_gbps"] > 0 and net["nics_per_server"] >= 1, name
             if gpu.get("layout") == "disaggregated":  # half load at most on each 400G NIC
                 assert net["traffic_gbps"] <= net["nics_per_server"] * 400 * 0.5, name
+
+
+def test_every_rdma_fabric_buys_a_lossless_switch_that_holds_its_ports_and_a_second_plane_at_three_nines(
+        example_plans):
+    """A switched RoCE fabric is a catalogued PFC/ECN switch with enough 400G ports for one plane (servers ×
+    NICs per plane), two planes (switches, NICs) from the front-end pair's availability, the BOM buying those
+    switches and an optic at each end of every link; a two-server pipeline replica is cabled point to point."""
+    from servewise.engine.domain.catalog import load_catalog
+    switches = load_catalog().table("switches")
+    checked = 0
+    for name, ex in example_plans.items():
+        plan = ex.plan
+        if plan.get("pools") or not plan["feasible"]:
+            continue
+        net = plan["components"]["network"]
+        if net.get("inter_node") != "roce-v2-400g":
+            continue
+        servers = plan["components"]["servers"]["count"]
+        links = servers * net["nics_per_server"]
+        optics = _qty(plan, "optics", "roce-v2-400g optics")
+        if net["switches"] == 0:  # point to point: one module at each NIC port
+            assert net["switch"].startswith("none (point-to-point"), name
+            assert optics == links, name
+            continue
+        entry = switches.get(net["switch"])
+        assert entry["roce"] and entry["pfc"], name
+        planes = net["fabric_planes"]
+        assert planes == (2 if plan["workload"]["sla"]["availability"] >= 99.9 else 1), name
+        assert entry["ports_400g"] >= servers * net["nics_per_server"] // planes, name
+        assert _qty(plan, "switch", net["switch"]) == net["switches"] == planes, name
+        assert optics == 2 * links, name  # a NIC end and a switch end per link
+        checked += 1
+    assert checked >= 2
