@@ -83,3 +83,23 @@ def test_every_rdma_fabric_buys_a_lossless_switch_that_holds_its_ports_and_a_sec
         assert optics == 2 * links, name  # a NIC end and a switch end per link
         checked += 1
     assert checked >= 2
+
+
+def test_a_workload_that_allows_a_single_point_of_failure_buys_one_switch_per_network(cli, tmp_path):
+    """The switch pair and the RDMA fabric's second plane exist to veto a single point of failure
+    (sla.availability-policy): a workload that allows one at three nines gets one front-end switch
+    and one fabric plane, and the plan says why."""
+    import json
+
+    from conftest import EXAMPLES
+
+    text = (EXAMPLES / "deepseek-v3-public-api.yaml").read_text(encoding="utf-8")
+    path = tmp_path / "spof.yaml"
+    path.write_text(text.replace("constraints: {", "constraints: {allow_single_point_of_failure: true, ", 1),
+                    encoding="utf-8")
+    plan = json.loads(cli("plan", str(path), "--format", "json").output)
+    net = plan["components"]["network"]
+    assert plan["workload"]["sla"]["availability"] >= 99.9
+    assert net["fabric_planes"] == 1 and net["switches"] == 1, net
+    assert _qty(plan, "switch", "ToR") == 1
+    assert "single point of failure is allowed" in _step(plan, "network.fabric-switch")["because"]
