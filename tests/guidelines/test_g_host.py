@@ -42,22 +42,24 @@ def test_g_net_004(run):
 def test_g_net_005(run):
     """RoCE v2 with PFC/ECN on a lossless switch with 400G ports: Spectrum-4 is validated, but the switch
     bought is the least costly catalogued lossless one that holds the fabric's ports (here 3 servers x 1 NIC
-    in the global market: a 32-port Spectrum-3, not the 64 x 800G SN5600), two planes at three nines; Aruba
+    in the global market: a 32-port Spectrum-3, not the 64 x 800G SN5600), two planes where a single point of failure is vetoed (three nines); Aruba
     CX 10000 (no 400G) rejected; two servers of a replica are cabled point to point."""
     rules = ["network.roce-for-cross-node-replicas", "network.fabric-switch", "network.reject-aruba-for-400g"]
     market = {"chosen.servers": 3, "chosen.layout": "replicas", "deployment.region": "global",
               "constraints.domestic_only": False}
     out = run(rules, {**ONLINE, **PP_TRAFFIC, **market, "chosen.gpu": "H100 SXM", "bom.servers_per_replica": 3,
-                      "sla.availability": 99.9})
+                      "sla.availability": 99.9, "sla.spof_allowed": False})
     assert out.values["components.network.switch"] == "NVIDIA Spectrum-3 SN4700"
     assert out.values["components.network.switches"] == 2 and out.values["components.network.nics_per_server"] == 2
     assert out.rejected("HPE Aruba CX 10000")
     one_plane = run(rules, {**ONLINE, **PP_TRAFFIC, **market, "chosen.gpu": "H100 SXM",
-                            "bom.servers_per_replica": 3, "sla.availability": 99.5})
+                            "bom.servers_per_replica": 3, "sla.availability": 99.5,
+                            "sla.spof_allowed": True})
     assert one_plane.values["components.network.switches"] == 1
     assert one_plane.values["components.network.nics_per_server"] == 1
     pair = run(rules, {**ONLINE, **PP_TRAFFIC, **market, "chosen.servers": 2, "chosen.gpu": "H100 SXM",
-                       "bom.servers_per_replica": 2, "sla.availability": 99.9})
+                       "bom.servers_per_replica": 2, "sla.availability": 99.9,
+                       "sla.spof_allowed": False})
     assert pair.values["components.network.switch"].startswith("none (point-to-point")
     assert pair.values["components.network.switches"] == 0
 
