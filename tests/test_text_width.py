@@ -12,13 +12,14 @@ from conftest import EXAMPLES
 from servewise.cli.i18n import display_width
 from servewise.cli.main import cli
 
-HANG = 4  # up to two closing CJK punctuation marks may hang over the edge
+HANG = 0  # closing CJK punctuation never hangs past the edge: it takes the character before it down
 COMMANDS = [
     ["estimate", "--model", "Llama-3.1-70B", "--gpu", "H200 NVL", "--tp", "2", "--precision", "fp8",
      "--isl", "1024", "--osl", "256", "--concurrency", "48"],
     ["estimate", "--model", "bge-m3", "--gpu", "L20", "--tp", "1", "--precision", "bf16", "--isl", "512",
      "--task", "embedding", "--concurrency", "8"],
     ["validate"],
+    ["validate", "--rows"],
     ["rules", "facts"],
     ["rules", "show", "select.performance"],
     ["plan", str(EXAMPLES / "chat-70b-online.yaml")],

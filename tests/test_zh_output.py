@@ -119,10 +119,11 @@ def test_estimate_reads_in_chinese(cli, args):
 
 
 def test_validate_reads_in_chinese(cli):
-    result = cli("--lang", "zh", "validate")
-    assert result.exit_code == 0
-    assert not english_runs(result.output), english_runs(result.output)[:3]
-    assert "跳过：" in result.output and "绝对百分比误差" in result.output
+    for args in ([], ["--rows"]):
+        result = cli("--lang", "zh", "validate", *args)
+        assert result.exit_code == 0
+        assert not english_runs(result.output), english_runs(result.output)[:3]
+        assert ("跳过：" in result.output) == bool(args) and "绝对百分比误差" in result.output
 
 
 def test_lint_and_kb_check_summaries_read_in_chinese(cli):
