@@ -146,10 +146,13 @@ def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool
         sys.exit(1)
 
 
+FACT_STAGES = ("input", "inputs", "derivations", "candidates", "filters", "selection", "bom", "facilities", "cost",
+               "checks")  # (a list of choices too wide for --help's column: named in the option's help)
+
+
 @rules_group.command("facts")
-@click.option("--stage", type=click.Choice(["input", "inputs", "derivations", "candidates", "filters",
-                                            "selection", "bom", "facilities", "cost", "checks"]),
-              help="Only the facts a rule in this stage may read.")
+@click.option("--stage", type=click.Choice(FACT_STAGES), metavar="STAGE",
+              help=f"Only the facts a rule in this stage may read ({', '.join(FACT_STAGES)}).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.pass_obj
 @text_wrapped

@@ -311,3 +311,12 @@ def test_usage_errors_read_in_chinese(cli, args):
     assert zh.exit_code == en.exit_code == 2
     assert "错误：" in zh.output and not english_runs(zh.output), zh.output
     assert "Error: " in en.output or "error: " in en.output
+
+
+def test_kb_coverage_reads_in_chinese(cli):
+    """The completeness verdicts: the status labels and the notes of the partly encoded guidelines
+    (facts/coverage.yaml `missing`, translated in facts/messages/values.yaml)."""
+    zh, en = cli("--lang", "zh", "kb", "coverage", "--format", "text"), cli("kb", "coverage", "--format", "text")
+    assert zh.exit_code == en.exit_code == 0
+    assert not english_runs(zh.output), english_runs(zh.output)[:3]
+    assert "部分实现" in zh.output and "Partly encoded" in en.output
