@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from servewise.engine.common.messages import message
+from servewise.engine.common.messages import catalog, message
 from servewise.engine.lang.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
 from servewise.engine.lang.rulelint import Finding, lint, to_sarif
 
@@ -166,12 +166,18 @@ def rules_facts(settings, stage: str | None, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps([e.to_dict() for e in entries], ensure_ascii=False, indent=2))
         return
-    width = max(len(e.name) for e in entries)
+    lang = settings.lang
+
+    def said(kind: str, word: str) -> str:  # a type or unit in the reader's language
+        return message(f"rules.facts.{kind}.{word}", lang) if f"rules.facts.{kind}.{word}" in catalog() else word
+
     for e in entries:
-        unit = f" [{e.unit}]" if e.unit else ""
-        writers = ", ".join(e.writers[:4]) + (f" +{len(e.writers) - 4}" if len(e.writers) > 4 else "")
-        click.echo(f"{e.name:<{width}}  {e.type}{unit}  from {e.stage}  by {writers}")
-    click.echo(f"{len(entries)} facts")
+        unit = f" [{said('unit', e.unit)}]" if e.unit else ""
+        names = [message(f"rules.facts.writer.{w}", lang) if "." not in w else w for w in e.writers[:4]]
+        writers = ", ".join(names) + (f" +{len(e.writers) - 4}" if len(e.writers) > 4 else "")
+        click.echo(message("rules.facts.row", lang, name=e.name, type=said("type", e.type), unit=unit, stage=e.stage))
+        click.echo(message("rules.facts.by", lang, writers=writers))
+    click.echo(message("rules.facts.count", lang, n=len(entries)))
 
 
 def _loaded(settings) -> RuleBase:

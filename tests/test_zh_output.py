@@ -127,11 +127,12 @@ def test_validate_reads_in_chinese(cli):
 
 
 def test_lint_and_kb_check_summaries_read_in_chinese(cli):
-    """Their headings and summaries; a lint finding (file:line: rule-id: message, for rule authors
-    and their tools) and the catalog's conflict notes and price details quoted by kb check stay as
+    """Their headings and summaries, and the findings of the shipped rules (file:line: rule-id:
+    message in Chinese); the catalog's conflict notes and price details quoted by kb check stay as
     written."""
     lint = cli("--lang", "zh", "rules", "lint")
     assert lint.output.splitlines()[-1].startswith("通过：")
+    assert not english_runs(lint.output), english_runs(lint.output)  # the shipped rules' findings too
     kb = cli("--lang", "zh", "kb", "check")
     headings = [line for line in kb.output.splitlines() if line and not line.startswith(" ")]
     assert len(headings) >= 6 and not english_runs("\n".join(headings)), headings
@@ -320,3 +321,12 @@ def test_kb_coverage_reads_in_chinese(cli):
     assert zh.exit_code == en.exit_code == 0
     assert not english_runs(zh.output), english_runs(zh.output)[:3]
     assert "部分实现" in zh.output and "Partly encoded" in en.output
+
+
+def test_the_fact_dictionary_reads_in_chinese(cli):
+    """`rules facts`: every fact's type, first stage and writers in Chinese (names and ids as written)."""
+    zh, en = cli("--lang", "zh", "rules", "facts"), cli("rules", "facts")
+    assert zh.exit_code == en.exit_code == 0
+    assert not english_runs(zh.output), english_runs(zh.output)[:3]
+    assert "写入者：工作负载" in zh.output and "written by workload" in en.output
+    assert len(zh.output.splitlines()) == len(en.output.splitlines())
