@@ -110,8 +110,8 @@ def estimate_text(d: dict[str, Any], lang: str = "en") -> str:
     if d["reason"]:
         lines.append(t("reason", text=d["reason"]))
     if d["ttft_ms"] is not None:
-        first = t("label.latency") if i.get("task") == "embedding" else "TTFT"
-        for key, label, unit in (("ttft_ms", first, t("unit.ms")), ("tpot_ms", "TPOT", t("unit.ms")),
+        first = t("label.latency") if i.get("task") == "embedding" else t("label.ttft_mean")
+        for key, label, unit in (("ttft_ms", first, t("unit.ms")), ("tpot_ms", t("label.tpot_mean"), t("unit.ms")),
                                  ("output_tokens_per_s", t("label.throughput"), t("unit.tokens"))):
             if d[key] is None or not b.get(key):
                 continue
@@ -394,7 +394,8 @@ def disagg_text(d: dict[str, Any], lang: str = "en") -> str:
     lines.append(t("workload", isl=i["isl"], osl=i["osl"], load=load, extra=extra))
     if d["reason"]:
         lines.append(t("reason", text=value_text(d["reason"], lang)))
-    for key, label, unit in (("ttft_ms", "TTFT", t("unit.ms")), ("tpot_ms", "TPOT", t("unit.ms")),
+    for key, label, unit in (("ttft_ms", t("label.ttft_mean"), t("unit.ms")),
+                             ("tpot_ms", t("label.tpot_mean"), t("unit.ms")),
                              ("output_tokens_per_s", t("label.throughput"), t("unit.tokens"))):
         lo, hi = b[key]
         lines.append(t("metric", label=label, value=_fmt(d[key]), unit=unit, lo=_fmt(lo), hi=_fmt(hi)))

@@ -182,3 +182,13 @@ def test_estimate_request_lengths_cli(run):
     assert t.exit_code == 0 and "(closed loop, random lengths)" in t.output
     bad = run(estimate_cmd, [*ARGS, "--arrival", "poisson", "--request-lengths", "fixed"])
     assert bad.exit_code == 2 and "--request-lengths: applies to a closed loop" in bad.output
+
+
+def test_every_estimated_latency_names_its_statistic(run):
+    """Issue 39 item 3: the mean is called the mean, the P99 the P99, each with its band; the open-
+    loop numbers are the plan's for the same configuration (tests/test_plan_consistency.py)."""
+    t = run(estimate_cmd, [*ARGS, "--arrival", "poisson"])
+    assert t.exit_code == 0, t.output
+    lines = [x.strip() for x in t.output.split("how:")[0].splitlines() if x.strip().startswith(("TTFT", "TPOT"))]
+    assert [x.split(":")[0] for x in lines] == ["TTFT mean", "TTFT p99", "TPOT mean"], lines
+    assert all("(band " in x for x in lines), lines
