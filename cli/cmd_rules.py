@@ -14,7 +14,7 @@ from servewise.engine.common.messages import catalog, message
 from servewise.engine.lang.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
 from servewise.engine.lang.rulelint import Finding, lint, to_sarif
 
-from .i18n import pick, value_text
+from .i18n import pick, unit_text, value_text
 from .main import rules as rules_group
 from .wrap import text_wrapped
 
@@ -168,11 +168,11 @@ def rules_facts(settings, stage: str | None, fmt: str) -> None:
         return
     lang = settings.lang
 
-    def said(kind: str, word: str) -> str:  # a type or unit in the reader's language
+    def said(kind: str, word: str) -> str:  # a type in the reader's language
         return message(f"rules.facts.{kind}.{word}", lang) if f"rules.facts.{kind}.{word}" in catalog() else word
 
     for e in entries:
-        unit = f" [{said('unit', e.unit)}]" if e.unit else ""
+        unit = f" [{unit_text(e.unit, lang)}]" if e.unit else ""
         names = [message(f"rules.facts.writer.{w}", lang) if "." not in w else w for w in e.writers[:4]]
         writers = ", ".join(names) + (f" +{len(e.writers) - 4}" if len(e.writers) > 4 else "")
         click.echo(message("rules.facts.row", lang, name=e.name, type=said("type", e.type), unit=unit, stage=e.stage))

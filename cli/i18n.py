@@ -128,6 +128,14 @@ def pad(text: str, width: int) -> str:
     return text + " " * max(0, width - display_width(text))
 
 
+def unit_text(unit: str, lang: str) -> str:
+    """A unit of facts/inputs.yaml or the fact dictionary as the reader reads it (``unit.*`` of
+    facts/messages/commands.yaml; the unit itself when it has no entry: ms, GB, kW …)."""
+    from servewise.engine.common.messages import catalog, message
+
+    return message(f"unit.{unit}", lang) if f"unit.{unit}" in catalog() else unit
+
+
 def msg(code: str, lang: str, **args: object) -> str:
     """A sentence of the plan views from the message catalog (facts/messages/render.yaml)."""
     from servewise.engine.common.messages import message
