@@ -178,6 +178,47 @@ def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("load_title", lang))
 
 
+POOL_COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457", "#5d4037", "#455a64")
+
+
+def pools_latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """A several-model plan: for each model's replica the latency that binds first (TTFT P99 or
+    the upper end of TPOT, as % of that model's targets) against its load as % of its planned
+    point, one line a model; None without two pools with curves and targets."""
+    wl = plan.get("workload") or {}
+    entries = wl.get("models") or []
+    series = []
+    for i, pool in enumerate(plan.get("pools") or []):
+        curve = [r for r in (pool.get("performance") or {}).get("load_curve") or [] if r.get("share")]
+        own = (entries[i].get("sla") if i < len(entries) else None) or {}
+        sla = {**(wl.get("sla") or {}), **{k: v for k, v in own.items() if v is not None}}
+        if len(curve) < 2 or not sla.get("ttft_ms") or not sla.get("tpot_ms"):
+            continue
+        pts = [(100 * r["share"], 100 * max((r.get("ttft_p99_ms") or r["ttft_ms"]) / sla["ttft_ms"],
+                                            r["tpot_ms_hi"] / sla["tpot_ms"])) for r in curve]
+        series.append((pool["model"], pts))
+    if len(series) < 2:
+        return None
+    px, py, body = _axes(_ticks(0, max(x for _, pts in series for x, _ in pts)),
+                         _ticks(0, max(110.0, *(y for _, pts in series for _, y in pts))))
+    body.append(f'<line x1="{LEFT}" y1="{_n(py(100))}" x2="{W - RIGHT}" y2="{_n(py(100))}" stroke="#c62828" '
+                f'stroke-dasharray="5,4"/>')
+    body.append(f'<text x="{W - RIGHT - 4}" y="{_n(py(100) - 6)}" text-anchor="end" fill="#c62828">SLA 100 %</text>')
+    body.append(f'<line x1="{_n(px(100))}" y1="{TOP}" x2="{_n(px(100))}" y2="{H - BOTTOM}" stroke="#2e7d32" '
+                f'stroke-dasharray="2,3"/>')
+    for k, (name, pts) in enumerate(series):
+        colour = POOL_COLOURS[k % len(POOL_COLOURS)]
+        path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y in pts)
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}"/>' for x, y in pts]
+        body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colour}">{escape(name)}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(_t("pools_load_x", lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("load_y", lang))}</text>')
+    return _svg(body, _t("pools_load_title", lang))
+
+
 def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
     """Horizontal bars of the capex by BOM category (Σ qty × midpoint), largest first; None
     without a priced bill of materials."""
@@ -210,7 +251,8 @@ def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
 
 def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     """The plan's charts by file name (those it has data for)."""
-    out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": latency_vs_load(plan, lang),
+    load = pools_latency_vs_load(plan, lang) if plan.get("pools") else latency_vs_load(plan, lang)
+    out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": load,
            "capex-breakdown.svg": capex_breakdown(plan, lang)}
     return {name: svg for name, svg in out.items() if svg}
 

@@ -55,3 +55,23 @@ def test_reports_show_labels_and_formatted_numbers(example_plans):
         if not plan.get("pools"):  # (a several-model plan's per-pool values are joined as text by the engine)
             assert not re.search(r"\d{5,}\.0\b", report), name
         assert not re.search(r"<td>\d{5,}\.0, ", html), name  # the chain's values formatted too
+
+
+def test_every_feasible_report_embeds_its_charts(example_plans):
+    """The html report embeds the capex breakdown and the latency-against-load chart of every
+    feasible online decoder plan (several models: one line a model), and the candidates' cost
+    against latency of every plan that ranked candidates. Not drawn (no data in the plan): latency
+    against load of offline, encoder, speech and edge plans (the rules compute no load curve for
+    them), cost against latency of several-model plans (the pools' candidates are not kept)."""
+    for name, ex in example_plans.items():
+        plan = ex.plan
+        if not plan["feasible"]:
+            continue
+        html = to_html(plan, "en")
+        figures = re.findall(r"<figure><svg[^>]*aria-label=\"([^\"]+)\"", html)
+        assert any(f.startswith("Capex by bill-of-materials") for f in figures), name
+        online_decoder = plan["workload"]["mode"] == "online" and (
+            plan["performance"].get("load_curve") or any(p["performance"].get("load_curve")
+                                                         for p in plan.get("pools") or []))
+        assert any("latency against load" in f for f in figures) == bool(online_decoder), (name, figures)
+        assert any(f.startswith("Candidates:") for f in figures) == bool(plan.get("candidates")), name
