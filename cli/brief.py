@@ -164,3 +164,39 @@ def to_brief(plan: dict[str, Any], lang: str = "en", width: int = 80) -> str:
         if len(out) <= MAX_LINES:
             break
     return "\n".join(out) + "\n"
+
+
+def decision(plan: dict[str, Any], lang: str = "en") -> dict[str, Any]:
+    """The decision as the md and html reports open with it, unclipped: ``rows`` (label, text) of
+    the GPUs, servers, cost and SLA verdict (or why nothing fits), ``warnings`` the ones to decide
+    on (critical, then warning) in full, ``alternatives`` (option, why not) the nearest ones."""
+    rows: list[tuple[str, str]] = []
+    if plan["feasible"]:
+        pools = plan.get("pools") or []
+        for pool in pools:
+            rows.append((f"GPU [{pool['model']}]", component_line("gpu", pool["components"].get("gpu", {}), lang)))
+        for name in ("gpu", "servers"):
+            if name in plan["components"] and not (pools and name == "gpu"):
+                rows.append((pick(COMPONENT_NAMES[name], lang), component_line(name, plan["components"][name], lang)))
+        cost = plan["cost"]
+        if cost.get("capex_cny") is not None:
+            rows.append((t("cost", lang), msg("render.cost.brief", lang, capex=capex_line(cost, lang),
+                                              opex=_v(cost.get("monthly_opex_cny")),
+                                              buy=value_text(cost.get("buy_or_rent"), lang))))
+        rows.append(("SLA", _sla_text(plan, lang)))
+    else:
+        rows.append(("", t("infeasible", lang)))
+    serious = sorted((w for w in plan["warnings"] if w["severity"] != "info"),
+                     key=lambda w: SEVERITY_ORDER.get(w["severity"], 3))
+    alternatives = []
+    if plan["rejected"]:
+        from servewise.engine.app.explain import rejections_by_gpu
+
+        groups = rejections_by_gpu(plan)
+        chosen = (plan["components"].get("gpu") or {}).get("model")
+        order = [o for o, v in groups.items() if v[0].get("kind") == "candidate" and o != chosen]
+        order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
+        for option in order[:MAX_ALTERNATIVES]:
+            text = rejection_text(groups[option][0], lang)
+            alternatives.append((option, text[len(option) + 2:] if text.startswith(option + ": ") else text))
+    return {"rows": rows, "warnings": serious, "alternatives": alternatives}

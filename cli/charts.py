@@ -11,37 +11,24 @@ from collections.abc import Callable
 from html import escape
 from typing import Any
 
-from .i18n import pick
+from servewise.engine.common.messages import message
 
 FONT = "font-family=\"'Noto Sans CJK SC', 'Source Han Sans SC', 'Microsoft YaHei', 'PingFang SC', sans-serif\""
 W, H = 640, 400
 LEFT, RIGHT, TOP, BOTTOM = 90, 20, 40, 60
-LABELS = {
-    "cost_title": {"en": "Candidates: TCO against TPOT (upper end of the band)",
-                   "zh": "候选方案：总拥有成本与 TPOT（区间上限）"},
-    "cost_x": {"en": "TPOT upper end (ms)", "zh": "TPOT 区间上限（毫秒）"},
-    "cost_y": {"en": "TCO of GPUs, platforms and power (M CNY)", "zh": "GPU、平台与电费总拥有成本（百万元）"},
-    "sla": {"en": "TPOT target", "zh": "TPOT 目标"},
-    "cost_title_encoder": {"en": "Candidates: TCO against P99 request latency",
-                           "zh": "候选方案：总拥有成本与 P99 请求延迟"},
-    "cost_x_encoder": {"en": "P99 request latency (ms)", "zh": "P99 请求延迟（毫秒）"},
-    "sla_encoder": {"en": "latency target", "zh": "延迟目标"},
-    "cost_title_asr": {"en": "Candidates: TCO against partial-result latency",
-                       "zh": "候选方案：总拥有成本与中间结果延迟"},
-    "cost_x_asr": {"en": "partial-result latency (ms)", "zh": "中间结果延迟（毫秒）"},
-    "sla_asr": {"en": "partial-result target", "zh": "中间结果延迟目标"},
-    "chosen": {"en": "chosen", "zh": "所选"},
-    "restricted": {"en": "export-restricted in this market (not chosen)", "zh": "在该市场受出口管制（不入选）"},
-    "load_title": {"en": "One replica: latency against load (% of the target)",
-                   "zh": "单副本：延迟随负载变化（占目标的百分比）"},
-    "load_x": {"en": "requests/s per replica", "zh": "每副本请求数/秒"},
-    "load_y": {"en": "% of the latency target", "zh": "占延迟目标的百分比"},
-    "ttft_p99": {"en": "TTFT P99", "zh": "TTFT P99"},
-    "tpot_hi": {"en": "TPOT (upper end)", "zh": "TPOT（区间上限）"},
-    "operating": {"en": "planned", "zh": "规划工作点"},
-    "capex_title": {"en": "Capex by bill-of-materials category (midpoint, CNY)",
-                    "zh": "按物料类别的采购成本（中值，元）"},
-}
+
+
+def _t(key: str, lang: str, **args: Any) -> str:
+    """A chart's label in ``lang`` (facts/messages/render.yaml ``chart.*``)."""
+    return message(f"chart.{key}", lang, **args)
+
+
+def _text_width(text: str) -> float:
+    """About how many pixels ``text`` takes at the charts' 12 px font (a CJK character twice a
+    Latin one): to lay labels out so that none is cut."""
+    from .i18n import display_width
+
+    return 7.0 * display_width(text)
 
 
 def _n(x: float) -> str:
@@ -122,29 +109,34 @@ def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
     px, py, body = _axes(_ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05), grid=True)
     suffix = "" if key == "tpot" else f"_{key}"
     body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(pick(LABELS["cost_x" + suffix], lang))}</text>')
+                f'{escape(_t("cost_x" + suffix, lang))}</text>')
     body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(pick(LABELS["cost_y"], lang))}</text>')
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("cost_y", lang))}</text>')
     if target:
         body.append(f'<line x1="{_n(px(target))}" y1="{TOP}" x2="{_n(px(target))}" y2="{H - BOTTOM}" '
                     f'stroke="#c62828" stroke-dasharray="5,4"/>')
         body.append(f'<text x="{_n(px(target) - 4)}" y="{TOP + 12}" text-anchor="end" fill="#c62828">'
-                    f'{escape(pick(LABELS["sla" + suffix], lang))} {target:g} ms</text>')
+                    f'{escape(_t("sla" + suffix, lang))} {target:g} ms</text>')
     for c in sorted(rows, key=lambda c: c["chosen"]):  # the chosen one drawn last, on top
         x, y = _n(px(c[field])), _n(py(c["tco_cny"] / 1e6))
         tip = f"<title>{escape(c['id'])}: {c['tco_cny']:,.0f} CNY, {field} {c[field]:.1f} ms</title>"
         if c["chosen"]:
             body.append(f'<circle cx="{x}" cy="{y}" r="7" fill="#2e7d32" stroke="black">{tip}</circle>')
-            body.append(f'<text x="{_n(px(c[field]) + 10)}" y="{_n(py(c["tco_cny"] / 1e6) + 4)}" '
-                        f'font-weight="bold">{escape(pick(LABELS["chosen"], lang))}: {escape(c["id"])}</text>')
+            label = _t("chosen_label", lang, gpus=c.get("gpus") or "", gpu=c.get("gpu") or c["id"],
+                       precision=c.get("precision") or "", tp=c.get("tp") or 1, tco=f"{c['tco_cny'] / 1e6:,.2f}")
+            right = px(c[field]) > (LEFT + W - RIGHT) / 2  # the label on the side with room
+            body.append(f'<text x="{_n(px(c[field]) + (-10 if right else 10))}" '
+                        f'y="{_n(py(c["tco_cny"] / 1e6) - 10)}" text-anchor="{"end" if right else "start"}" '
+                        f'font-weight="bold" stroke="white" stroke-width="3" paint-order="stroke">'
+                        f'{escape(label)}</text>')
         elif c.get("availability") == "restricted":  # not orderable in the market: a hollow red ring
             body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="none" stroke="#c62828">{tip}</circle>')
         else:
             body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="#90a4ae" fill-opacity="0.7">{tip}</circle>')
     if any(c.get("availability") == "restricted" for c in rows):
         body.append(f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ '
-                    f'{escape(pick(LABELS["restricted"], lang))}</text>')
-    return _svg(body, pick(LABELS["cost_title" + suffix], lang))
+                    f'{escape(_t("restricted", lang))}</text>')
+    return _svg(body, _t("cost_title" + suffix, lang))
 
 
 def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
@@ -167,21 +159,64 @@ def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
     if planned:
         x = _n(px(planned["requests_per_s"]))
         body.append(f'<line x1="{x}" y1="{TOP}" x2="{x}" y2="{H - BOTTOM}" stroke="#2e7d32" stroke-dasharray="2,3"/>')
-        body.append(f'<text x="{_n(px(planned["requests_per_s"]) + 4)}" y="{TOP + 12}" fill="#2e7d32">'
-                    f'{escape(pick(LABELS["operating"], lang))} '
-                    f'{planned["requests_per_s"]:g}/s</text>')
+        rate = f"{planned['requests_per_s']:,.1f}"
+        right = px(planned["requests_per_s"]) > (LEFT + W - RIGHT) / 2  # the label on the side with room
+        body.append(f'<text x="{_n(px(planned["requests_per_s"]) + (-4 if right else 4))}" y="{TOP + 12}" '
+                    f'text-anchor="{"end" if right else "start"}" fill="#2e7d32">'
+                    f'{escape(_t("operating", lang, rate=rate))}</text>')
     colours = {"ttft_p99": "#1565c0", "tpot_hi": "#ef6c00"}
     for k, (name, pts) in enumerate(series.items()):
         path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y in pts)
         body.append(f'<polyline points="{path}" fill="none" stroke="{colours[name]}" stroke-width="2"/>')
         body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colours[name]}"/>' for x, y in pts]
         body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colours[name]}">'
-                    f'{escape(pick(LABELS[name], lang))}</text>')
+                    f'{escape(_t(name, lang))}</text>')
     body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(pick(LABELS["load_x"], lang))}</text>')
+                f'{escape(_t("load_x", lang))}</text>')
     body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(pick(LABELS["load_y"], lang))}</text>')
-    return _svg(body, pick(LABELS["load_title"], lang))
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("load_y", lang))}</text>')
+    return _svg(body, _t("load_title", lang))
+
+
+POOL_COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457", "#5d4037", "#455a64")
+
+
+def pools_latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """A several-model plan: for each model's replica the latency that binds first (TTFT P99 or
+    the upper end of TPOT, as % of that model's targets) against its load as % of its planned
+    point, one line a model; None without two pools with curves and targets."""
+    wl = plan.get("workload") or {}
+    entries = wl.get("models") or []
+    series = []
+    for i, pool in enumerate(plan.get("pools") or []):
+        curve = [r for r in (pool.get("performance") or {}).get("load_curve") or [] if r.get("share")]
+        own = (entries[i].get("sla") if i < len(entries) else None) or {}
+        sla = {**(wl.get("sla") or {}), **{k: v for k, v in own.items() if v is not None}}
+        if len(curve) < 2 or not sla.get("ttft_ms") or not sla.get("tpot_ms"):
+            continue
+        pts = [(100 * r["share"], 100 * max((r.get("ttft_p99_ms") or r["ttft_ms"]) / sla["ttft_ms"],
+                                            r["tpot_ms_hi"] / sla["tpot_ms"])) for r in curve]
+        series.append((pool["model"], pts))
+    if len(series) < 2:
+        return None
+    px, py, body = _axes(_ticks(0, max(x for _, pts in series for x, _ in pts)),
+                         _ticks(0, max(110.0, *(y for _, pts in series for _, y in pts))))
+    body.append(f'<line x1="{LEFT}" y1="{_n(py(100))}" x2="{W - RIGHT}" y2="{_n(py(100))}" stroke="#c62828" '
+                f'stroke-dasharray="5,4"/>')
+    body.append(f'<text x="{W - RIGHT - 4}" y="{_n(py(100) - 6)}" text-anchor="end" fill="#c62828">SLA 100 %</text>')
+    body.append(f'<line x1="{_n(px(100))}" y1="{TOP}" x2="{_n(px(100))}" y2="{H - BOTTOM}" stroke="#2e7d32" '
+                f'stroke-dasharray="2,3"/>')
+    for k, (name, pts) in enumerate(series):
+        colour = POOL_COLOURS[k % len(POOL_COLOURS)]
+        path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y in pts)
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+        body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}"/>' for x, y in pts]
+        body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colour}">{escape(name)}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(_t("pools_load_x", lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("load_y", lang))}</text>')
+    return _svg(body, _t("pools_load_title", lang))
 
 
 def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
@@ -199,36 +234,30 @@ def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
 
     top = rows[0][0]
     bar_h = min(28.0, (H - TOP - 30) / len(rows) - 6)
+    labels = [bom_category(category, lang) for _, category in rows]
+    start = 20 + max(_text_width(x) for x in labels)  # the bars begin after the widest label
+    room = W - start - 100  # and leave room for the amount after the longest
     body = []
-    for i, (value, category) in enumerate(rows):
-        category = bom_category(category, lang)
+    for i, ((value, _), category) in enumerate(zip(rows, labels, strict=True)):
         y = TOP + 10 + i * (bar_h + 6)
-        width = (W - 260) * value / top
-        body.append(f'<text x="{LEFT + 30}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(category)}</text>')
-        body.append(f'<rect x="{LEFT + 40}" y="{_n(y)}" width="{_n(width)}" height="{_n(bar_h)}" fill="#1565c0">'
-                    f'<title>{escape(category)}: {value:,.0f} CNY</title></rect>')
-        body.append(f'<text x="{_n(LEFT + 46 + width)}" y="{_n(y + bar_h / 2 + 4)}">{value:,.0f}</text>')
-    return _svg(body, pick(LABELS["capex_title"], lang))
+        width = room * value / top
+        share = 100 * value / sum(v for v, _ in rows)
+        body.append(f'<text x="{start - 8}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(category)}</text>')
+        body.append(f'<rect x="{start}" y="{_n(y)}" width="{_n(width)}" height="{_n(bar_h)}" fill="#1565c0">'
+                    f'<title>{escape(category)}: {value:,.0f} CNY ({share:.0f} %)</title></rect>')
+        body.append(f'<text x="{_n(start + 6 + width)}" y="{_n(y + bar_h / 2 + 4)}">{value:,.0f}</text>')
+    return _svg(body, _t("capex_title", lang, total=f"{sum(v for v, _ in rows):,.0f}"))
 
 
 def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     """The plan's charts by file name (those it has data for)."""
-    out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": latency_vs_load(plan, lang),
+    load = pools_latency_vs_load(plan, lang) if plan.get("pools") else latency_vs_load(plan, lang)
+    out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": load,
            "capex-breakdown.svg": capex_breakdown(plan, lang)}
     return {name: svg for name, svg in out.items() if svg}
 
 
-VALIDATE_LABELS = {
-    "title": {"en": "{metric}: predicted against measured ({n} rows, median error {ape:.1f} %)",
-              "zh": "{metric}：预测值与实测值（{n} 行，中位误差 {ape:.1f}%）"},
-    "x": {"en": "measured {metric} ({unit})", "zh": "实测 {metric}（{unit}）"},
-    "y": {"en": "predicted {metric} ({unit})", "zh": "预测 {metric}（{unit}）"},
-    "equal": {"en": "predicted = measured", "zh": "预测 = 实测"},
-    "band": {"en": "±25 %", "zh": "±25%"},
-}
-METRIC_NAMES = {"ttft_ms": ("TTFT", "ms"), "tpot_ms": ("TPOT", "ms"),
-                "output_tokens_per_s": ("output tokens/s", "tokens/s"),
-                "offline_output_tokens_per_s": ("offline output tokens/s", "tokens/s")}
+METRIC_NAMES = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "offline_output_tokens_per_s")
 BACKEND_COLOURS = {"vllm": "#1565c0", "sglang": "#ef6c00", "trtllm": "#2e7d32"}
 
 
@@ -248,7 +277,8 @@ def predicted_vs_measured(errors: list[dict[str, Any]], metric: str, lang: str =
            if e["metric"] == metric and e.get("meas") and e.get("pred") and e["meas"] > 0 and e["pred"] > 0]
     if not pts:
         return None
-    name, unit = METRIC_NAMES.get(metric, (metric, ""))
+    name, unit = ((metric.split("_")[0].upper(), "ms") if metric.endswith("_ms")
+                  else (_t(f"metric.{metric}", lang), _t("unit.tokens_per_s", lang)))
     lo = min(min(m, p) for m, p, _ in pts) / 1.3
     hi = max(max(m, p) for m, p, _ in pts) * 1.3
     ticks = [t for t in _log_ticks(lo, hi) if lo <= t <= hi]
@@ -274,17 +304,17 @@ def predicted_vs_measured(errors: list[dict[str, Any]], metric: str, lang: str =
     for m, p, backend in pts:
         colour = BACKEND_COLOURS.get(backend, "#757575")
         body.append(f'<circle cx="{_n(px(m))}" cy="{_n(py(p))}" r="2" fill="{colour}" fill-opacity="0.45"/>')
-    legend = [(escape(pick(VALIDATE_LABELS["equal"], lang)), "#c62828")]
+    legend = [(escape(_t("validate.equal", lang)), "#c62828")]
     legend += [(b, c) for b, c in BACKEND_COLOURS.items() if any(x == b for _, _, x in pts)]
     for k, (label, colour) in enumerate(legend):
         body.append(f'<text x="{_n(left + side + 12)}" y="{TOP + 14 + 16 * k}" fill="{colour}">{label}</text>')
     body.append(f'<text x="{_n(left + side / 2)}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(pick(VALIDATE_LABELS["x"], lang).format(metric=name, unit=unit))}</text>')
+                f'{escape(_t("validate.x", lang, metric=name, unit=unit))}</text>')
     body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
                 f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">'
-                f'{escape(pick(VALIDATE_LABELS["y"], lang).format(metric=name, unit=unit))}</text>')
+                f'{escape(_t("validate.y", lang, metric=name, unit=unit))}</text>')
     apes = sorted(abs(p - m) / m * 100 for m, p, _ in pts)
-    title = pick(VALIDATE_LABELS["title"], lang).format(metric=name, n=len(pts), ape=apes[len(apes) // 2])
+    title = _t("validate.title", lang, metric=name, n=len(pts), ape=apes[len(apes) // 2])
     return _svg(body, title)
 
 

@@ -21,7 +21,7 @@ from servewise.engine.runtime.runner import LoopError, RuleRuntimeError
 
 from .brief import to_brief
 from .errors import InputError
-from .i18n import pick
+from .i18n import pick, unit_text
 from .wrap import output_width, wrap
 
 T = TypeVar("T")
@@ -168,7 +168,7 @@ def describe(term: Terminal, q: iv.Question, session: iv.Session) -> list[str]:
     if d.type == "model":
         parts.append(term.s("model_hint"))
     elif d.type in ("number", "integer"):
-        unit = f" {d.unit}" if d.unit else ""
+        unit = f" {unit_text(d.unit, term.lang)}" if d.unit else ""
         kind = term.s("integer" if d.type == "integer" else "number")
         rng = f", {_num(d.minimum)} … {_num(d.maximum)}" if d.minimum is not None and d.maximum is not None else ""
         parts.append(f"{kind}{rng}{unit}")

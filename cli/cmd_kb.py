@@ -14,7 +14,7 @@ from servewise.engine.app.kbcheck import check
 from servewise.engine.app.pricecheck import month_index
 from servewise.engine.common.messages import catalog, message
 
-from .i18n import pick
+from .i18n import display_width, pick, value_text
 from .wrap import text_wrapped
 
 
@@ -179,12 +179,13 @@ def _coverage_text(report, lang: str) -> str:
     lines = [("知识覆盖：" if zh else "Knowledge coverage: ") + f"{len(report.entries)} "
              + ("条准则" if zh else "guidelines")]
     for s, n in report.counts.items():
-        lines.append(f"  {s:<12} {n:>4}  {pick(STATUS_TEXT[s], lang)}")
+        label = _verdict(s, lang)
+        lines.append(f"  {label}{' ' * (12 - display_width(label))} {n:>4}  {pick(STATUS_TEXT[s], lang)}")
     partial = report.by_status("partial")
     lines.append("")
     lines.append(f"部分实现（{len(partial)}）：" if zh else f"Partly encoded ({len(partial)}):")
     for e in partial:
-        lines.append(f"  {e.id}: {e.note}")
+        lines.append(f"  {e.id}: {value_text(e.note, lang)}")
         if e.rules:
             lines.append(("    规则：" if zh else "    rules: ") + ", ".join(e.rules))
     tested = sum(bool(e.tests) for e in report.entries)
@@ -198,6 +199,7 @@ def _coverage_text(report, lang: str) -> str:
 @click.option("--format", "fmt", type=click.Choice(["markdown", "text", "json"]), default="markdown",
               show_default=True, help="markdown is docs/knowledge-coverage.md.")
 @click.pass_obj
+@text_wrapped
 def kb_coverage(settings, fmt: str) -> None:
     """Completeness verdict per guideline (facts/coverage.yaml): status, rules, catalog entries, tests.
 

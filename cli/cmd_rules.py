@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from servewise.engine.common.messages import message
+from servewise.engine.common.messages import catalog, message
 from servewise.engine.lang.rulebase import RULES_DIR, RuleBase, RuleLoadError, _display, load_rules, rule_files
 from servewise.engine.lang.rulelint import Finding, lint, to_sarif
 
-from .i18n import pick, value_text
+from .i18n import pick, unit_text, value_text
 from .main import rules as rules_group
 from .wrap import text_wrapped
 
@@ -146,10 +146,13 @@ def rules_test(settings, paths: tuple[str, ...], only: str | None, verbose: bool
         sys.exit(1)
 
 
+FACT_STAGES = ("input", "inputs", "derivations", "candidates", "filters", "selection", "bom", "facilities", "cost",
+               "checks")  # (a list of choices too wide for --help's column: named in the option's help)
+
+
 @rules_group.command("facts")
-@click.option("--stage", type=click.Choice(["input", "inputs", "derivations", "candidates", "filters",
-                                            "selection", "bom", "facilities", "cost", "checks"]),
-              help="Only the facts a rule in this stage may read.")
+@click.option("--stage", type=click.Choice(FACT_STAGES), metavar="STAGE",
+              help=f"Only the facts a rule in this stage may read ({', '.join(FACT_STAGES)}).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text")
 @click.pass_obj
 @text_wrapped
@@ -163,12 +166,18 @@ def rules_facts(settings, stage: str | None, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps([e.to_dict() for e in entries], ensure_ascii=False, indent=2))
         return
-    width = max(len(e.name) for e in entries)
+    lang = settings.lang
+
+    def said(kind: str, word: str) -> str:  # a type in the reader's language
+        return message(f"rules.facts.{kind}.{word}", lang) if f"rules.facts.{kind}.{word}" in catalog() else word
+
     for e in entries:
-        unit = f" [{e.unit}]" if e.unit else ""
-        writers = ", ".join(e.writers[:4]) + (f" +{len(e.writers) - 4}" if len(e.writers) > 4 else "")
-        click.echo(f"{e.name:<{width}}  {e.type}{unit}  from {e.stage}  by {writers}")
-    click.echo(f"{len(entries)} facts")
+        unit = f" [{unit_text(e.unit, lang)}]" if e.unit else ""
+        names = [message(f"rules.facts.writer.{w}", lang) if "." not in w else w for w in e.writers[:4]]
+        writers = ", ".join(names) + (f" +{len(e.writers) - 4}" if len(e.writers) > 4 else "")
+        click.echo(message("rules.facts.row", lang, name=e.name, type=said("type", e.type), unit=unit, stage=e.stage))
+        click.echo(message("rules.facts.by", lang, writers=writers))
+    click.echo(message("rules.facts.count", lang, n=len(entries)))
 
 
 def _loaded(settings) -> RuleBase:

@@ -257,11 +257,15 @@ def rules_functions() -> None:
     from servewise.engine.domain.functions import FUNCTIONS
     from servewise.engine.lang.expr import BUILTIN_FUNCTIONS
 
-    click.echo("built-in: " + ", ".join(sorted(BUILTIN_FUNCTIONS)))
-    for name in sorted(FUNCTIONS):
-        fn = FUNCTIONS[name]
-        doc = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
-        click.echo(f"{name}{inspect.signature(fn)}\n    {doc}")
+    from .errors import current_lang
+    from .wrap import wrapped_stdout
+
+    with wrapped_stdout():  # the descriptions: the code's own documentation (English), for rule authors
+        click.echo(message("rules.functions.builtin", current_lang(), names=", ".join(sorted(BUILTIN_FUNCTIONS))))
+        for name in sorted(FUNCTIONS):
+            fn = FUNCTIONS[name]
+            doc = (inspect.getdoc(fn) or "").split("\n\n")[0].replace("\n", " ")
+            click.echo(f"{name}{inspect.signature(fn)}\n    {doc}")
 
 
 @cli.group()

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from servewise.cli.errors import current_lang
-from servewise.cli.i18n import value_text
+from servewise.cli.i18n import display_width, value_text
 from servewise.cli.wrap import output_width, wrap
 from servewise.engine.common.messages import message
 from servewise.engine.domain.catalog import UnknownEntry, load_catalog
@@ -110,8 +110,8 @@ def estimate_text(d: dict[str, Any], lang: str = "en") -> str:
     if d["reason"]:
         lines.append(t("reason", text=d["reason"]))
     if d["ttft_ms"] is not None:
-        first = t("label.latency") if i.get("task") == "embedding" else "TTFT"
-        for key, label, unit in (("ttft_ms", first, t("unit.ms")), ("tpot_ms", "TPOT", t("unit.ms")),
+        first = t("label.latency") if i.get("task") == "embedding" else t("label.ttft_mean")
+        for key, label, unit in (("ttft_ms", first, t("unit.ms")), ("tpot_ms", t("label.tpot_mean"), t("unit.ms")),
                                  ("output_tokens_per_s", t("label.throughput"), t("unit.tokens"))):
             if d[key] is None or not b.get(key):
                 continue
@@ -394,7 +394,8 @@ def disagg_text(d: dict[str, Any], lang: str = "en") -> str:
     lines.append(t("workload", isl=i["isl"], osl=i["osl"], load=load, extra=extra))
     if d["reason"]:
         lines.append(t("reason", text=value_text(d["reason"], lang)))
-    for key, label, unit in (("ttft_ms", "TTFT", t("unit.ms")), ("tpot_ms", "TPOT", t("unit.ms")),
+    for key, label, unit in (("ttft_ms", t("label.ttft_mean"), t("unit.ms")),
+                             ("tpot_ms", t("label.tpot_mean"), t("unit.ms")),
                              ("output_tokens_per_s", t("label.throughput"), t("unit.tokens"))):
         lo, hi = b[key]
         lines.append(t("metric", label=label, value=_fmt(d[key]), unit=unit, lo=_fmt(lo), hi=_fmt(hi)))
@@ -416,7 +417,60 @@ def _pct(x: float | None) -> str:
     return "   n/a" if x is None or x != x else f"{100 * x:5.1f}%"
 
 
+_COLUMNS = ("ttft_ms", "tpot_ms", "output_tokens_per_s", "offline_output_tokens_per_s")
+_CELL = 13  # "18.4% (2343)": a share and its number of rows
+
+
+def _table(title: str, groups: dict[str, dict[str, dict]], stat: str, width: int, lang: str) -> list[str]:
+    """One row per group, one column per metric compared (``stat`` of each with its rows); a group
+    name too long for its column has a line of its own, its cells on the next."""
+    metrics = [m for m in _COLUMNS if any(m in ms for ms in groups.values())]
+    name_w = width - 2 - (_CELL + 1) * len(metrics)
+    labels = [message(f"val.col.{m}", lang) for m in metrics]
+    lines = [title, "  " + " " * name_w + "".join(" " * (_CELL + 1 - display_width(x)) + x for x in labels)]
+    for g, ms in groups.items():
+        cells = "".join(" " + (f"{_pct(ms[m].get(stat))} ({ms[m]['n']})" if m in ms else "").rjust(_CELL)
+                        for m in metrics)
+        if display_width(g) > name_w:
+            lines += ["  " + g, ("  " + " " * name_w + cells).rstrip()]
+        else:
+            lines.append(("  " + g + " " * (name_w - display_width(g)) + cells).rstrip())
+    return lines
+
+
+def validate_summary(r: dict[str, Any], lang: str = "en", width: int = 80) -> str:
+    """What `validate` prints without ``--rows``: the rows compared and skipped, the error per
+    metric, the band coverage per regime, the median error per GPU, backend and model, the targets."""
+    def t(code: str, **args: Any) -> str:
+        return message(f"val.{code}", lang, **args)
+
+    skipped = sum(1 for row in r["rows"] if row["skipped"])
+    lines = [t("summary", rows=f"{len(r['rows']):,}", compared=f"{len(r['rows']) - skipped:,}",
+               skipped=f"{skipped:,}", files=", ".join(Path(f["file"]).name for f in r["files"])), ""]
+    s = r["summary"]
+    lines.append(t("ape"))
+    for m, st in s["overall"].items():
+        lines.append(f"  {m:<28} {st['n']:>5}   {_pct(st['median_ape'])}   {_pct(st['p90_ape'])}"
+                     f"   {_pct(st.get('band_coverage'))}")
+    if s.get("by_regime"):
+        lines += ["", *_table(t("regime"), s["by_regime"], "band_coverage", width, lang)]
+    for group in ("by_gpu", "by_backend", "by_model"):
+        lines += ["", *_table(t(f"group.{group}") + " " + t("median_of"), s[group], "median_ape", width, lang)]
+    lines += ["", _targets(s, lang), t("rows_hint")]
+    return "\n".join(lines)
+
+
+def _targets(s: dict[str, Any], lang: str) -> str:
+    def t(code: str, **args: Any) -> str:
+        return message(f"val.{code}", lang, **args)
+
+    return t("targets", items=", ".join(
+        t("target", metric=m, pct=f"{100 * x['target_median_ape']:.0f}", met=t("met" if x["met"] else "not_met"),
+          coverage=t("met" if x["coverage_met"] else "not_met")) for m, x in s["targets"].items()))
+
+
 def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dict]], lang: str = "en") -> str:
+    """``validate --rows``: every row (its errors, or why it was skipped), then the summary."""
     def t(code: str, **args: Any) -> str:
         return message(f"val.{code}", lang, **args)
 
@@ -448,9 +502,7 @@ def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dic
             cells = "  ".join(f"{m.split('_')[0]} {_pct(st['median_ape'])}/{_pct(st['p90_ape'])}"
                               f" (n={st['n']})" for m, st in ms.items())
             lines.append(f"  {g:<26} {cells}")
-    lines.append(t("targets", items=", ".join(
-        t("target", metric=m, pct=f"{100 * x['target_median_ape']:.0f}", met=t("met" if x["met"] else "not_met"),
-          coverage=t("met" if x["coverage_met"] else "not_met")) for m, x in s["targets"].items())))
+    lines.append(_targets(s, lang))
     return "\n".join(lines)
 
 
@@ -463,9 +515,12 @@ def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dic
               show_default=True)
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
               help="Also write the predicted-against-measured charts (one SVG per metric) into this folder.")
-def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str, plot_dir: str | None) -> None:
-    """Estimates against measured rows: error per row, median and p90 per metric, and how
-    often the 80 % bands hold the measurement."""
+@click.option("--rows", "show_rows", is_flag=True, default=False,
+              help="Print every row (its errors, or why it was not compared) before the summary.")
+def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str, plot_dir: str | None,
+                 show_rows: bool = False) -> None:
+    """Estimates against measured rows: median and p90 error per metric, by GPU, backend and
+    model, and how often the 80 % bands hold the measurement (--rows: every row)."""
     for p in data:
         if not Path(p).is_file():
             raise bad("data_missing", path=p)
@@ -492,6 +547,9 @@ def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str, plot_
         if overlay is not None:
             out["calibration_overlay"] = overlay.record()
         click.echo(json.dumps(out, indent=1))
+        return
+    if not show_rows:
+        click.echo(wrap(validate_summary(r, current_lang(), output_width()), output_width()).rstrip("\n"))
         return
     by_row: dict[tuple[str, int], list[dict]] = {}
     for e in r["errors"]:

@@ -272,7 +272,7 @@ def field_label(key: str, lang: str = "en") -> str:
     """A plan field's key as a reader's label: ``ttft_p99_ms_band_hi`` → "TTFT P99 band hi (ms)",
     ``capex_range_cny`` → "Capex range (CNY)"; in Chinese the label of facts/messages/fields.yaml
     (the English label made from the key when there is none)."""
-    if lang != "en" and f"field.{key}" in _catalog():
+    if f"field.{key}" in _catalog() and (lang != "en" or _catalog()[f"field.{key}"]["en"] != key):
         return msg(f"field.{key}", lang)
     words = [_ACRONYMS.get(w, w) for w in key.split("_")]
     unit = ""
@@ -614,7 +614,13 @@ def mermaid(plan: dict[str, Any], trace: list[dict[str, Any]] | None = None) -> 
 def chain_value(fact: str, value: Any, plan: dict[str, Any], lang: str) -> str:
     """A value of the explanation chain (a step's conclusion or premise) in ``lang``: in Chinese a
     warning's message in Chinese, a text given in both languages in Chinese, phrases of the value
-    glossary translated (ids, names and numbers stay); English as :func:`_v`."""
+    glossary translated (ids, names and numbers stay); English as :func:`_v`. Numbers in a list
+    are formatted like single ones (3,016,244, not 3016244.0)."""
+    if isinstance(value, list) and value and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                 for v in value):
+        return ", ".join(_v(v) for v in value)
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        return msg("render.chain.records", lang, n=len(value))  # a table (the plan's JSON has it)
     if lang == "en":
         return _v(value)
     if fact.startswith("warning["):
@@ -702,6 +708,20 @@ def _rejected_md(plan: dict[str, Any], lang: str) -> list[str]:
     return o
 
 
+def load_rows(plan: dict[str, Any], lang: str = "en") -> tuple[list[str], list[list[str]]]:
+    """The latency-against-load table of one replica (``performance.load_curve``): its header and
+    one row per load, the planned point marked; no rows without a curve."""
+    head = [msg(f"render.load.col.{c}", lang) for c in ("share", "concurrency", "rate", "ttft", "ttft_p99", "tpot",
+                                                        "tpot_hi")]
+    rows = []
+    for r in (plan.get("performance") or {}).get("load_curve") or []:
+        share = f"{100 * r['share']:.0f} %" + (" ◀" if r["share"] == 1.0 else "")
+        rows.append([share, str(r["concurrency"]), f"{r['requests_per_s']:,.2f}", f"{r['ttft_ms']:,.1f}",
+                     "—" if r.get("ttft_p99_ms") is None else f"{r['ttft_p99_ms']:,.1f}", f"{r['tpot_ms']:,.2f}",
+                     f"{r['tpot_ms_hi']:,.2f}"])
+    return head, rows
+
+
 def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None = None) -> str:
     """A report for GitHub-flavoured Markdown: tables, a mermaid graph, collapsed long lists;
     with ``charts_dir`` (where ``plan --plot`` wrote the SVG charts) the charts as images."""
@@ -719,13 +739,26 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o.append(f"- servewise {plan['servewise_version']}, {m('knowledge')} `{plan['knowledge_hash']}`")
     o.append(f"- {m('feasible')}{colon}**{_yes(plan['feasible'], lang)}**")
     o.append("")
+    from .brief import decision
+
+    d = decision(plan, lang)
+    o += [f"## {msg('render.decision', lang)}", ""]
+    o += [f"- **{label}**{colon if label else ''}{_md_escape(text)}" for label, text in d["rows"]]
+    if d["warnings"]:
+        o += ["", f"**{msg('render.decision.warnings', lang)}**", ""]
+        o += [f"- **{severity(w['severity'], lang)}** {_md_escape(warning_text(w, lang))} (`{w['rule']}`)"
+              for w in d["warnings"]]
+    if d["alternatives"]:
+        o += ["", f"**{msg('render.decision.alternatives', lang, total=len(plan['rejected']))}**", ""]
+        o += [f"- {_md_escape(option)}: {_md_escape(text)}" for option, text in d["alternatives"]]
+    o.append("")
     o.append(f"## {t('configuration', lang)}")
     o.append("")
     o.append(col("component", "choice", "why"))
     o.append("|---|---|---|")
     for name, comp in plan["components"].items():
         reason = _reason_for(plan, name, lang) or ""
-        label = name if lang == "en" else pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
+        label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
         o.append(f"| {label} | {_md_escape(component_line(name, comp, lang))} | {_md_escape(reason)} |")
     o.append("")
     o.append(f"## {t('performance', lang)}")
@@ -733,8 +766,13 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o += [f"- {_md_escape(line)}" for line in latency_lines(plan, lang)]
     o.append("")
     o += [col("metric", "value"), "|---|---|"]
-    o += [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |" for k, v in plan["performance"].items()]
+    o += [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |" for k, v in plan["performance"].items()
+          if k != "load_curve"]
     o.append("")
+    head, rows = load_rows(plan, lang)
+    if rows:
+        o += [f"**{msg('render.load.title', lang)}**", "", "| " + " | ".join(head) + " |",
+              "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
     o.append(f"## {t('cost', lang)}")
     o.append("")
     o += [col("item", "value"), "|---|---|"] + [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |"

@@ -23,6 +23,7 @@ from .render import (
     field_value,
     input_rows,
     latency_lines,
+    load_rows,
     rejection_text,
     severity,
     shown_conclusions,
@@ -52,7 +53,7 @@ th{background:#f6f8fa}code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,C
 .step:target{border-left-color:#0969da;background:#f6f8fa}
 blockquote{margin:.3rem 0;padding:.2rem .8rem;border-left:3px solid #d0d7de;color:#57606a}
 details{margin:.3rem 0}summary{cursor:pointer}
-svg text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
+.graph svg text{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}
 svg a:hover rect{stroke:#0969da;stroke-width:2}
 @media print{.graph{overflow:visible}details{display:block}}
 """
@@ -292,6 +293,20 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
          f"<span class='badge {'ok' if feasible else 'bad'}'>"
          f"{msg('render.md.feasible', lang) if feasible else t('infeasible', lang)}"
          f"</span></p>"]
+    from .brief import decision
+
+    d = decision(plan, lang)
+    o.append(f"<h2>{escape(msg('render.decision', lang))}</h2>")
+    o.append("<table>" + "".join(f"<tr><th>{escape(label)}</th><td>{escape(text)}</td></tr>"
+                                 for label, text in d["rows"]) + "</table>")
+    if d["warnings"]:
+        o.append(f"<h3>{escape(msg('render.decision.warnings', lang))}</h3><ul>" + "".join(
+            f"<li class='warn-{escape(x['severity'])}'><b>{escape(severity(x['severity'], lang))}</b> "
+            f"{escape(warning_text(x, lang))} <code>{escape(x['rule'])}</code></li>" for x in d["warnings"]) + "</ul>")
+    if d["alternatives"]:
+        o.append(f"<h3>{escape(msg('render.decision.alternatives', lang, total=len(plan['rejected'])))}</h3><ul>"
+                 + "".join(f"<li><b>{escape(option)}</b>: {escape(text)}</li>" for option, text in d["alternatives"])
+                 + "</ul>")
     o.append(f"<h2>{t('configuration', lang)}</h2>")
     rows = [[escape(pick(COMPONENT_NAMES.get(n, {"en": n}), lang)), escape(component_line(n, c, lang)),
              escape(_reason_for(plan, n, lang) or "")] for n, c in plan["components"].items()]
@@ -299,7 +314,11 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"<h2>{t('performance', lang)}</h2>")
     o.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in latency_lines(plan, lang)) + "</ul>")
     o.append(_table(_cols(lang, "metric", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]
-                                                     for k, v in plan["performance"].items()]))
+                                                     for k, v in plan["performance"].items() if k != "load_curve"]))
+    head, load = load_rows(plan, lang)
+    if load:
+        o.append(f"<h3>{escape(msg('render.load.title', lang))}</h3>")
+        o.append(_table([escape(h) for h in head], [[escape(c) for c in r] for r in load]))
     o.append(f"<h2>{t('cost', lang)}</h2>")
     o.append(_table(_cols(lang, "item", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]
                                                    for k, v in plan["cost"].items()]))

@@ -84,17 +84,37 @@ def wrap_line(line: str, width: int) -> list[str]:
     parts: list[str] = []  # the line being filled, in pieces
     used = 0
     text = False  # it holds more than spaces
+    first = 0  # where the current line's text starts in ``parts``
+    marks = None  # where the run of closing marks that ends ``parts`` starts (None: it ends otherwise)
     for token in _TOKEN.findall(line):
         w = _width(token)
         space = token.isspace()
-        no_break = text and token in _CLOSING  # CJK: no line starts with "，" or "。"
-        if parts and used + w > width and not space and not no_break:
+        if parts and used + w > width and not space:
+            carry: list[str] = []
+            if text and token in _CLOSING:
+                # CJK: no line starts with "，" or "。" and none hangs past the edge: the character
+                # before it (and the closing marks between) goes down with it
+                k = (len(parts) if marks is None else marks) - 1  # (one step: linear in the line)
+                if k <= first or parts[k].isspace():  # nothing to take down: it hangs
+                    marks = len(parts) if marks is None else marks
+                    parts.append(token)
+                    used += w
+                    continue
+                carry, parts = parts[k:], parts[:k]
             out.append("".join(parts).rstrip())
-            parts, used, text = [indent], indent_w, False
-            if w > width - used:  # a word longer than the line: split it by columns
+            parts, used, text = [indent, *carry], indent_w + sum(_width(c) for c in carry), bool(carry)
+            first = 1
+            marks = next((i for i in range(1, len(parts)) if parts[i] in _CLOSING), None)
+            if w > width - used and not carry:  # a word longer than the line: split it by columns
                 token, w = _split_word(token, w, width - used, indent, out)
         if space and not text and out:
             continue
+        if not text and not space:
+            first = len(parts)
+        if token in _CLOSING:
+            marks = len(parts) if marks is None else marks
+        else:
+            marks = None
         parts.append(token)
         used += w
         text = text or (bool(token) and not space)

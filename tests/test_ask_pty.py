@@ -258,3 +258,28 @@ def test_the_interview_asks_market_site_and_budget_first_and_the_site_changes_th
     assert "cost: the default gives" in shown["constraints.cooling_available"]
     after_site = shown[asked[asked.index("constraints.cooling_available") + 1]]
     assert "Range the open answers still leave:" in after_site and "(was " in after_site
+
+
+def test_the_chinese_interview_has_no_english_sentence(tmp_path):
+    """Issue 39 item 7: every question, its facts line (units included), the WHY text and the plan
+    it ends in, in Chinese; only the commands one types (how, why-not, change, help, quit) stay."""
+    from zh_check import english_runs
+
+    child = spawn(tmp_path, lang="zh_CN.UTF-8")
+    given = {"model": "Llama-3.1-70B", "mode": "online", "traffic.peak_qps": "10"}
+    shown, n = [], 0
+    while (key := prompt(child)) != "servewise":
+        shown.append(child.before)
+        n += 1
+        if n == 3:
+            child.sendline("?")
+            assert prompt(child) == key
+            shown.append(child.before)
+        child.sendline(given.get(key, "skip"))
+    shown.append(child.before)
+    child.sendline("quit")
+    child.expect(pexpect.EOF)
+    child.close()
+    text = "\n".join(shown)
+    assert n >= 10 and "元/百万输出 token" in text
+    assert not english_runs(text, ("可输入：how",)), english_runs(text, ("可输入：how",))[:5]

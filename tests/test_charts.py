@@ -39,7 +39,7 @@ def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
             restricted = [c for c in ranked if c.get("availability") == "restricted" and not c["chosen"]]
             hollow = [c for c in root.iter(NS + "circle") if c.get("fill") == "none"]
             assert len(hollow) == len(restricted), name
-        if "latency-vs-load.svg" in drawn:
+        if "latency-vs-load.svg" in drawn and not plan.get("pools"):  # (several models: the test below)
             curve = plan["performance"]["load_curve"]
             root = ET.fromstring(drawn["latency-vs-load.svg"])
             assert len(list(root.iter(NS + "polyline"))) == 2, name
@@ -114,3 +114,21 @@ def test_validate_plots_predicted_against_measured(tmp_path):
         title = next(t.text for t in root.iter(NS + "text") if t.text and "predicted against measured" in t.text)
         assert f"({len(compared)} rows" in title
     assert ch.validate_charts(errors, "zh") != ch.validate_charts(errors, "en")
+
+
+def test_a_several_model_plan_draws_each_models_latency_against_load(example_plans):
+    """One line a model: the latency that binds first as % of its targets against its load as % of
+    its planned point; at the planned point every model is within its target (the plan meets the
+    SLA), past it the lines rise."""
+    for name in ("multi-model-tenants", "saas-five-tenants"):
+        plan = example_plans[name].plan
+        svg = ch.charts(plan, "en")["latency-vs-load.svg"]
+        root = ET.fromstring(svg)
+        lines = list(root.iter(NS + "polyline"))
+        assert len(lines) == len([p for p in plan["pools"] if p["performance"].get("load_curve")]) >= 2, name
+        labels = {t.text for t in root.iter(NS + "text")}
+        assert {p["model"] for p in plan["pools"]} <= labels, name
+        for line in lines:
+            ys = [float(p.split(",")[1]) for p in line.get("points").split()]
+            assert ys[-1] < ys[0], name  # at 150 % of the planned load slower than at 25 % (smaller y)
+        assert ch.charts(plan, "zh")["latency-vs-load.svg"] != svg

@@ -119,18 +119,20 @@ def test_estimate_reads_in_chinese(cli, args):
 
 
 def test_validate_reads_in_chinese(cli):
-    result = cli("--lang", "zh", "validate")
-    assert result.exit_code == 0
-    assert not english_runs(result.output), english_runs(result.output)[:3]
-    assert "跳过：" in result.output and "绝对百分比误差" in result.output
+    for args in ([], ["--rows"]):
+        result = cli("--lang", "zh", "validate", *args)
+        assert result.exit_code == 0
+        assert not english_runs(result.output), english_runs(result.output)[:3]
+        assert ("跳过：" in result.output) == bool(args) and "绝对百分比误差" in result.output
 
 
 def test_lint_and_kb_check_summaries_read_in_chinese(cli):
-    """Their headings and summaries; a lint finding (file:line: rule-id: message, for rule authors
-    and their tools) and the catalog's conflict notes and price details quoted by kb check stay as
+    """Their headings and summaries, and the findings of the shipped rules (file:line: rule-id:
+    message in Chinese); the catalog's conflict notes and price details quoted by kb check stay as
     written."""
     lint = cli("--lang", "zh", "rules", "lint")
     assert lint.output.splitlines()[-1].startswith("通过：")
+    assert not english_runs(lint.output), english_runs(lint.output)  # the shipped rules' findings too
     kb = cli("--lang", "zh", "kb", "check")
     headings = [line for line in kb.output.splitlines() if line and not line.startswith(" ")]
     assert len(headings) >= 6 and not english_runs("\n".join(headings)), headings
@@ -310,3 +312,21 @@ def test_usage_errors_read_in_chinese(cli, args):
     assert zh.exit_code == en.exit_code == 2
     assert "错误：" in zh.output and not english_runs(zh.output), zh.output
     assert "Error: " in en.output or "error: " in en.output
+
+
+def test_kb_coverage_reads_in_chinese(cli):
+    """The completeness verdicts: the status labels and the notes of the partly encoded guidelines
+    (facts/coverage.yaml `missing`, translated in facts/messages/values.yaml)."""
+    zh, en = cli("--lang", "zh", "kb", "coverage", "--format", "text"), cli("kb", "coverage", "--format", "text")
+    assert zh.exit_code == en.exit_code == 0
+    assert not english_runs(zh.output), english_runs(zh.output)[:3]
+    assert "部分实现" in zh.output and "Partly encoded" in en.output
+
+
+def test_the_fact_dictionary_reads_in_chinese(cli):
+    """`rules facts`: every fact's type, first stage and writers in Chinese (names and ids as written)."""
+    zh, en = cli("--lang", "zh", "rules", "facts"), cli("rules", "facts")
+    assert zh.exit_code == en.exit_code == 0
+    assert not english_runs(zh.output), english_runs(zh.output)[:3]
+    assert "写入者：工作负载" in zh.output and "written by workload" in en.output
+    assert len(zh.output.splitlines()) == len(en.output.splitlines())

@@ -112,8 +112,23 @@ def test_validate_text(run, tmp_path):
     r = _validate(run, tmp_path, "model,gpu,n_gpus,framework,precision,tp,input_len,output_len,"
                   "concurrency_or_batch,ttft_ms,tpot_or_itl_ms,output_tokens_per_s_total\n"
                   "Llama-3.1-8B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n"
-                  "Nope-1B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n")
+                  "Nope-1B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n", "--rows")
     assert "median" in r.output and "p90" in r.output and "skipped" in r.output
+
+
+def test_validate_prints_a_summary_unless_asked_for_rows(run, tmp_path):
+    """Issue 39 item 4: the rows compared and not, the error per metric and per group; --rows adds
+    a line per row with its error or why it was not compared."""
+    csv = ("model,gpu,n_gpus,framework,precision,tp,input_len,output_len,"
+           "concurrency_or_batch,ttft_ms,tpot_or_itl_ms,output_tokens_per_s_total\n"
+           + "Llama-3.1-8B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n" * 3
+           + "Nope-1B,H100 SXM,1,vLLM,BF16,1,1000,200,8,100,8,900\n")
+    summary = _validate(run, tmp_path, csv).output
+    rows = _validate(run, tmp_path, csv, "--rows").output
+    assert "3 of 4 rows compared, 1 not compared (rows.csv)" in summary
+    assert "skipped" not in summary and "Nope-1B" not in summary and "--rows" in summary
+    assert "by model: median" in summary and "Llama-3.1-8B" in summary and "(3)" in summary
+    assert "skipped: " in rows and rows.count("rows.csv") >= 4
 
 
 def test_validate_bad_file_exit_2(run, tmp_path):
@@ -145,7 +160,7 @@ def test_validate_names_a_measurement_it_leaves_out(run, tmp_path):
             "attention_dp,moe_tp,moe_ep,ttft_ms,tpot_ms,source\n"
             "DeepSeek-R1,B200,sglang,,fp4,8192,1024,8,8,1,1,8,1,9188.19,14.823,"
             "id=2026_04_06_deepseek_r1_b200_sxm_sglang_fp4_agg_8192x1024_c8_tp8_ep1_6\n")
-    r = _validate(run, tmp_path, text)
+    r = _validate(run, tmp_path, text, "--rows")
     assert "TTFT not compared" in r.output and "tpot_ms" in r.output
     d = json.loads(_validate(run, tmp_path, text, "--format", "json").output)
     (row,) = d["rows"]
@@ -167,3 +182,13 @@ def test_estimate_request_lengths_cli(run):
     assert t.exit_code == 0 and "(closed loop, random lengths)" in t.output
     bad = run(estimate_cmd, [*ARGS, "--arrival", "poisson", "--request-lengths", "fixed"])
     assert bad.exit_code == 2 and "--request-lengths: applies to a closed loop" in bad.output
+
+
+def test_every_estimated_latency_names_its_statistic(run):
+    """Issue 39 item 3: the mean is called the mean, the P99 the P99, each with its band; the open-
+    loop numbers are the plan's for the same configuration (tests/test_plan_consistency.py)."""
+    t = run(estimate_cmd, [*ARGS, "--arrival", "poisson"])
+    assert t.exit_code == 0, t.output
+    lines = [x.strip() for x in t.output.split("how:")[0].splitlines() if x.strip().startswith(("TTFT", "TPOT"))]
+    assert [x.split(":")[0] for x in lines] == ["TTFT mean", "TTFT p99", "TPOT mean"], lines
+    assert all("(band " in x for x in lines), lines
