@@ -464,9 +464,17 @@ def _targets(s: dict[str, Any], lang: str) -> str:
     def t(code: str, **args: Any) -> str:
         return message(f"val.{code}", lang, **args)
 
-    return t("targets", items=", ".join(
+    lines = [t("targets", items=", ".join(
         t("target", metric=m, pct=f"{100 * x['target_median_ape']:.0f}", met=t("met" if x["met"] else "not_met"),
-          coverage=t("met" if x["coverage_met"] else "not_met")) for m, x in s["targets"].items()))
+          coverage=t("met" if x["coverage_met"] else "not_met")) for m, x in s["targets"].items()))]
+    mr = s.get("max_rate") or {}  # the largest open-loop rate meeting P99 limits (max-rate rows)
+    if mr.get("n"):
+        lines.append(t("max_rate", n=mr["n"], share=_pct(mr["share_within"]).strip(),
+                       tol=f"{100 * mr['tolerance']:.0f}", target=f"{100 * mr['target_share']:.0f}",
+                       met=t("met" if mr["met"] else "not_met")))
+    else:
+        lines.append(t("max_rate_none"))
+    return "\n".join(lines)
 
 
 def validate_text(r: dict[str, Any], errs_by_row: dict[tuple[str, int], list[dict]], lang: str = "en") -> str:
@@ -540,6 +548,8 @@ def validate_cmd(data: tuple[str, ...], calibration: str | None, fmt: str, plot_
     if fmt == "json":
         rows = [{"row": x["row"], **{m: (round(x[m], 4) if x[m] is not None else None)
                                       for m in METRICS},
+                 **({"max_request_rate": round(x["max_request_rate"], 4)}
+                    if x.get("max_request_rate") is not None else {}),
                  **{f"{m}_band": x.get(f"{m}_band") for m in ("ttft_ms", "tpot_ms")},
                  "regime": x.get("regime"), "skipped": x["skipped"],
                  "note": x.get("note"), "file": x["file"]} for x in r["rows"]]

@@ -115,6 +115,16 @@ class Row:
     disagg: DisaggRun | None = None    # a disaggregated run (prefill and decode pools)
     harness: str = "openai-http"       # what sent the requests (serving.HARNESSES, benchmark_harness)
     num_requests: float | None = None  # requests an open-loop run sent (its TTFT once saturated)
+    # a maximum-rate run (MLPerf Server and the like): ``request_rate`` is the highest Poisson rate
+    # whose P99 TTFT / TPOT stayed within these limits; ``replicas`` engines shared the rate
+    p99_ttft_limit_ms: float | None = None
+    p99_tpot_limit_ms: float | None = None
+    replicas: int = 1
+
+    @property
+    def max_rate_run(self) -> bool:
+        """The row measured the largest open-loop rate meeting P99 limits (its ``request_rate``)."""
+        return bool(self.request_rate and (self.p99_ttft_limit_ms or self.p99_tpot_limit_ms))
 
 
 def _f(v: str | None) -> float | None:
@@ -201,12 +211,21 @@ def _load(row: Row, r: dict[str, str]) -> None:
     (the requests an open-loop run sent: the TTFT of a saturated run grows with it), ``harness`` (what
     sent the requests, serving.HARNESSES; empty: the rules above benchmark_harness), ``kv_precision``
     (the run's KV-cache format where its recipe states it; empty = the default for its weights),
-    ``scheduler_recv_interval``: the run's SGLang ``--scheduler-recv-interval`` (new requests
+    ``p99_ttft_limit_ms`` / ``p99_tpot_limit_ms`` with ``request_rate``: a maximum-rate run (the
+    highest Poisson rate, over ``replicas`` engines of the row's layout, whose P99 TTFT and TPOT met
+    the limits: MLPerf Inference's Server scenario), ``scheduler_recv_interval``: the run's SGLang
+    ``--scheduler-recv-interval`` (new requests
     taken every N decode steps; empty = 1, or the InferenceX recipe of RECV_INTERVAL_RULES), and
     ``request_lengths``: ``fixed`` (every request isl / osl, the default) or ``random`` (lengths
     drawn from a range whose means are isl / osl; InferenceX rows are read so)."""
     row.request_rate = _f(r.get("request_rate"))
     row.num_requests = _f(r.get("num_requests"))
+    row.p99_ttft_limit_ms = _f(r.get("p99_ttft_limit_ms"))
+    row.p99_tpot_limit_ms = _f(r.get("p99_tpot_limit_ms"))
+    reps = _f(r.get("replicas"))
+    if reps is not None and reps != int(reps):
+        row.skipped = row.skipped or f"replicas '{r.get('replicas')}': expected a whole number"
+    row.replicas = int(reps) if reps else 1
     kv = (r.get("kv_precision") or "").strip().lower()
     if kv:
         if kv not in KV_PRECISIONS:

@@ -1095,7 +1095,8 @@ def max_rate_meeting(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
                      backend: str = "vllm", kv_precision: str | None = None,
                      ttft_statistic: str = "p99", confidence: str = "p80",
                      speculative: Speculation | None = None,
-                     harness: str = "openai-http") -> dict[str, Any]:
+                     harness: str = "openai-http",
+                     calibration: dict[str, Any] | None = None) -> dict[str, Any]:
     """The largest offered rate (Poisson, requests/s over the replica) whose TTFT (its P99, or
     mean) and TPOT meet the targets at the ``confidence`` edge of their bands, by bisection
     below the sustainable maximum; ``{"requests_per_s", "max_requests_per_s", "limited_by"}``
@@ -1103,7 +1104,8 @@ def max_rate_meeting(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, *,
     def state(rate: float) -> dict[str, Any]:
         return predict_state(model, gpu, lay, precision=precision, isl=isl, osl=osl,
                              concurrency=1, backend=backend, kv_precision=kv_precision,
-                             request_rate=rate, speculative=speculative, harness=harness)[3]
+                             request_rate=rate, speculative=speculative, harness=harness,
+                             calibration=calibration)[3]
 
     def miss(rate: float) -> str | None:
         s = state(rate)

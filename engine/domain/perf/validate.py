@@ -14,6 +14,7 @@ from servewise.engine.domain.perf.serving import (
     MAX_BATCH,
     band_of,
     engine_prefill_ms,
+    max_rate_meeting,
     predict_state,
     regime_of,
     saturated_ttft,
@@ -26,6 +27,10 @@ METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 # flatters them. The 80 % bands should hold 70-90 % of the measurements.
 TARGETS = {"ttft_ms": 0.25, "tpot_ms": 0.12}
 COVERAGE_TARGET = (0.7, 0.9)
+# issue #40: on open-loop runs at fixed P99 limits (MLPerf Inference's Server scenario), the largest
+# rate meeting them within +-25 % of the measured one on at least three quarters of the runs
+MAX_RATE_TOLERANCE = 0.25
+MAX_RATE_SHARE_TARGET = 0.75
 
 
 def offline_concurrency(row: Row) -> float:
@@ -50,6 +55,8 @@ def predict_row(row: Row, calibration: dict[str, Any] | None = None) -> dict[str
     assert row.model is not None and row.gpu is not None
     if row.disagg is not None:
         return _predict_disagg(row, out, calibration)
+    if row.max_rate_run:
+        return _predict_max_rate(row, out, calibration)
     state: dict[str, Any] | None = None
     try:
         if row.prefill_only:  # an in-engine prefill benchmark: nothing else was measured
@@ -150,6 +157,33 @@ def _predict_disagg(row: Row, out: dict[str, Any],
     return out
 
 
+def _predict_max_rate(row: Row, out: dict[str, Any],
+                      calibration: dict[str, Any] | None) -> dict[str, Any]:
+    """A maximum-rate run: the largest Poisson rate whose P99 TTFT and TPOT the model puts within
+    the run's limits (serving.max_rate_meeting at the central estimate), times its replicas. The
+    model's TPOT is a mean over the batch, compared with the P99 TPOT limit as it is (the
+    per-request TPOT of a loaded engine varies little); the TTFT is the queue's P99."""
+    assert row.model is not None and row.gpu is not None
+    try:
+        r = max_rate_meeting(row.model, row.gpu, row.layout, precision=row.precision,
+                             isl=row.isl, osl=row.osl, ttft_ms=row.p99_ttft_limit_ms,
+                             tpot_ms=row.p99_tpot_limit_ms, backend=row.backend,
+                             kv_precision=row.kv_precision, ttft_statistic="p99",
+                             confidence="median", harness=row.harness, calibration=calibration)
+    except ValueError as exc:
+        out["skipped"] = str(exc)
+        return out
+    out["max_request_rate"] = r["requests_per_s"] * row.replicas
+    out["regime"] = {"backend": row.backend, "arrival": "poisson", "load": "max-rate"}
+    out["note"] = (f"largest rate meeting P99 limits (TTFT {row.p99_ttft_limit_ms or '-'} ms, "
+                   f"TPOT {row.p99_tpot_limit_ms or '-'} ms) over {row.replicas} replica(s): "
+                   f"limited by {r['limited_by']}; sustainable at most "
+                   f"{r['max_requests_per_s'] * row.replicas:.2f} requests/s")
+    if not out["max_request_rate"]:
+        out["skipped"] = f"no rate meets the limits (limited by {r['limited_by']})"
+    return out
+
+
 def _measured(row: Row, metric: str) -> float | None:
     return {"ttft_ms": row.ttft_ms, "tpot_ms": row.tpot_ms, "output_tokens_per_s": row.tput}[metric]
 
@@ -185,6 +219,14 @@ def errors(rows: Iterable[Row], preds: Iterable[dict[str, Any]]) -> list[dict[st
                         "arrival": "poisson" if row.request_rate else "closed",
                         "harness": row.harness,
                         "lengths": None if row.request_rate else row.lengths})
+        if row.max_rate_run and pr.get("max_request_rate") and row.request_rate:
+            err = (pr["max_request_rate"] - row.request_rate) / row.request_rate
+            out.append({"row": row.index, "metric": "max_request_rate",
+                        "pred": pr["max_request_rate"], "meas": row.request_rate, "err": err,
+                        "gpu": row.gpu_name, "in_band": abs(err) <= MAX_RATE_TOLERANCE,
+                        "regime": f"{row.backend}/poisson/max-rate", "backend": row.backend,
+                        "model": row.model_name, "concurrency": None, "arrival": "poisson",
+                        "harness": row.harness, "lengths": None})
     return out
 
 
@@ -217,6 +259,13 @@ def summarise(errs: list[dict[str, Any]],
                               "coverage_met": lo <= (summary["overall"][m].get("band_coverage")
                                                      or 0.0) <= hi}
                           for m, t in TARGETS.items() if m in summary["overall"]}
+    rate = [e for e in errs if e["metric"] == "max_request_rate"]
+    share = (sum(abs(e["err"]) <= MAX_RATE_TOLERANCE for e in rate) / len(rate)) if rate else None
+    # the max-rate rows' "band" is the +-25 % tolerance: band_coverage above is the same share
+    summary["max_rate"] = {"n": len(rate), "tolerance": MAX_RATE_TOLERANCE,
+                           "share_within": round(share, 4) if share is not None else None,
+                           "target_share": MAX_RATE_SHARE_TARGET,
+                           "met": None if share is None else share >= MAX_RATE_SHARE_TARGET}
     return summary
 
 
