@@ -8,19 +8,27 @@ def _qty(plan: dict, category: str, word: str) -> int:
     return sum(ln["qty"] for ln in plan["bom"] if ln["category"] == category and word in ln["part"])
 
 
+def _single_plans(example_plans, inter_node) -> list[tuple[str, dict, dict]]:
+    """(name, plan, network) of the feasible one-model examples whose inter-node network passes
+    ``inter_node`` (a predicate of its name)."""
+    out = []
+    for name, ex in example_plans.items():
+        plan = ex.plan
+        if plan.get("pools") or not plan["feasible"]:
+            continue
+        net = plan["components"]["network"]
+        if inter_node(str(net.get("inter_node", ""))):
+            out.append((name, plan, net))
+    return out
+
+
 def _step(plan: dict, rule: str) -> dict | None:
     return next((s for s in plan["trace"] if s["rule"] == rule), None)
 
 
 def test_every_ethernet_plan_states_its_traffic_and_is_redundant_at_three_nines(example_plans):
     checked = 0
-    for name, ex in example_plans.items():
-        plan = ex.plan
-        if plan.get("pools") or not plan["feasible"]:
-            continue
-        net = plan["components"]["network"]
-        if not str(net.get("inter_node", "")).startswith("ethernet"):
-            continue
+    for name, plan, net in _single_plans(example_plans, lambda n: n.startswith("ethernet")):
         reason = _step(plan, "network.ethernet-for-independent-replicas")
         assert reason and "Gb/s in all" in reason["because"], name  # the traffic it was sized from
         assert net.get("traffic_gbps") is not None, name
@@ -60,13 +68,7 @@ def test_every_rdma_fabric_buys_a_lossless_switch_that_holds_its_ports_and_a_sec
     from servewise.engine.domain.catalog import load_catalog
     switches = load_catalog().table("switches")
     checked = 0
-    for name, ex in example_plans.items():
-        plan = ex.plan
-        if plan.get("pools") or not plan["feasible"]:
-            continue
-        net = plan["components"]["network"]
-        if net.get("inter_node") != "roce-v2-400g":
-            continue
+    for name, plan, net in _single_plans(example_plans, lambda n: n == "roce-v2-400g"):
         servers = plan["components"]["servers"]["count"]
         links = servers * net["nics_per_server"]
         optics = _qty(plan, "optics", "roce-v2-400g optics")
