@@ -62,11 +62,13 @@ def test_a_deferred_plan_is_the_plan_written_out_at_once():
         assert later.plan is later.plan  # written once
 
 
-def test_a_defaulted_target_costs_the_whole_plan_not_each_pool(cli, tmp_path):
+def test_a_defaulted_target_costs_the_whole_plan_not_each_pool(cli, tmp_path, example_plans):
     """The multi-model example leaves sla.availability to the default: the plan's availability says
     what the N+1 spares cost the plan as built (re-packed without them on the host GPU, or the pools'
     lean sizes added up), as numbers, and the text reads per model instead of raw key=value pairs."""
-    plan = json.loads(cli("plan", MULTI, "--format", "json").output)
+    from servewise.cli.render import component_line
+
+    plan = example_plans["multi-model-tenants"].plan
     avail = plan["components"]["availability"]
     pools = [p["components"]["availability"] for p in plan["pools"]]
     assert all(isinstance(avail[k], (int, float)) for k in
@@ -77,7 +79,7 @@ def test_a_defaulted_target_costs_the_whole_plan_not_each_pool(cli, tmp_path):
         100 * (avail["without_n1_capex_cny"] - plan["cost"]["capex_cny"]) / plan["cost"]["capex_cny"])
     if plan["packing"]["chosen"] == "separate":
         assert avail["without_n1_capex_cny"] == sum(p["without_n1_capex_cny"] for p in pools)
-    text = cli("plan", MULTI, "--full").output
+    text = component_line("availability", avail)  # the line plan's text and reports show
     assert "redundant_replicas=" not in text and "without_n1_capex_cny=" not in text
     assert "spare replicas per model" in text and f"{avail['without_n1_capex_cny']:,.0f} CNY" in text
     given = tmp_path / "given.yaml"
