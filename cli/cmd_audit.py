@@ -24,67 +24,10 @@ from .i18n import pick, value_text
 from .render import chain_value, component_line, severity, shown_conclusions, to_json, warning_text
 from .wrap import output_width, wrap, wrap_line
 
-L: dict[str, dict[str, str]] = {
-    "chain": {"en": "Chain ({n} steps, from the result back to the inputs)",
-              "zh": "推理链（{n} 步，从结果回溯到输入）"},
-    "inputs": {"en": "Inputs used", "zh": "用到的输入"},
-    "catalog": {"en": "Catalog entries", "zh": "目录条目"},
-    "given": {"en": "given", "zh": "用户给定"}, "default": {"en": "default", "zh": "默认值"},
-    "source": {"en": "source", "zh": "来源"}, "why": {"en": "why", "zh": "理由"},
-    "corrects": {"en": "corrects", "zh": "更正"}, "formula": {"en": "formula", "zh": "公式"},
-    "model": {"en": "computed by", "zh": "计算过程"},
-    "undecided": {"en": "no rule decided this component", "zh": "没有规则决定该组件"},
-    "rejected": {"en": "rejected", "zh": "被排除"}, "chosen": {"en": "chosen", "zh": "已选中"},
-    "never": {"en": "never a candidate", "zh": "从未成为候选"},
-    "not-chosen": {"en": "not chosen", "zh": "未选用"},
-    "uses": {"en": "the plan uses", "zh": "方案采用"},
-    "at_proposal": {"en": "excluded at proposal", "zh": "在生成候选时即被排除"},
-    "ranked": {"en": "feasible, but ranked below the chosen candidate", "zh": "可行，但排名低于所选方案"},
-    "closest": {"en": "closest to being chosen", "zh": "最接近入选的"},
-    "decided": {"en": "decided at step", "zh": "决定于步骤"},
-    "not_in_plan": {"en": "is in the catalog now but this plan did not consider it (knowledge changed? try "
-                          "`servewise audit PLAN.json`)",
-                    "zh": "现在在目录中，但该方案未考虑它（知识库变了？可运行 `servewise audit PLAN.json`）"},
-    "not_searched": {"en": "this version of servewise does not yet plan this layout (disaggregated prefill/decode "
-                           "pools and speculative decoding are open in issue #36), so no candidate of it was "
-                           "sized; the plan's layouts are tensor-parallel replicas and, for mixture-of-experts "
-                           "models, attention-DP × expert-parallel engines",
-                     "zh": "本版本 servewise 尚未规划该布局（预填充/解码分离和投机解码见 issue #36），"
-                           "因此没有该布局的候选被计算；方案的布局为张量并行副本，"
-                           "以及混合专家模型的注意力数据并行 × 专家并行引擎"},
-    "more_how": {"en": "more", "zh": "更多"},
-    "path": {"en": "Decision path ({n} steps, latest first):", "zh": "决策路径（{n} 步，从最后一步倒序）："},
-    "earlier": {"en": "… {n} earlier steps (--full shows them)", "zh": "……另有 {n} 个更早的步骤（--full 显示）"},
-    "full_hint": {"en": "sources, formulas and premises: servewise explain PLAN.json {target} --full",
-                  "zh": "来源、公式与前提：servewise explain PLAN.json {target} --full"},
-    "identical": {"en": "identical: re-running the recorded workload under the current knowledge gives the "
-                        "same plan", "zh": "一致：用当前知识库重新运行记录的工作负载，得到相同的方案"},
-    "same_results": {"en": "the results and their explanations are the same; only the knowledge files changed",
-                     "zh": "结果与解释相同；只有知识库文件变了"},
-    "trace_only": {"en": "the results are the same; the explanation chain changed",
-                   "zh": "结果相同；解释链变了"},
-    "changed": {"en": "CHANGED: the knowledge changed (hash {old} → {new}) and gives a different plan; "
-                      "these values differ:",
-                "zh": "已变化：知识库变了（哈希 {old} → {new}），给出不同的方案；以下取值不同："},
-    "edited": {"en": "MISMATCH: the recorded inputs and result do not match (the file was edited, or "
-                     "servewise changed): the same knowledge ({old}) gives a different plan; these values differ:",
-               "zh": "不一致：记录的输入与结果不匹配（文件被修改过，或 servewise 本身变了）：同一知识库（{old}）"
-                     "给出不同的方案；以下取值不同："},
-    "rules_dirs": {"en": "rule folders (--rules-dir)", "zh": "规则文件夹（--rules-dir）"},
-    "knowledge": {"en": "knowledge", "zh": "知识库"},
-    "step": {"en": "step {n}", "zh": "步骤 {n}"},
-    "other_conclusions": {"en": "(+{n} other conclusions of this step, not on this chain)",
-                          "zh": "（该步骤另有 {n} 个不在此链上的结论）"},
-    "warning": {"en": "warning", "zh": "警告"},
-    "rules_added": {"en": "+ rules now in the chain: {ids}", "zh": "+ 新进入解释链的规则：{ids}"},
-    "rules_removed": {"en": "- rules no longer in the chain: {ids}", "zh": "- 不再出现在解释链中的规则：{ids}"},
-    "rejected_count": {"en": "rejected alternatives: +{a} / -{r}", "zh": "被排除的方案：+{a} / -{r}"},
-    "calibration": {"en": "calibration", "zh": "校准"},
-}
-
 
 def tr(key: str, lang: str, **kw: Any) -> str:
-    return L[key].get(lang, L[key]["en"]).format(**kw)
+    """The auditor's view text ``key`` (facts/messages/cli.yaml ``auditor.*``) in ``lang``."""
+    return message(f"auditor.{key}", lang, **kw)
 
 
 def load_plan(path: str) -> dict[str, Any]:
