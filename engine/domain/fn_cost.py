@@ -258,6 +258,7 @@ def orderable_systems(sku: str | None, gpu: str, region: str, cpu: str | None = 
     # longer than any catalogue copies); a baseboard system only the GPUs it is listed with
     pcie = cls.get("type") == "chassis-class"
     tdp = table.get(gpu_id).get("tdp_w") or 0
+    family = host_families(cpu)
     out = []
     for entry in current().catalog.table("server-skus"):
         if sku != entry["class"] and sku not in (entry.get("class_also") or []):
@@ -266,7 +267,6 @@ def orderable_systems(sku: str | None, gpu: str, region: str, cpu: str | None = 
             continue
         listed = any(name in table and table.get(name)["id"] == gpu_id for name in entry.get("gpu_models") or [])
         fits = pcie and (entry.get("max_gpu_power_w") is None or tdp <= entry["max_gpu_power_w"])
-        family = host_families(cpu)
         hosts = host_families(entry.get("cpu"))
         if (listed or fits) and (not family or not hosts or family & hosts):
             out.append(entry["id"])
