@@ -490,6 +490,69 @@ def gpu_unit_price(gpu: str, region: str, which: str = "mid") -> float | None:
 
 
 @domain_function(reads=(("gpus", 0),))
+def cost_floor(gpu: str, replicas: int, gpus_per_replica: int, spare: int, spof_allowed: bool,
+               region: str) -> float:
+    """The least a configuration of ``replicas`` replicas of ``gpus_per_replica`` GPUs can cost:
+    the fewest replicas and servers the availability target installs for them
+    (fn_server.installed_floor) at the least any catalogued way of buying them costs
+    (:func:`capex_floor`); 0 when nothing is priced (the candidate is then never bounded out)."""
+    from servewise.engine.domain.fn_server import installed_floor
+
+    least = installed_floor(replicas, spare, spof_allowed)
+    value = capex_floor(gpu, least["replicas"] * int(gpus_per_replica), region, least["servers"]) or 0.0
+    note_detail({"function": "cost_floor", "result": value,
+                 "formula": f"{least['replicas']} replicas installed × {gpus_per_replica} GPU(s) in at least "
+                            f"{least['servers']} server(s), bought the least costly catalogued way"})
+    return value
+
+
+@domain_function(reads=(("gpus", 0),))
+def capex_floor(gpu: str, gpus: int, region: str, servers_min: int = 1) -> float | None:
+    """The least :func:`candidate_capex` can be for at least ``gpus`` GPUs of this model, whatever
+    servers hold them: for each server SKU that takes it (capacity c) at least ``ceil(gpus / c)``
+    servers (and ``servers_min``), bought whole at the SKU's complete price, or as the cards plus
+    each server's platform and the least host parts it leaves out (one GPU's share of memory); the
+    lowest of these. More GPUs, more servers or fuller ones only cost more. None when nothing is
+    priced."""
+    card, ways = _floor_prices(gpu, region)
+    cards = cards_for(gpu, int(gpus)) * card if card is not None else None
+    options: list[float] = []
+    for cap, whole, platform in ways:
+        servers = max(-(-int(gpus) // cap), int(servers_min))
+        if whole is not None:
+            options.append(servers * whole)
+        if cards is not None:
+            options.append(cards + servers * platform)
+    if not options and cards is not None:
+        options.append(cards)
+    return min(options) if options else None
+
+
+def _floor_prices(gpu: str, region: str) -> tuple[float | None, list[tuple[int, float | None, float]]]:
+    """What :func:`capex_floor` adds up, once per GPU and market (midpoints): the card's price, and
+    per server SKU taking it (capacity, its whole-system price or None, its platform with the least
+    host parts, 0 for a priceless platform)."""
+    cache = current().cache
+    key = ("floor_prices", gpu, region)
+    if key not in cache:
+        gid = _gpu_id(gpu) or gpu
+        price = gpu_price(gpu, region)
+
+        def mid(r: list[float]) -> float:
+            return (r[0] + r[1]) / 2
+
+        ways = []
+        for entry, cap in _skus(gid):
+            whole = _complete(entry["id"], gid, cap, region)
+            _, platform, includes = _platform(entry["id"], region)
+            ways.append((cap, mid(whole[1]["unit_price_cny"]) if whole else None,
+                         mid(platform["unit_price_cny"]) + _host_parts(entry["id"], gid, 1, region, includes, mid)
+                         if platform else 0.0))
+        cache[key] = (mid(price["unit_price_cny"]) if price else None, ways)
+    return cache[key]
+
+
+@domain_function(reads=(("gpus", 0),))
 def gpu_price_source(gpu: str, region: str) -> str | None:
     """Where the GPU's price comes from (market entry id and status, or the seed price id)."""
     price = gpu_price(gpu, region)

@@ -56,6 +56,16 @@ def _priced_layout(gpu: str, peak: int, per_server: int, tp: int, spare: int, sp
     return replicas, servers
 
 
+@domain_function(memoise=False)
+def installed_floor(peak: int, spare: int, spof_allowed: bool) -> dict[str, int]:
+    """The fewest ``replicas`` and ``servers`` :func:`surviving_replicas` / :func:`surviving_servers`
+    install for ``peak`` replicas, whatever a server holds: one spare replica at least when spares
+    are asked for (N+1 at the server spreads ⌈peak ÷ (S − 1)⌉ ≥ 1 of them), and two servers
+    when a single point of failure is vetoed (see :func:`_surviving_layout`)."""
+    least = 1 if spof_allowed else 2
+    return {"replicas": max(int(peak) + min(max(int(spare), 0), 1), least), "servers": least}
+
+
 @domain_function
 def surviving_replicas(gpu: str, peak: int, per_server: int, tp: int, spare: int, spof_allowed: bool,
                        pp: int, region: str) -> int:

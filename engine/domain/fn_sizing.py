@@ -7,6 +7,7 @@ Every timing and memory number comes from :mod:`servewise.engine.domain.perf` (t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from servewise.engine.common.deferred import Deferred
@@ -76,6 +77,20 @@ def speculative_acceptance(model: str, given: float | None = None) -> float | No
                  "formula": "the family's acceptance fitted on measured MTP runs"
                             + (f": {fitted[1]}" if fitted else " (none catalogued)")})
     return None if fitted is None else fitted[0]
+
+
+def _replica(model: str, gpu: str, atp: int, pp: int, ep: int, adp: int, precision: str, isl: int, osl: int,
+             backend: str, spec: Any) -> Any:
+    """The replica's :func:`perf.replica_setup` (step model, KV capacity), memoised per run: the
+    operating-point search and the cost floor start from the same one."""
+    ctx = current()
+    key = ("replica_setup", model, gpu, atp, int(pp), ep, adp, str(precision), int(isl), int(osl), backend, spec)
+    if key not in ctx.cache:
+        from servewise.engine.domain.perf.memory import Layout
+
+        ctx.cache[key] = _perf().replica_setup(ctx.model(model), ctx.catalog.gpu(gpu), Layout(atp, int(pp), ep, adp),
+                                               str(precision), int(isl), int(osl), backend, speculative=spec)
+    return ctx.cache[key]
 
 
 def _estimate_pp(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
@@ -208,7 +223,8 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                 ctx.model(model), ctx.catalog.gpu(gpu), tp=atp, pp=int(pp), ep=ep,
                 attention_dp=adp, precision=str(precision), isl=int(isl), osl=int(osl),
                 ttft_ms=ttft_ms, tpot_ms=tpot_ms, arrival=str(arrival), backend=backend,
-                ttft_statistic=ttft_statistic, confidence=confidence, speculative=spec)
+                ttft_statistic=ttft_statistic, confidence=confidence, speculative=spec,
+                setup=_replica(model, gpu, atp, pp, ep, adp, precision, isl, osl, backend, spec))
         else:
             def ok(c: int) -> bool:
                 data = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival, framework,
@@ -235,6 +251,49 @@ def max_concurrency_pp(model: str, gpu: str, tp: int, pp: int, precision: str, i
                             + f" ≤ TTFT target, TPOT{e}(C) ≤ TPOT target, TTFT + (osl-1) x TPOT{e}(C) ≤ "
                             "inference budget and KV(C) fitting"})
     return int(n)
+
+
+@domain_function(reads=(("models", 0), ("gpus", 1)))
+def replicas_floor(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
+                   concurrency: int | None, peak_qps: float, peak_concurrency: float | None = None,
+                   offline: bool = False, framework: str | None = None, ep: int = 1,
+                   attention_dp: int = 1, spec_tokens: int = 0,
+                   spec_acceptance: float | None = None) -> int:
+    """The fewest replicas of a tp x pp engine (``ep``, ``attention_dp`` as in
+    :func:`attention_layout`) holding ``concurrency`` requests each (its operating point) that the
+    load can need, from its decode time per token alone: a replica serves at most ``concurrency /
+    (osl x t_decode)`` requests/s (offline: ``concurrency x osl / ((osl - 1) x t_decode)``
+    tokens/s), since TTFT and the prefills' interference only add to a request's time. With
+    ``concurrency`` None, before its operating point is searched: the most requests its KV cache
+    holds (within the 1,024 the search tries), a bound as well, since a batch's decode step grows
+    no faster than its size (weights read once, KV and compute per request), so a replica serves
+    no more at fewer requests. At least 1 (and 1 when no request runs: the full sizing rejects
+    such a candidate)."""
+    atp, ep, adp = attention_layout(tp, ep, attention_dp)
+    spec = _speculation(model, spec_tokens, spec_acceptance, framework, pp)
+    backend = _backend(framework)
+    setup = _replica(model, gpu, atp, pp, ep, adp, precision, isl, osl, backend, spec)
+    if setup is None:
+        return 1
+    c = max(1, int(setup[1] if concurrency is None else concurrency))
+    t_ms = _perf().decode_floor_ms(setup, isl=int(isl), osl=int(osl), concurrency=c)
+    if not t_ms:
+        return 1
+    if offline:
+        steps = max(int(osl) - 1, 0)
+        per_s = c * int(osl) * 1000.0 / (steps * t_ms) if steps else None  # tokens/s
+        need = float(peak_qps) * int(osl)
+    else:
+        per_s = c * 1000.0 / (int(osl) * t_ms)  # requests/s
+        need = float(peak_qps)
+    n = max(1, math.ceil(need / per_s) if per_s else 1)
+    if peak_concurrency is not None and not offline:
+        n = max(n, math.ceil(float(peak_concurrency) / c))
+    note_detail({"function": "replicas_floor", "result": n,
+                 "formula": f"{c} requests in flight, decode {t_ms:.2f} ms per token: at most "
+                            + (f"{per_s:,.1f} {'tokens' if offline else 'requests'}/s per replica"
+                               if per_s else "no throughput bound")})
+    return n
 
 
 LOAD_POINTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # shares of the operating point's concurrency

@@ -165,6 +165,10 @@ class FactDictionary:
                 self._add(f"{kind}.id", "string", None, spec.stage, spec.id)
                 for key, src in a.spec["attrs"].items():
                     self._add(f"{kind}.{key}", _type_of_expr(src), None, spec.stage, spec.id)
+            elif a.kind == "least" and spec.for_each:
+                of = self.entries.get(f"{spec.for_each}.{a.spec['of']}")
+                self._add(f"{spec.for_each}.{a.spec['as']}", of.type if of else "number", None, spec.stage, spec.id)
+                self._add(f"{spec.for_each}.{a.spec['as']}_id", "string", None, spec.stage, spec.id)
             elif a.kind == "select":
                 kind, alias = a.spec["kind"], a.spec["as"]
                 self._add(f"{alias}.id", "string", None, spec.stage, spec.id)

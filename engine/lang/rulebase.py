@@ -50,7 +50,7 @@ REPORTING_ACTIONS = ("reject", "warn", "ask")
 
 @dataclass
 class Action:
-    kind: str                      # derive | choose | propose | reject | warn | ask | select
+    kind: str                      # derive | choose | propose | reject | warn | ask | select | least
     spec: dict[str, Any]
     exprs: dict[str, Expr] = field(default_factory=dict)
     locals: tuple[str, ...] = ()   # names bound by the action itself (propose `over`, select kind)
@@ -86,6 +86,7 @@ class RuleSpec:
     lines: dict[tuple, int] = field(default_factory=dict, repr=False)  # key path in the rule → line
     raw: dict[str, Any] = field(default_factory=dict, repr=False)      # the rule as written
     builtin: bool = False                                              # shipped in rules/
+    order_by: Expr | None = None   # for-each rules: activations fire in ascending order of it
 
     def line_at(self, *path: Any) -> int:
         """The line of the deepest known prefix of ``path`` inside this rule."""
@@ -120,6 +121,8 @@ class RuleSpec:
         for a in self.actions:
             if a.kind == "derive":
                 out.update(a.spec)
+            elif a.kind == "least" and self.for_each:
+                out.update((f"{self.for_each}.{a.spec['as']}", f"{self.for_each}.{a.spec['as']}_id"))
             elif a.kind == "choose":
                 comp = a.spec["component"]
                 out.update(f"components.{comp}.{k}" for k in (a.spec.get("set") or {}))
@@ -252,6 +255,8 @@ def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
             for lang, text in u["because"].items():
                 spec.setdefault("_templates", {})[(i, lang)] = make_template(text)
         local = local + (spec["kind"],)
+    elif kind == "least" and for_each is None:
+        raise ExprError("least: compares the items of a for_each rule; this rule has none")
     elif kind == "select":
         local = (spec["kind"],)
         for i, src in enumerate(spec["minimize"]):
@@ -331,6 +336,9 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
             when += [_compile(c, "band") for c in band_conditions(raw.get("band"))]
             actions = [_compile_action(a, raw.get("for_each")) for a in raw["then"]]
             because = {lang: make_template(text) for lang, text in raw["because"].items()}
+            order_by = _compile(raw["order_by"], "order_by") if raw.get("order_by") is not None else None
+            if order_by is not None and not raw.get("for_each"):
+                raise ExprError("order_by: orders the activations of a for_each rule; this rule has none")
         except ExprError as exc:
             problems.append(Problem(file, line_of(lines, (i,)), rid, str(exc)))
             continue
@@ -352,7 +360,7 @@ def _rule_specs(path: Path, data: Any, lines: Lines, file: str,
             load_order=start_order + len(specs), tests=raw.get("tests") or [],
             corrects=_texts(raw.get("corrects")), aliases=tuple(raw.get("aliases") or ()), lets=lets,
             constants=tuple(raw.get("constants") or ()), band=raw.get("band"),
-            lines=by_rule.get(i, {}), raw=raw, builtin=builtin,
+            lines=by_rule.get(i, {}), raw=raw, builtin=builtin, order_by=order_by,
         ))
     return specs, problems
 

@@ -25,7 +25,7 @@ from servewise.engine.runtime.memory import Memory, Store, item_fact_name
 from servewise.engine.runtime.resolve import NotReady, Resolver, live_resolver, read_known, with_lets
 
 MAX_PROPOSALS = 20_000
-COMPUTE = ("derive", "choose", "propose", "select")   # before `because` is rendered
+COMPUTE = ("derive", "choose", "propose", "select", "least")   # before `because` is rendered
 REPORT = REPORTING_ACTIONS                            # after: they carry the rendered text
 
 
@@ -272,6 +272,36 @@ def ask(ctx: ActionContext, act: Action) -> None:
         return
     ctx.mem.asks.append({"input": key, "rule": ctx.spec.id, "because": ctx.because, "step": ctx.step_no})
     ctx.conclusions.append({"fact": f"ask[{key}]", "value": True})
+
+
+@action("least")
+def least(ctx: ActionContext, act: Action) -> None:
+    """The least value of attribute ``of`` over the other live items of the rule's kind that share
+    the ``among`` attributes with this one (e.g. the cheapest candidate sized so far in the same
+    market group): this item's ``<as>`` and ``<as>_id``, None when no such item has it yet (ties: the
+    first that got it). The other items are named in the conclusion, not taken as premises: an
+    explanation of this item does not go on through how they were sized."""
+    spec, mem, a = ctx.spec, ctx.mem, act.spec
+    kind, of, among, name = spec.for_each, a["of"], tuple(a.get("among") or ()), a["as"]
+    mine = mem.items[(kind, ctx.iid)]
+    group = tuple(mine.get(k) for k in among)
+    best: tuple[Any, str] | None = None
+    rejected, items = mem.rejected_items, mem.items
+    for iid in mem.having.get((kind, of), ()):
+        attrs = items[(kind, iid)]
+        value = attrs.get(of)
+        if value is None or iid == ctx.iid or (kind, iid) in rejected \
+                or tuple(attrs.get(k) for k in among) != group:
+            continue
+        if best is None or value < best[0]:
+            best = (value, iid)
+    value, peer = best if best is not None else (None, None)
+    for attr, v in ((name, value), (f"{name}_id", peer)):
+        if mine.get(attr, mine) != v:  # (an attribute it does not have yet differs from any value)
+            ctx.pending[attr] = v
+            ctx.conclusions.append({"fact": item_fact_name(kind, ctx.iid, attr), "value": jsonable(v),
+                                    "formula": f"min({of}) over the live {kind} items with the same "
+                                               f"{'/'.join(among) or 'kind'}"})
 
 
 @action("select")

@@ -224,7 +224,37 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
     rhs.__name__ = spec.id
     rhs.load_order = spec.load_order
     rhs.__signature__ = _RHS_SIGNATURE  # experta reads it once per Rule built (inspect is slow)
+    if spec.order_by is not None:
+        rhs.order_key = _order_key(spec, binding)
     return Rule(*patterns, TEST(test), salience=spec.salience)(rhs)
+
+
+def _order_key(spec: RuleSpec, binding: Binding) -> Callable[[dict[str, Any]], float]:
+    """The agenda position of an activation of a rule with ``order_by`` (StableStrategy): the
+    expression's value on the item revision in the activation's token; unknown or not a number
+    sorts last."""
+    expr, kind = spec.order_by, spec.for_each
+    prefix = f"{kind}."
+
+    def order_key(context: dict[str, Any]) -> float:
+        mem = binding.mem
+        attrs = mem.item_revs.get((kind, context.get("iid"), context.get("irev")), _EMPTY)
+
+        def resolve(name: str) -> Any:
+            if name.startswith(prefix):
+                if name[len(prefix):] not in attrs:
+                    raise NotReady(name)
+                return attrs[name[len(prefix):]]
+            if name not in mem.values:
+                raise NotReady(name)
+            return mem.values[name]
+        try:
+            value = expr.evaluate(with_lets(spec, resolve))
+        except (NotReady, EvalError):
+            return float("inf")
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("inf")
+
+    return order_key
 
 
 def global_gate(spec: RuleSpec, binding: Binding, revs: dict[str, str]) -> Callable[..., bool] | None:

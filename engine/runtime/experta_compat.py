@@ -87,8 +87,9 @@ class StableStrategy(Strategy):
     """Total, stable agenda order with exact removal.
 
     Key: higher salience first, then lower rule load order (``load_order`` set on the rule's
-    function: experta rebuilds Rule objects from it), then older facts (smaller fact ids,
-    compared as sorted tuples). Every activation has a distinct key because an activation is one
+    function: experta rebuilds Rule objects from it), then, for a rule with ``order_by``, the
+    smaller value of its ``order_key`` (engine/runtime/compiler.py), then older facts (smaller fact
+    ids, compared as sorted tuples). Every activation has a distinct key because an activation is one
     rule on one tuple of facts, so the order never depends on hash iteration order. Removal
     deletes every activation equal to the removed one among all activations with its key (found
     by bisection in the sorted agenda; the stock strategy inspected only neighbours of a bisect
@@ -100,7 +101,9 @@ class StableStrategy(Strategy):
         rule = activation.rule
         facts = tuple(sorted(f["__factid__"] for f in activation.facts))
         # the agenda pops from the end: the activation to run next must sort last
-        return (rule.salience, -getattr(rule, "load_order", 0), tuple(-i for i in facts))
+        order = getattr(rule, "order_key", None)
+        return (rule.salience, -getattr(rule, "load_order", 0),
+                -order(activation.context) if order is not None else 0.0, tuple(-i for i in facts))
 
     @staticmethod
     def identity(activation) -> tuple:

@@ -53,6 +53,8 @@ class Memory:
     asks: list[dict[str, Any]] = field(default_factory=list)
     steps: list[dict[str, Any]] = field(default_factory=list)
     fired: Counter = field(default_factory=Counter)
+    # (kind, attribute) -> the items that have it, in the order they got it (actions/least)
+    having: dict[tuple[str, str], dict[str, None]] = field(default_factory=dict)
 
     def step_of(self, name: str, item: tuple[str, str] | None = None) -> int | None:
         if item is not None:
@@ -102,6 +104,7 @@ class Store:
         mem.item_order.append(key)
         for attr in attrs:
             mem.item_steps[(kind, item_id, attr)] = step
+            mem.having.setdefault((kind, attr), {})[item_id] = None
         mem.item_rev[key] = 1
         mem.item_revs[(kind, item_id, 1)] = dict(attrs)
         fact = plain_fact(Item, kind=kind, id=item_id, rev=1)
@@ -113,6 +116,7 @@ class Store:
         mem.items[key].update(changes)
         for attr in changes:
             mem.item_steps[(kind, item_id, attr)] = step
+            mem.having.setdefault((kind, attr), {})[item_id] = None
         if key in mem.rejected_items:
             return
         old = self.item_facts.pop(key)

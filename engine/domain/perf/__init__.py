@@ -15,12 +15,19 @@ Public API::
 from servewise.engine.domain.perf.calibration import gpu_class, profile
 from servewise.engine.domain.perf.memory import Layout, kv_bytes_per_token, memory, weights_gib
 from servewise.engine.domain.perf.precision import PRECISIONS, compute_rate, default_kv_precision
-from servewise.engine.domain.perf.serving import estimate, estimate_embedding, estimate_record, max_concurrency
+from servewise.engine.domain.perf.serving import (
+    decode_floor_ms,
+    estimate,
+    estimate_embedding,
+    estimate_record,
+    max_concurrency,
+    replica_setup,
+)
 from servewise.engine.domain.perf.types import Estimate, MemoryEstimate, Step
 
 __all__ = [
     "PRECISIONS", "Estimate", "Layout", "MemoryEstimate", "Step", "compute_rate",
     "default_kv_precision", "estimate", "estimate_embedding", "estimate_record", "gpu_class",
-    "kv_bytes_per_token", "max_concurrency",
+    "kv_bytes_per_token", "decode_floor_ms", "max_concurrency", "replica_setup",
     "memory", "profile", "weights_gib",
 ]

@@ -929,14 +929,58 @@ def sla_ttft(s: dict[str, Any], up_ttft: float, statistic: str = "p99", confiden
     return max(mean, s["ttft_p99"])
 
 
+def replica_setup(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, precision: str, isl: int, osl: int,
+                  backend: str = "vllm", limit: int = 1024, kv_precision: str | None = None,
+                  gpu_memory_utilization: float | None = None,
+                  speculative: Speculation | None = None) -> tuple[StepModel, int] | None:
+    """The step model of one replica and the most requests it can hold (its KV capacity in
+    sequences of ``isl + osl/2`` tokens, at most ``limit``); None when the engines refuse the tp,
+    the weights do not fit or not one sequence's KV cache does. What :func:`max_concurrency` and
+    :func:`decode_floor_ms` start from (a caller may compute it once for both)."""
+    gpu_memory_utilization = usable_fraction() if gpu_memory_utilization is None else gpu_memory_utilization
+    precision = check_precision(precision)
+    if tp_split_problem(model, lay.tp):  # the engines refuse this tp (estimate_parts raises): no request runs
+        return None
+    kvp = kv_precision or default_kv_precision(gpu, precision)
+    mem = memory(model, gpu, tp=lay.tp, pp=lay.pp, ep=lay.ep, precision=precision, tokens_in_flight=0,
+                 kv_precision=kvp, gpu_memory_utilization=gpu_memory_utilization,
+                 attention_dp=lay.attention_dp, context=isl + osl / 2.0)
+    if not mem.fits:
+        return None
+    cap = int(mem.kv_capacity_tokens // (isl + osl / 2.0)) if mem.kv_capacity_tokens else 0
+    hi = min(max(1, int(limit)), cap)
+    if hi < 1:
+        return None
+    try:
+        sm = StepModel.build(model, gpu, lay, precision, kvp, profile(gpu, backend))
+    except ValueError:
+        return None
+    return (sm if speculative is None else replace(sm, spec=speculative)), hi
+
+
+def decode_floor_ms(setup: tuple[StepModel, int] | None, *, isl: int, osl: int, concurrency: int) -> float | None:
+    """The decode time per output token (ms) of the replica of ``setup`` (:func:`replica_setup`)
+    with ``concurrency`` requests in flight, without the prefills that interleave with it: what
+    every TPOT the model gives at that concurrency is at least (open loop and closed alike add the
+    prefills' interference), so ``concurrency / (osl x this)`` bounds the replica's requests/s
+    from above. None when no request runs."""
+    if setup is None:
+        return None
+    sm = setup[0]
+    dec = (sm.spec_decode if sm.spec else sm.decode)(max(concurrency / sm.lay.dp, 1.0), isl + osl / 2.0)
+    return dec["total"] / dec.get("tokens_per_step", 1.0)
+
+
 def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: int = 1,
                     ep: int = 1, precision: str, isl: int, osl: int, ttft_ms: float | None,
                     tpot_ms: float | None, backend: str = "vllm", limit: int = 1024,
                     kv_precision: str | None = None, gpu_memory_utilization: float | None = None,
                     attention_dp: int = 1, arrival: str = "closed",
                     ttft_statistic: str = "p99", confidence: str = "p80",
-                    speculative: Speculation | None = None) -> int:
+                    speculative: Speculation | None = None,
+                    setup: tuple[StepModel, int] | None | bool = False) -> int:
     """Largest concurrency whose upper-band TTFT/TPOT meet the targets and whose KV fits (0: none).
+    ``setup``: the replica's :func:`replica_setup` for these arguments when the caller has it.
 
     ``arrival="poisson"`` sizes for production traffic: the open-loop queue at the rate that keeps
     C in flight, its TTFT checked as ``sla_ttft`` (P99 of the queue or the mean's upper band;
@@ -953,26 +997,13 @@ def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: 
         raise ValueError(f"ttft_statistic must be one of {', '.join(TTFT_STATISTICS)}, not {ttft_statistic!r}")
     if confidence not in CONFIDENCES:
         raise ValueError(f"confidence must be one of {', '.join(CONFIDENCES)}, not {confidence!r}")
-    if tp_split_problem(model, tp):  # the engines refuse this tp (estimate_parts raises): no request runs
+    if setup is False:
+        setup = replica_setup(model, gpu, Layout(tp, pp, ep, attention_dp), precision, isl, osl, backend, limit,
+                              kv_precision, gpu_memory_utilization, speculative)
+    if setup is None:
         return 0
-    lay = Layout(tp, pp, ep, attention_dp)
-    kvp = kv_precision or default_kv_precision(gpu, precision)
-    prof = profile(gpu, backend)
-    mem = memory(model, gpu, tp=tp, pp=pp, ep=ep, precision=precision, tokens_in_flight=0,
-                 kv_precision=kvp, gpu_memory_utilization=gpu_memory_utilization,
-                 attention_dp=attention_dp, context=isl + osl / 2.0)
-    if not mem.fits:
-        return 0
-    cap = int(mem.kv_capacity_tokens // (isl + osl / 2.0)) if mem.kv_capacity_tokens else 0
-    hi = min(max(1, int(limit)), cap)
-    if hi < 1:
-        return 0
-    try:
-        sm = StepModel.build(model, gpu, lay, precision, kvp, prof)
-    except ValueError:
-        return 0
-    if speculative is not None:
-        sm = replace(sm, spec=speculative)
+    sm, hi = setup
+    prof = sm.prof
     dp = sm.lay.dp
 
     def up(s: dict[str, Any]) -> tuple[float, float]:
