@@ -178,6 +178,89 @@ def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("load_title", lang))
 
 
+def _line_chart(series: list[tuple[str, str, list[tuple[float, float]]]], title: str, x_label: str, y_label: str,
+                limit: tuple[float, str] | None = None, operating: tuple[float, str] | None = None,
+                lead_in: bool = False) -> str:
+    """Lines of (x, y) points with a legend, a dashed limit line (y) and the planned point (x);
+    ``lead_in``: the first point's value drawn back to x = 0 (dashed), where it holds too."""
+    xs = [x for _, _, pts in series for x, _ in pts] + ([operating[0]] if operating else [])
+    ys = [y for _, _, pts in series for _, y in pts] + ([limit[0] * 1.1] if limit else [])
+    px, py, body = _axes(_ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05), grid=True)
+    if limit:
+        body.append(f'<line x1="{LEFT}" y1="{_n(py(limit[0]))}" x2="{W - RIGHT}" y2="{_n(py(limit[0]))}" '
+                    f'stroke="#c62828" stroke-dasharray="5,4"/>')
+    if operating:
+        x = _n(px(operating[0]))
+        body.append(f'<line x1="{x}" y1="{TOP}" x2="{x}" y2="{H - BOTTOM}" stroke="#2e7d32" stroke-dasharray="2,3"/>')
+        right = px(operating[0]) > (LEFT + W - RIGHT) / 2  # the label on the side with room
+        body.append(f'<text x="{_n(px(operating[0]) + (-4 if right else 4))}" y="{TOP + 20 + 16 * len(series)}" '
+                    f'text-anchor="{"end" if right else "start"}" fill="#2e7d32" stroke="white" stroke-width="3" '
+                    f'paint-order="stroke">{escape(operating[1])}</text>')
+    for k, (name, colour, pts) in enumerate(series):
+        if lead_in and pts:
+            body.append(f'<line x1="{LEFT}" y1="{_n(py(pts[0][1]))}" x2="{_n(px(pts[0][0]))}" '
+                        f'y2="{_n(py(pts[0][1]))}" stroke="{colour}" stroke-dasharray="4,3"/>')
+        path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y in pts)
+        style = 'stroke-width="3"' if k == 0 else 'stroke-width="2" stroke-dasharray="6,4"'  # both seen where equal
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" {style}/>')
+        body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}"/>' for x, y in pts]
+        body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colour}" stroke="white" stroke-width="3" '
+                    f'paint-order="stroke">{escape(name)}</text>')
+    if limit:  # over the lines, on the left where the load is light
+        body.append(f'<text x="{LEFT + 10}" y="{_n(py(limit[0]) - 6)}" fill="#c62828" stroke="white" '
+                    f'stroke-width="3" paint-order="stroke">{escape(limit[1])}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">{escape(x_label)}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(y_label)}</text>')
+    return _svg(body, title)
+
+
+def _fmt(x: float) -> str:
+    """A chart label's number: no decimals from 100, one below."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}".rstrip("0").rstrip(".")
+
+
+def class_load_chart(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """The load chart of a plan that is not an online decoder (``performance.load_curve_kind``):
+    an offline job's output tokens/s against its batch with the job's need per replica; an
+    encoder's latency against requests/s with the latency target; a streaming ASR GPU's
+    partial-result latency (% of its target) and busy time against its streams; a video box's
+    compute and decoder load against its camera streams. The planned point marked; None without
+    a curve."""
+    perf = plan.get("performance") or {}
+    kind, curve = perf.get("load_curve_kind"), perf.get("load_curve") or []
+    operating, limit = perf.get("load_curve_operating"), perf.get("load_curve_limit")
+    if len(curve) < 2 or kind not in ("offline", "encoder", "asr-streaming", "video"):
+        return None
+    blue, orange = "#1565c0", "#ef6c00"
+    key = kind.replace("-", "_")
+
+    def t(name: str, **args: Any) -> str:
+        return _t(f"load.{key}.{name}", lang, **args)
+
+    op = (operating, t("operating", x=_fmt(operating))) if operating is not None else None
+    if kind == "offline":
+        series = [(t("tokens"), blue, [(r["concurrency"], r["output_tokens_per_s"]) for r in curve])]
+        lim = (limit, t("limit", y=_fmt(limit))) if limit else None
+        return _line_chart(series, t("title"), t("x"), t("y"), lim, op)
+    if kind == "encoder":
+        series = [(t("worst"), blue, [(r["requests_per_s"], r["latency_p99_ms"]) for r in curve]),
+                  (t("own"), orange, [(r["requests_per_s"], r["latency_ms"]) for r in curve])]
+        lim = (limit, t("limit", y=_fmt(limit))) if limit else None
+        return _line_chart(series, t("title"), t("x"), t("y"), lim, op, lead_in=True)
+    hundred = (100.0, t("limit"))
+    if kind == "asr-streaming":
+        if not limit:
+            return None
+        series = [(t("latency", target=_fmt(limit)), blue, [(r["streams"], 100 * r["latency_ms"] / limit) for r in curve]),
+                  (t("busy"), orange, [(r["streams"], r["gpu_busy_pct"]) for r in curve])]
+        return _line_chart(series, t("title"), t("x"), t("y"), hundred, op)
+    series = [(t("compute"), blue, [(r["streams"], r["compute_load_pct"]) for r in curve])]
+    if all(r.get("decode_load_pct") is not None for r in curve):
+        series.append((t("decode"), orange, [(r["streams"], r["decode_load_pct"]) for r in curve]))
+    return _line_chart(series, t("title"), t("x"), t("y"), hundred, op)
+
+
 POOL_COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457", "#5d4037", "#455a64")
 
 
@@ -251,7 +334,12 @@ def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
 
 def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     """The plan's charts by file name (those it has data for)."""
-    load = pools_latency_vs_load(plan, lang) if plan.get("pools") else latency_vs_load(plan, lang)
+    if plan.get("pools"):
+        load = pools_latency_vs_load(plan, lang)
+    elif (plan.get("performance") or {}).get("load_curve_kind") not in (None, "online"):
+        load = class_load_chart(plan, lang)
+    else:
+        load = latency_vs_load(plan, lang)
     out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": load,
            "capex-breakdown.svg": capex_breakdown(plan, lang)}
     return {name: svg for name, svg in out.items() if svg}
