@@ -49,10 +49,10 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(count + 1)]
 
 
-def _svg(body: list[str], title: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+def _svg(body: list[str], title: str, height: int = H) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" '
             f'role="img" aria-label="{escape(title)}" {FONT} font-size="12">\n'
-            f'<rect width="{W}" height="{H}" fill="white"/>\n'
+            f'<rect width="{W}" height="{height}" fill="white"/>\n'
             f'<text x="{W // 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>\n'
             + "\n".join(body) + "\n</svg>\n")
 
@@ -302,6 +302,90 @@ def pools_latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("pools_load_title", lang))
 
 
+def _pool_sla(plan: dict[str, Any], i: int) -> dict[str, Any]:
+    """The targets of the ``i``-th pool of a several-model plan: its entry's over the workload's."""
+    wl = plan.get("workload") or {}
+    entries = wl.get("models") or []
+    own = (entries[i].get("sla") if i < len(entries) else None) or {}
+    return {**(wl.get("sla") or {}), **{k: v for k, v in own.items() if v is not None}}
+
+
+def _front(pts: list[tuple[float, float, dict[str, Any]]]) -> list[tuple[float, float, dict[str, Any]]]:
+    """The points no other beats on both axes (lower latency and lower cost), by latency."""
+    out: list[tuple[float, float, dict[str, Any]]] = []
+    for x, y, c in sorted(pts, key=lambda p: (p[0], p[1])):
+        if not out or y < out[-1][1]:
+            out.append((x, y, c))
+    return out
+
+
+def pools_cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """A several-model plan: each pool's ranked candidates as planned on its own servers, reduced
+    to those no other candidate of the pool beats on both TCO and TPOT (its cost-latency front),
+    TCO (log scale) against the upper end of TPOT as % of that model's target, one colour a model,
+    each pool's chosen one marked and named in the legend, the target as the 100 % line; None
+    without two pools with candidates and TPOT targets."""
+    series = []
+    for i, pool in enumerate(plan.get("pools") or []):
+        target = _pool_sla(plan, i).get("tpot_ms")
+        rows = [c for c in pool.get("candidates") or [] if c.get("tco_cny") and c.get("tpot_ms_hi")]
+        if target and rows:
+            pts = [(100 * c["tpot_ms_hi"] / target, c["tco_cny"] / 1e6, c) for c in rows]
+            series.append((pool["model"], _front(pts), next((p for p in pts if p[2].get("chosen")), None)))
+    if len(series) < 2:
+        return None
+    xs = [x for _, pts, _ in series for x, _, _ in pts]
+    ys = [y for _, pts, ch in series for _, y, _ in pts + ([ch] if ch else [])]
+    lo, hi = min(ys) / 1.3, max(ys) * 1.3
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    y_ticks = [t for t in (m * 10 ** e for e in range(first, last + 1) for m in (1, 2, 5)) if lo <= t <= hi]
+    x_ticks = _ticks(0, max(110.0, max(xs) * 1.05))
+    span = math.log10(hi) - math.log10(lo)
+
+    def px(x: float) -> float:
+        return LEFT + (W - LEFT - RIGHT) * x / x_ticks[-1]
+
+    def py(y: float) -> float:
+        return H - BOTTOM - (H - TOP - BOTTOM) * (math.log10(y) - math.log10(lo)) / span
+
+    body = [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>']
+    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>' for t in x_ticks]
+    for t in y_ticks:
+        body.append(f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>')
+        body.append(f'<line x1="{LEFT}" y1="{_n(py(t))}" x2="{W - RIGHT}" y2="{_n(py(t))}" stroke="#eee"/>')
+    body.append(f'<line x1="{_n(px(100))}" y1="{TOP}" x2="{_n(px(100))}" y2="{H - BOTTOM}" stroke="#c62828" '
+                f'stroke-dasharray="5,4"/>')
+    body.append(f'<text x="{_n(px(100) - 4)}" y="{TOP + 12}" text-anchor="end" fill="#c62828">'
+                f'{escape(_t("pools_cost_sla", lang))}</text>')
+
+    def tip(name: str, c: dict[str, Any]) -> str:
+        return f"<title>{escape(name)} · {escape(c['id'])}: {c['tco_cny']:,.0f} CNY, TPOT {c['tpot_ms_hi']:.1f} ms</title>"
+
+    for k, (name, pts, _) in enumerate(series):
+        colour = POOL_COLOURS[k % len(POOL_COLOURS)]
+        path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y, _ in pts)
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5" stroke-opacity="0.7"/>')
+        body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}">{tip(name, c)}</circle>'
+                 for x, y, c in pts if not c.get("chosen")]
+    for k, (name, _, ch) in enumerate(series):  # drawn last, on top
+        if ch:
+            body.append(f'<circle cx="{_n(px(ch[0]))}" cy="{_n(py(ch[1]))}" r="7" fill="{POOL_COLOURS[k % len(POOL_COLOURS)]}" '
+                        f'stroke="black" stroke-width="1.5">{tip(name, ch[2])}</circle>')
+    for k, (name, _, ch) in enumerate(series):  # the legend below the plot: it never hides a point
+        c = ch[2] if ch else None
+        label = name if c is None else _t("pools_cost_chosen", lang, model=name, gpus=c.get("gpus") or "",
+                                           gpu=c.get("gpu") or c["id"], precision=c.get("precision") or "",
+                                           tco=f"{c['tco_cny'] / 1e6:,.2f}")
+        body.append(f'<text x="{LEFT}" y="{H + 4 + 16 * k}" fill="{POOL_COLOURS[k % len(POOL_COLOURS)]}">'
+                    f'● {escape(label)}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(_t("pools_cost_x", lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("pools_cost_y", lang))}</text>')
+    return _svg(body, _t("pools_cost_title", lang), H + 16 * len(series))
+
+
 def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
     """Horizontal bars of the capex by BOM category (Σ qty × midpoint), largest first; None
     without a priced bill of materials."""
@@ -340,7 +424,8 @@ def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
         load = class_load_chart(plan, lang)
     else:
         load = latency_vs_load(plan, lang)
-    out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": load,
+    cost = pools_cost_vs_latency(plan, lang) if plan.get("pools") else cost_vs_latency(plan, lang)
+    out = {"cost-vs-latency.svg": cost, "latency-vs-load.svg": load,
            "capex-breakdown.svg": capex_breakdown(plan, lang)}
     return {name: svg for name, svg in out.items() if svg}
 
