@@ -252,7 +252,8 @@ def class_load_chart(plan: dict[str, Any], lang: str = "en") -> str | None:
     if kind == "asr-streaming":
         if not limit:
             return None
-        series = [(t("latency", target=_fmt(limit)), blue, [(r["streams"], 100 * r["latency_ms"] / limit) for r in curve]),
+        series = [(t("latency", target=_fmt(limit)), blue,
+                   [(r["streams"], 100 * r["latency_ms"] / limit) for r in curve]),
                   (t("busy"), orange, [(r["streams"], r["gpu_busy_pct"]) for r in curve])]
         return _line_chart(series, t("title"), t("x"), t("y"), hundred, op)
     series = [(t("compute"), blue, [(r["streams"], r["compute_load_pct"]) for r in curve])]
@@ -360,18 +361,21 @@ def pools_cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
                 f'{escape(_t("pools_cost_sla", lang))}</text>')
 
     def tip(name: str, c: dict[str, Any]) -> str:
-        return f"<title>{escape(name)} · {escape(c['id'])}: {c['tco_cny']:,.0f} CNY, TPOT {c['tpot_ms_hi']:.1f} ms</title>"
+        return (f"<title>{escape(name)} · {escape(c['id'])}: {c['tco_cny']:,.0f} CNY, "
+                f"TPOT {c['tpot_ms_hi']:.1f} ms</title>")
 
     for k, (name, pts, _) in enumerate(series):
         colour = POOL_COLOURS[k % len(POOL_COLOURS)]
         path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y, _ in pts)
-        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5" stroke-opacity="0.7"/>')
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5" '
+                    f'stroke-opacity="0.7"/>')
         body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}">{tip(name, c)}</circle>'
                  for x, y, c in pts if not c.get("chosen")]
     for k, (name, _, ch) in enumerate(series):  # drawn last, on top
         if ch:
-            body.append(f'<circle cx="{_n(px(ch[0]))}" cy="{_n(py(ch[1]))}" r="7" fill="{POOL_COLOURS[k % len(POOL_COLOURS)]}" '
-                        f'stroke="black" stroke-width="1.5">{tip(name, ch[2])}</circle>')
+            body.append(f'<circle cx="{_n(px(ch[0]))}" cy="{_n(py(ch[1]))}" r="7" '
+                        f'fill="{POOL_COLOURS[k % len(POOL_COLOURS)]}" stroke="black" stroke-width="1.5">'
+                        f'{tip(name, ch[2])}</circle>')
     for k, (name, _, ch) in enumerate(series):  # the legend below the plot: it never hides a point
         c = ch[2] if ch else None
         label = name if c is None else _t("pools_cost_chosen", lang, model=name, gpus=c.get("gpus") or "",
