@@ -49,10 +49,10 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(count + 1)]
 
 
-def _svg(body: list[str], title: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" '
+def _svg(body: list[str], title: str, height: int = H) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" '
             f'role="img" aria-label="{escape(title)}" {FONT} font-size="12">\n'
-            f'<rect width="{W}" height="{H}" fill="white"/>\n'
+            f'<rect width="{W}" height="{height}" fill="white"/>\n'
             f'<text x="{W // 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>\n'
             + "\n".join(body) + "\n</svg>\n")
 
@@ -178,6 +178,90 @@ def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("load_title", lang))
 
 
+def _line_chart(series: list[tuple[str, str, list[tuple[float, float]]]], title: str, x_label: str, y_label: str,
+                limit: tuple[float, str] | None = None, operating: tuple[float, str] | None = None,
+                lead_in: bool = False) -> str:
+    """Lines of (x, y) points with a legend, a dashed limit line (y) and the planned point (x);
+    ``lead_in``: the first point's value drawn back to x = 0 (dashed), where it holds too."""
+    xs = [x for _, _, pts in series for x, _ in pts] + ([operating[0]] if operating else [])
+    ys = [y for _, _, pts in series for _, y in pts] + ([limit[0] * 1.1] if limit else [])
+    px, py, body = _axes(_ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05), grid=True)
+    if limit:
+        body.append(f'<line x1="{LEFT}" y1="{_n(py(limit[0]))}" x2="{W - RIGHT}" y2="{_n(py(limit[0]))}" '
+                    f'stroke="#c62828" stroke-dasharray="5,4"/>')
+    if operating:
+        x = _n(px(operating[0]))
+        body.append(f'<line x1="{x}" y1="{TOP}" x2="{x}" y2="{H - BOTTOM}" stroke="#2e7d32" stroke-dasharray="2,3"/>')
+        right = px(operating[0]) > (LEFT + W - RIGHT) / 2  # the label on the side with room
+        body.append(f'<text x="{_n(px(operating[0]) + (-4 if right else 4))}" y="{TOP + 20 + 16 * len(series)}" '
+                    f'text-anchor="{"end" if right else "start"}" fill="#2e7d32" stroke="white" stroke-width="3" '
+                    f'paint-order="stroke">{escape(operating[1])}</text>')
+    for k, (name, colour, pts) in enumerate(series):
+        if lead_in and pts:
+            body.append(f'<line x1="{LEFT}" y1="{_n(py(pts[0][1]))}" x2="{_n(px(pts[0][0]))}" '
+                        f'y2="{_n(py(pts[0][1]))}" stroke="{colour}" stroke-dasharray="4,3"/>')
+        path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y in pts)
+        style = 'stroke-width="3"' if k == 0 else 'stroke-width="2" stroke-dasharray="6,4"'  # both seen where equal
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" {style}/>')
+        body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}"/>' for x, y in pts]
+        body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colour}" stroke="white" stroke-width="3" '
+                    f'paint-order="stroke">{escape(name)}</text>')
+    if limit:  # over the lines, on the left where the load is light
+        body.append(f'<text x="{LEFT + 10}" y="{_n(py(limit[0]) - 6)}" fill="#c62828" stroke="white" '
+                    f'stroke-width="3" paint-order="stroke">{escape(limit[1])}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">{escape(x_label)}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(y_label)}</text>')
+    return _svg(body, title)
+
+
+def _fmt(x: float) -> str:
+    """A chart label's number: no decimals from 100, one below."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.1f}".rstrip("0").rstrip(".")
+
+
+def class_load_chart(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """The load chart of a plan that is not an online decoder (``performance.load_curve_kind``):
+    an offline job's output tokens/s against its batch with the job's need per replica; an
+    encoder's latency against requests/s with the latency target; a streaming ASR GPU's
+    partial-result latency (% of its target) and busy time against its streams; a video box's
+    compute and decoder load against its camera streams. The planned point marked; None without
+    a curve."""
+    perf = plan.get("performance") or {}
+    kind, curve = perf.get("load_curve_kind"), perf.get("load_curve") or []
+    operating, limit = perf.get("load_curve_operating"), perf.get("load_curve_limit")
+    if len(curve) < 2 or kind not in ("offline", "encoder", "asr-streaming", "video"):
+        return None
+    blue, orange = "#1565c0", "#ef6c00"
+    key = kind.replace("-", "_")
+
+    def t(name: str, **args: Any) -> str:
+        return _t(f"load.{key}.{name}", lang, **args)
+
+    op = (operating, t("operating", x=_fmt(operating))) if operating is not None else None
+    if kind == "offline":
+        series = [(t("tokens"), blue, [(r["concurrency"], r["output_tokens_per_s"]) for r in curve])]
+        lim = (limit, t("limit", y=_fmt(limit))) if limit else None
+        return _line_chart(series, t("title"), t("x"), t("y"), lim, op)
+    if kind == "encoder":
+        series = [(t("worst"), blue, [(r["requests_per_s"], r["latency_p99_ms"]) for r in curve]),
+                  (t("own"), orange, [(r["requests_per_s"], r["latency_ms"]) for r in curve])]
+        lim = (limit, t("limit", y=_fmt(limit))) if limit else None
+        return _line_chart(series, t("title"), t("x"), t("y"), lim, op, lead_in=True)
+    hundred = (100.0, t("limit"))
+    if kind == "asr-streaming":
+        if not limit:
+            return None
+        series = [(t("latency", target=_fmt(limit)), blue,
+                   [(r["streams"], 100 * r["latency_ms"] / limit) for r in curve]),
+                  (t("busy"), orange, [(r["streams"], r["gpu_busy_pct"]) for r in curve])]
+        return _line_chart(series, t("title"), t("x"), t("y"), hundred, op)
+    series = [(t("compute"), blue, [(r["streams"], r["compute_load_pct"]) for r in curve])]
+    if all(r.get("decode_load_pct") is not None for r in curve):
+        series.append((t("decode"), orange, [(r["streams"], r["decode_load_pct"]) for r in curve]))
+    return _line_chart(series, t("title"), t("x"), t("y"), hundred, op)
+
+
 POOL_COLOURS = ("#1565c0", "#ef6c00", "#2e7d32", "#6a1b9a", "#00838f", "#ad1457", "#5d4037", "#455a64")
 
 
@@ -219,6 +303,93 @@ def pools_latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("pools_load_title", lang))
 
 
+def _pool_sla(plan: dict[str, Any], i: int) -> dict[str, Any]:
+    """The targets of the ``i``-th pool of a several-model plan: its entry's over the workload's."""
+    wl = plan.get("workload") or {}
+    entries = wl.get("models") or []
+    own = (entries[i].get("sla") if i < len(entries) else None) or {}
+    return {**(wl.get("sla") or {}), **{k: v for k, v in own.items() if v is not None}}
+
+
+def _front(pts: list[tuple[float, float, dict[str, Any]]]) -> list[tuple[float, float, dict[str, Any]]]:
+    """The points no other beats on both axes (lower latency and lower cost), by latency."""
+    out: list[tuple[float, float, dict[str, Any]]] = []
+    for x, y, c in sorted(pts, key=lambda p: (p[0], p[1])):
+        if not out or y < out[-1][1]:
+            out.append((x, y, c))
+    return out
+
+
+def pools_cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """A several-model plan: each pool's ranked candidates as planned on its own servers, reduced
+    to those no other candidate of the pool beats on both TCO and TPOT (its cost-latency front),
+    TCO (log scale) against the upper end of TPOT as % of that model's target, one colour a model,
+    each pool's chosen one marked and named in the legend, the target as the 100 % line; None
+    without two pools with candidates and TPOT targets."""
+    series = []
+    for i, pool in enumerate(plan.get("pools") or []):
+        target = _pool_sla(plan, i).get("tpot_ms")
+        rows = [c for c in pool.get("candidates") or [] if c.get("tco_cny") and c.get("tpot_ms_hi")]
+        if target and rows:
+            pts = [(100 * c["tpot_ms_hi"] / target, c["tco_cny"] / 1e6, c) for c in rows]
+            series.append((pool["model"], _front(pts), next((p for p in pts if p[2].get("chosen")), None)))
+    if len(series) < 2:
+        return None
+    xs = [x for _, pts, _ in series for x, _, _ in pts]
+    ys = [y for _, pts, ch in series for _, y, _ in pts + ([ch] if ch else [])]
+    lo, hi = min(ys) / 1.3, max(ys) * 1.3
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    y_ticks = [t for t in (m * 10 ** e for e in range(first, last + 1) for m in (1, 2, 5)) if lo <= t <= hi]
+    x_ticks = _ticks(0, max(110.0, max(xs) * 1.05))
+    span = math.log10(hi) - math.log10(lo)
+
+    def px(x: float) -> float:
+        return LEFT + (W - LEFT - RIGHT) * x / x_ticks[-1]
+
+    def py(y: float) -> float:
+        return H - BOTTOM - (H - TOP - BOTTOM) * (math.log10(y) - math.log10(lo)) / span
+
+    body = [f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>']
+    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>' for t in x_ticks]
+    for t in y_ticks:
+        body.append(f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>')
+        body.append(f'<line x1="{LEFT}" y1="{_n(py(t))}" x2="{W - RIGHT}" y2="{_n(py(t))}" stroke="#eee"/>')
+    body.append(f'<line x1="{_n(px(100))}" y1="{TOP}" x2="{_n(px(100))}" y2="{H - BOTTOM}" stroke="#c62828" '
+                f'stroke-dasharray="5,4"/>')
+    body.append(f'<text x="{_n(px(100) - 4)}" y="{TOP + 12}" text-anchor="end" fill="#c62828">'
+                f'{escape(_t("pools_cost_sla", lang))}</text>')
+
+    def tip(name: str, c: dict[str, Any]) -> str:
+        return (f"<title>{escape(name)} · {escape(c['id'])}: {c['tco_cny']:,.0f} CNY, "
+                f"TPOT {c['tpot_ms_hi']:.1f} ms</title>")
+
+    for k, (name, pts, _) in enumerate(series):
+        colour = POOL_COLOURS[k % len(POOL_COLOURS)]
+        path = " ".join(f"{_n(px(x))},{_n(py(y))}" for x, y, _ in pts)
+        body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="1.5" '
+                    f'stroke-opacity="0.7"/>')
+        body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}">{tip(name, c)}</circle>'
+                 for x, y, c in pts if not c.get("chosen")]
+    for k, (name, _, ch) in enumerate(series):  # drawn last, on top
+        if ch:
+            body.append(f'<circle cx="{_n(px(ch[0]))}" cy="{_n(py(ch[1]))}" r="7" '
+                        f'fill="{POOL_COLOURS[k % len(POOL_COLOURS)]}" stroke="black" stroke-width="1.5">'
+                        f'{tip(name, ch[2])}</circle>')
+    for k, (name, _, ch) in enumerate(series):  # the legend below the plot: it never hides a point
+        c = ch[2] if ch else None
+        label = name if c is None else _t("pools_cost_chosen", lang, model=name, gpus=c.get("gpus") or "",
+                                           gpu=c.get("gpu") or c["id"], precision=c.get("precision") or "",
+                                           tco=f"{c['tco_cny'] / 1e6:,.2f}")
+        body.append(f'<text x="{LEFT}" y="{H + 4 + 16 * k}" fill="{POOL_COLOURS[k % len(POOL_COLOURS)]}">'
+                    f'● {escape(label)}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(_t("pools_cost_x", lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("pools_cost_y", lang))}</text>')
+    return _svg(body, _t("pools_cost_title", lang), H + 16 * len(series))
+
+
 def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
     """Horizontal bars of the capex by BOM category (Σ qty × midpoint), largest first; None
     without a priced bill of materials."""
@@ -251,8 +422,14 @@ def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
 
 def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     """The plan's charts by file name (those it has data for)."""
-    load = pools_latency_vs_load(plan, lang) if plan.get("pools") else latency_vs_load(plan, lang)
-    out = {"cost-vs-latency.svg": cost_vs_latency(plan, lang), "latency-vs-load.svg": load,
+    if plan.get("pools"):
+        load = pools_latency_vs_load(plan, lang)
+    elif (plan.get("performance") or {}).get("load_curve_kind") not in (None, "online"):
+        load = class_load_chart(plan, lang)
+    else:
+        load = latency_vs_load(plan, lang)
+    cost = pools_cost_vs_latency(plan, lang) if plan.get("pools") else cost_vs_latency(plan, lang)
+    out = {"cost-vs-latency.svg": cost, "latency-vs-load.svg": load,
            "capex-breakdown.svg": capex_breakdown(plan, lang)}
     return {name: svg for name, svg in out.items() if svg}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Callable
 from json.encoder import encode_basestring as _json_text
 from typing import Any
 
@@ -708,18 +709,56 @@ def _rejected_md(plan: dict[str, Any], lang: str) -> list[str]:
     return o
 
 
+# the load table's columns by performance.load_curve_kind: (column, the row's value as text)
+LOAD_COLUMNS: dict[str, tuple[tuple[str, Callable[[dict[str, Any]], str]], ...]] = {
+    "online": (("concurrency", lambda r: str(r["concurrency"])), ("rate", lambda r: f"{r['requests_per_s']:,.2f}"),
+               ("ttft", lambda r: f"{r['ttft_ms']:,.1f}"),
+               ("ttft_p99", lambda r: "—" if r.get("ttft_p99_ms") is None else f"{r['ttft_p99_ms']:,.1f}"),
+               ("tpot", lambda r: f"{r['tpot_ms']:,.2f}"), ("tpot_hi", lambda r: f"{r['tpot_ms_hi']:,.2f}")),
+    "offline": (("concurrency", lambda r: str(r["concurrency"])),
+                ("tokens", lambda r: f"{r['output_tokens_per_s']:,.0f}"),
+                ("rate", lambda r: f"{r['requests_per_s']:,.2f}"), ("ttft", lambda r: f"{r['ttft_ms']:,.1f}"),
+                ("tpot", lambda r: f"{r['tpot_ms']:,.2f}"), ("tpot_hi", lambda r: f"{r['tpot_ms_hi']:,.2f}")),
+    "encoder": (("batch", lambda r: str(r["batch_requests"])), ("rate", lambda r: f"{r['requests_per_s']:,.2f}"),
+                ("latency", lambda r: f"{r['latency_ms']:,.1f}"),
+                ("latency_worst", lambda r: f"{r['latency_p99_ms']:,.1f}")),
+    "asr-streaming": (("streams_gpu", lambda r: str(r["streams"])),
+                      ("partial", lambda r: f"{r['latency_ms']:,.0f}"), ("busy", lambda r: f"{r['gpu_busy_pct']:.1f}")),
+    "video": (("streams_box", lambda r: str(r["streams"])), ("frames", lambda r: f"{r['frames_per_s']:,.0f}"),
+              ("compute", lambda r: f"{r['compute_load_pct']:.1f}"),
+              ("decode", lambda r: "—" if r.get("decode_load_pct") is None else f"{r['decode_load_pct']:.1f}")),
+}
+
+
+def load_kind(plan: dict[str, Any]) -> str:
+    """The kind of the plan's load curve (``performance.load_curve_kind``; an online decoder's has none)."""
+    kind = (plan.get("performance") or {}).get("load_curve_kind") or "online"
+    return kind if kind in LOAD_COLUMNS else "online"
+
+
 def load_rows(plan: dict[str, Any], lang: str = "en") -> tuple[list[str], list[list[str]]]:
-    """The latency-against-load table of one replica (``performance.load_curve``): its header and
-    one row per load, the planned point marked; no rows without a curve."""
-    head = [msg(f"render.load.col.{c}", lang) for c in ("share", "concurrency", "rate", "ttft", "ttft_p99", "tpot",
-                                                        "tpot_hi")]
+    """The load table of one replica (``performance.load_curve``, columns by its kind): its header
+    and one row per load, the planned point (share 1.0) marked; no rows without a curve."""
+    kind = load_kind(plan)
+    suffix = "" if kind == "online" else "." + kind.replace("-", "_")
+    cols = LOAD_COLUMNS[kind]
+    head = [msg(f"render.load{suffix}.col.share", lang)] + [msg(f"render.load.col.{c}", lang) for c, _ in cols]
     rows = []
     for r in (plan.get("performance") or {}).get("load_curve") or []:
-        share = f"{100 * r['share']:.0f} %" + (" ◀" if r["share"] == 1.0 else "")
-        rows.append([share, str(r["concurrency"]), f"{r['requests_per_s']:,.2f}", f"{r['ttft_ms']:,.1f}",
-                     "—" if r.get("ttft_p99_ms") is None else f"{r['ttft_p99_ms']:,.1f}", f"{r['tpot_ms']:,.2f}",
-                     f"{r['tpot_ms_hi']:,.2f}"])
+        share = f"{100 * r['share']:g} %" + (" ◀" if r["share"] == 1.0 else "")
+        rows.append([share] + [value(r) for _, value in cols])
     return head, rows
+
+
+def load_title(plan: dict[str, Any], lang: str = "en") -> str:
+    """The load table's title, by the curve's kind."""
+    kind = load_kind(plan)
+    return msg("render.load.title" if kind == "online" else f"render.load.{kind.replace('-', '_')}.title", lang)
+
+
+def performance_rows(plan: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The performance table's (key, value) pairs: the load curve has its own table and chart."""
+    return [(k, v) for k, v in plan["performance"].items() if not k.startswith("load_curve")]
 
 
 def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None = None) -> str:
@@ -766,12 +805,11 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o += [f"- {_md_escape(line)}" for line in latency_lines(plan, lang)]
     o.append("")
     o += [col("metric", "value"), "|---|---|"]
-    o += [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |" for k, v in plan["performance"].items()
-          if k != "load_curve"]
+    o += [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |" for k, v in performance_rows(plan)]
     o.append("")
     head, rows = load_rows(plan, lang)
     if rows:
-        o += [f"**{msg('render.load.title', lang)}**", "", "| " + " | ".join(head) + " |",
+        o += [f"**{load_title(plan, lang)}**", "", "| " + " | ".join(head) + " |",
               "|" + "---|" * len(head)] + ["| " + " | ".join(r) + " |" for r in rows] + [""]
     o.append(f"## {t('cost', lang)}")
     o.append("")

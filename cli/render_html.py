@@ -24,6 +24,8 @@ from .render import (
     input_rows,
     latency_lines,
     load_rows,
+    load_title,
+    performance_rows,
     rejection_text,
     severity,
     shown_conclusions,
@@ -314,10 +316,10 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"<h2>{t('performance', lang)}</h2>")
     o.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in latency_lines(plan, lang)) + "</ul>")
     o.append(_table(_cols(lang, "metric", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]
-                                                     for k, v in plan["performance"].items() if k != "load_curve"]))
+                                                     for k, v in performance_rows(plan)]))
     head, load = load_rows(plan, lang)
     if load:
-        o.append(f"<h3>{escape(msg('render.load.title', lang))}</h3>")
+        o.append(f"<h3>{escape(load_title(plan, lang))}</h3>")
         o.append(_table([escape(h) for h in head], [[escape(c) for c in r] for r in load]))
     o.append(f"<h2>{t('cost', lang)}</h2>")
     o.append(_table(_cols(lang, "item", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]

@@ -24,7 +24,7 @@ def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
         plan = example_plans[name].plan
         drawn = ch.charts(plan, "en")
         assert drawn == ch.charts(plan, "en"), "deterministic"
-        if "cost-vs-latency.svg" in drawn:
+        if "cost-vs-latency.svg" in drawn and not plan.get("pools"):  # (several models: the test below)
             drew += 1
             root = ET.fromstring(drawn["cost-vs-latency.svg"])
             points = [(float(c.get("cx")), float(c.get("cy")), float(c.get("r"))) for c in root.iter(NS + "circle")]
@@ -39,7 +39,7 @@ def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
             restricted = [c for c in ranked if c.get("availability") == "restricted" and not c["chosen"]]
             hollow = [c for c in root.iter(NS + "circle") if c.get("fill") == "none"]
             assert len(hollow) == len(restricted), name
-        if "latency-vs-load.svg" in drawn and not plan.get("pools"):  # (several models: the test below)
+        if "latency-vs-load.svg" in drawn and not plan.get("pools") and "load_curve_kind" not in plan["performance"]:
             curve = plan["performance"]["load_curve"]
             root = ET.fromstring(drawn["latency-vs-load.svg"])
             assert len(list(root.iter(NS + "polyline"))) == 2, name
@@ -52,7 +52,7 @@ def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
             values = [float(t.text.replace(",", "")) for t in root.iter(NS + "text")
                       if t.text and t.text.replace(",", "").isdigit()]
             assert abs(sum(values) - plan["cost"]["capex_cny"]) <= len(values), name
-    assert drew >= 27  # every example but the several-model plans (no candidates of their own)
+    assert drew >= 29  # every feasible example but the several-model plans (drawn by pool: below)
 
 
 def test_the_html_report_embeds_the_charts(example_plans):
@@ -132,3 +132,78 @@ def test_a_several_model_plan_draws_each_models_latency_against_load(example_pla
             ys = [float(p.split(",")[1]) for p in line.get("points").split()]
             assert ys[-1] < ys[0], name  # at 150 % of the planned load slower than at 25 % (smaller y)
         assert ch.charts(plan, "zh")["latency-vs-load.svg"] != svg
+
+
+def test_a_several_model_plan_draws_each_pools_cost_against_latency(example_plans):
+    """Each pool's candidates as planned on its own servers, reduced to its cost-latency front
+    (each point cheaper than every faster one), TPOT as % of that model's target; every pool's
+    chosen configuration marked once, inside the target, and named with its model in the legend."""
+    for name in ("multi-model-tenants", "saas-five-tenants"):
+        plan = example_plans[name].plan
+        svg = ch.charts(plan, "en")["cost-vs-latency.svg"]
+        root = ET.fromstring(svg)
+        circles = list(root.iter(NS + "circle"))
+        chosen = [c for c in circles if float(c.get("r")) > 5]
+        assert len(chosen) == len(plan["pools"]) >= 2, name
+        height = float(root.get("height"))
+        assert all(ch.LEFT <= float(c.get("cx")) <= ch.W - ch.RIGHT
+                   and ch.TOP <= float(c.get("cy")) <= ch.H - ch.BOTTOM for c in circles), name
+        assert height == ch.H + 16 * len(plan["pools"]), name  # the legend below the plot
+        legend = [t.text for t in root.iter(NS + "text") if t.text and t.text.startswith("● ")]
+        for pool in plan["pools"]:
+            pick = [c for c in pool["candidates"] if c["chosen"]]
+            assert len(pick) == 1, (name, pool["model"])
+            assert any(t.startswith(f"● {pool['model']}: ") and pick[0]["gpu"] in t for t in legend), (name, legend)
+        for line in root.iter(NS + "polyline"):  # a front: more TPOT, less cost
+            pts = [tuple(map(float, p.split(","))) for p in line.get("points").split()]
+            assert [x for x, _ in pts] == sorted(x for x, _ in pts), name
+            assert all(y2 > y1 for (_, y1), (_, y2) in zip(pts, pts[1:], strict=False)), name  # lower: cheaper
+        assert ch.charts(plan, "zh")["cost-vs-latency.svg"] != svg
+
+
+def test_each_class_draws_its_load_curve(example_plans):
+    """The plans that are not online decoders draw a load curve of their own class, from the rules'
+    numbers: an offline replica's throughput rises with its batch and reaches the job's need at
+    its memory-limited batch; an encoder serves more requests/s, slower, as its batch grows, and
+    meets its target at the largest batch it is planned with; a live-transcription GPU's latency
+    and busy time rise with its streams and are within the target at its planned streams; a video
+    box's load rises with its cameras and at the planned ones equals the power mode's load."""
+    kinds = {}
+    for name, ex in example_plans.items():
+        perf = ex.plan["performance"]
+        kind = perf.get("load_curve_kind")
+        if not kind:
+            continue
+        kinds[kind] = name
+        curve, limit, operating = perf["load_curve"], perf.get("load_curve_limit"), perf["load_curve_operating"]
+        svg = ch.charts(ex.plan, "en")["latency-vs-load.svg"]
+        root = ET.fromstring(svg)
+        lines = list(root.iter(NS + "polyline"))
+        texts = " ".join(t.text or "" for t in root.iter(NS + "text"))
+        assert "planned" in texts or "memory-limited batch" in texts, name
+        at = next((r for r in curve if r["share"] == 1.0), None)
+        if kind == "offline":
+            assert len(lines) == 1, name
+            tokens = [r["output_tokens_per_s"] for r in curve]
+            assert tokens == sorted(tokens) and at["concurrency"] == operating, name
+            assert at["output_tokens_per_s"] >= limit, name  # the replicas carry the job
+            assert f"the job needs {limit:,.0f} tokens/s per replica" in texts, name
+        elif kind == "encoder":
+            assert len(lines) == 2, name
+            assert [r["requests_per_s"] for r in curve] == sorted(r["requests_per_s"] for r in curve), name
+            assert [r["latency_p99_ms"] for r in curve] == sorted(r["latency_p99_ms"] for r in curve), name
+            assert operating < max(r["requests_per_s"] for r in curve), name
+            if at is not None:
+                assert at["latency_p99_ms"] <= limit, name
+            assert curve[-1]["latency_p99_ms"] > limit, name  # past the largest batch the target is missed
+        elif kind == "asr-streaming":
+            assert len(lines) == 2, name
+            assert at["latency_ms"] <= limit and at["gpu_busy_pct"] <= 100, name
+            assert [r["latency_ms"] for r in curve] == sorted(r["latency_ms"] for r in curve), name
+            assert at["streams"] == ex.plan["performance"]["asr_streams_per_gpu"], name
+        elif kind == "video":
+            assert len(lines) == 2, name
+            assert abs(at["compute_load_pct"] - ex.plan["components"]["edge"]["power_mode_load_pct"]) <= 1, name
+            assert at["streams"] == operating and curve[-1]["compute_load_pct"] > 100, name
+        assert ch.charts(ex.plan, "zh")["latency-vs-load.svg"] != svg, name
+    assert sorted(kinds) == ["asr-streaming", "encoder", "offline", "video"], kinds

@@ -6,10 +6,12 @@ labelled (latencies name their statistic), never a raw key or a Python value."""
 from __future__ import annotations
 
 import re
+import xml.etree.ElementTree as ET
+from html import unescape
 
 import pytest
 
-from servewise.cli.render import to_markdown
+from servewise.cli.render import load_title, to_markdown
 from servewise.cli.render_html import to_html
 
 
@@ -46,8 +48,10 @@ def test_reports_show_labels_and_formatted_numbers(example_plans):
         assert "| TTFT (ms) |" not in md and "| TPOT (ms) |" not in md, name  # a latency names its statistic
         if plan["performance"].get("ttft_ms") is not None:
             assert "| TTFT mean (ms) |" in md, name
-        if plan["performance"].get("load_curve"):
-            assert "Latency against load" in md and "100 % ◀" in md, name
+        curve = plan["performance"].get("load_curve")
+        if curve:
+            assert f"**{load_title(plan, 'en')}**" in md, name
+            assert ("100 % ◀" in md) == any(r["share"] == 1.0 for r in curve), name
         html = to_html(plan, "en")
         assert "{'share'" not in html, name
         report = html.split("<h2>Explanation chain")[0]  # what a buyer reads; the chain names facts by key
@@ -57,21 +61,60 @@ def test_reports_show_labels_and_formatted_numbers(example_plans):
         assert not re.search(r"<td>\d{5,}\.0, ", html), name  # the chain's values formatted too
 
 
-def test_every_feasible_report_embeds_its_charts(example_plans):
-    """The html report embeds the capex breakdown and the latency-against-load chart of every
-    feasible online decoder plan (several models: one line a model), and the candidates' cost
-    against latency of every plan that ranked candidates. Not drawn (no data in the plan): latency
-    against load of offline, encoder, speech and edge plans (the rules compute no load curve for
-    them), cost against latency of several-model plans (the pools' candidates are not kept)."""
+def test_every_feasible_report_embeds_its_charts(example_plans, tmp_path):
+    """Every feasible example's reports carry the three charts: the candidates' cost against
+    latency (several models: each pool's front, one colour a model), the load chart of its class
+    (an online decoder's latency against requests/s, an offline job's throughput against batch,
+    an encoder's latency against requests/s, a live-transcription GPU's latency and busy time
+    against streams, a video box's load against cameras; several models: one line a model) and
+    the capex breakdown. The html embeds them as figures, `--plot` / `-o` write them as files the
+    md links; each is valid SVG (an XML document whose root is an <svg> with its title)."""
+    from servewise.cli.charts import charts
+    from servewise.cli.main import write_charts
+
+    names = ["cost-vs-latency.svg", "latency-vs-load.svg", "capex-breakdown.svg"]
     for name, ex in example_plans.items():
         plan = ex.plan
         if not plan["feasible"]:
             continue
+        drawn = charts(plan, "en")
+        assert list(drawn) == names, (name, list(drawn))
+        titles = []
+        for svg in drawn.values():
+            root = ET.fromstring(svg)
+            assert root.tag == "{http://www.w3.org/2000/svg}svg" and root.get("aria-label"), name
+            titles.append(root.get("aria-label"))
         html = to_html(plan, "en")
-        figures = re.findall(r"<figure><svg[^>]*aria-label=\"([^\"]+)\"", html)
-        assert any(f.startswith("Capex by bill-of-materials") for f in figures), name
-        online_decoder = plan["workload"]["mode"] == "online" and (
-            plan["performance"].get("load_curve") or any(p["performance"].get("load_curve")
-                                                         for p in plan.get("pools") or []))
-        assert any("latency against load" in f for f in figures) == bool(online_decoder), (name, figures)
-        assert any(f.startswith("Candidates:") for f in figures) == bool(plan.get("candidates")), name
+        figures = [unescape(f) for f in re.findall(r"<figure><svg[^>]*aria-label=\"([^\"]+)\"", html)]
+        assert figures == titles, (name, figures)
+        assert titles[0].startswith("Candidates:") and titles[2].startswith("Capex by bill-of-materials"), name
+        md = to_markdown(plan, "en", charts_dir="charts")
+        assert all(f"](charts/{f})" in md for f in names), name
+    plan = example_plans["edge-video"].plan
+    write_charts(plan, str(tmp_path / "charts"), "zh")
+    assert sorted(p.name for p in (tmp_path / "charts").iterdir()) == sorted(names)
+    for f in names:
+        assert ET.parse(tmp_path / "charts" / f).getroot().tag == "{http://www.w3.org/2000/svg}svg"
+
+
+# one feasible example of each load chart's kind (an online decoder's html is rendered by
+# tests/test_auditor.py::test_html_renders_in_headless_chromium)
+CHART_KINDS = ["offline-batch", "embedding-500qps", "asr-whisper-100-streams", "edge-video", "multi-model-tenants"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CHART_KINDS)
+def test_the_charts_render_in_headless_chromium(example_plans, tmp_path, name):
+    """The html report of each kind of load chart (and of a several-model plan's cost chart)
+    renders offline in headless Chromium, where it is installed: a real PNG screenshot, and the
+    three figures' SVGs in the DOM Chromium parsed."""
+    from render_html_check import chromium, problems, render
+
+    binary = chromium()
+    if binary is None:
+        pytest.skip("chromium is not installed")
+    page = tmp_path / "report.html"
+    page.write_text(to_html(example_plans[name].plan, "en"), encoding="utf-8")
+    png, dom = render(page, tmp_path, binary)
+    assert problems(png, dom) == [], name
+    assert dom.count("<figure><svg") == 3, name

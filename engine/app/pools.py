@@ -317,10 +317,23 @@ def _without_spares(option: PackedOption | None, labels: list[str], results: lis
             "without_n1_change_pct": round(100 * (capex - base) / base, 0) if base else None}
 
 
+def pool_candidates(alone: list[dict[str, Any]], used: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A pool's ranked candidates as it was planned on its own (every GPU it could use: what the
+    cost-vs-latency chart of a several-model plan shows), the one its final plan chose marked —
+    found among them by id, else added (a pool re-planned on another host GPU)."""
+    final = next((c for c in used if c.get("chosen")), None)
+    fid = final["id"] if final else None
+    out = [dict(c, chosen=c["id"] == fid) for c in alone]
+    if final is not None and all(c["id"] != fid for c in alone):
+        out.append(dict(final))
+    return out
+
+
 def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[dict[str, Any]],
             results: list[PlanResult],
             replan: Callable[[dict[str, Any], str], PlanResult] | None = None) -> dict[str, Any]:
     labels = [_label(e) for e in entries]
+    alone = [r.plan.get("candidates") or [] for r in results]  # each pool's options on its own
     results, option, packing = choose_layout(workload, entries, labels, results, replan)
     plans = [r.plan for r in results]
     first = plans[0]
@@ -449,7 +462,8 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
         },
         "pools": [{"model": labels[i], "peak_qps": plans[i]["workload"]["traffic"]["peak_qps"],
                    "feasible": plans[i]["feasible"], "components": plans[i]["components"],
-                   "performance": plans[i]["performance"], "cost": plans[i]["cost"]}
+                   "performance": plans[i]["performance"], "cost": plans[i]["cost"],
+                   "candidates": pool_candidates(alone[i], plans[i].get("candidates") or [])}
                   for i in range(len(plans))],
         "warnings": warnings,
         "rejected": [dict(r, pool=labels[i]) for i, p in enumerate(plans) for r in p["rejected"]],

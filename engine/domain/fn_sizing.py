@@ -297,34 +297,41 @@ def replicas_floor(model: str, gpu: str, tp: int, pp: int, precision: str, isl: 
 
 
 LOAD_POINTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)  # shares of the operating point's concurrency
+# an offline replica's operating point is its memory-limited batch: smaller batches only below it
+OFFLINE_LOAD_POINTS = (0.125, 0.25, 0.5, 0.75, 1.0)
 
 
 @domain_function(reads=(("models", 0), ("gpus", 1)))
 def load_curve(model: str, gpu: str, tp: int, pp: int, precision: str, isl: int, osl: int,
                concurrency: int, framework: str | None = None, ep: int = 1,
                attention_dp: int = 1, spec_tokens: int = 0,
-               spec_acceptance: float | None = None) -> list[dict[str, Any]]:
-    """Latency against load for one replica under open-loop (Poisson) traffic: at shares
-    ``LOAD_POINTS`` of ``concurrency`` (the operating point, share 1.0) the requests in flight,
-    the requests/s they serve (``C / (TTFT + osl x TPOT)``), mean and P99 TTFT, mean TPOT and the
-    upper end of its band — what the reports' latency-vs-load chart draws (``ep``, ``attention_dp``
-    as in :func:`attention_layout`)."""
+               spec_acceptance: float | None = None, arrival: str = ARRIVAL) -> list[dict[str, Any]]:
+    """Latency against load for one replica: under open-loop (Poisson) traffic at shares
+    ``LOAD_POINTS`` of ``concurrency`` (the operating point, share 1.0), or for an offline job
+    (``arrival='closed'``: a batch refilled as requests finish) at shares ``OFFLINE_LOAD_POINTS``
+    of its memory-limited batch (no larger batch fits), the requests in flight, the requests/s they
+    serve (``C / (TTFT + osl x TPOT)``, Little's law), mean and P99 TTFT, mean TPOT and the upper
+    end of its band, and the output tokens/s — what the reports' latency-vs-load chart draws
+    (``ep``, ``attention_dp`` as in :func:`attention_layout`)."""
     rows = []
     seen: set[int] = set()
-    for share in LOAD_POINTS:
+    for share in OFFLINE_LOAD_POINTS if arrival == "closed" else LOAD_POINTS:
         c = max(1, round(int(concurrency) * share))
         if c in seen:
             continue
         seen.add(c)
-        d = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, ARRIVAL, framework, ep,
+        d = _estimate_pp(model, gpu, tp, pp, precision, isl, osl, c, arrival, framework, ep,
                          attention_dp, spec_tokens, spec_acceptance)
         if d.get("ttft_ms") is None or d.get("tpot_ms") is None:
             continue
         seconds = (d["ttft_ms"] + int(osl) * d["tpot_ms"]) / 1000
-        rows.append({"share": share, "concurrency": c, "requests_per_s": round(c / seconds, 3),
-                     "ttft_ms": round(d["ttft_ms"], 1),
-                     "ttft_p99_ms": None if d.get("ttft_p99_ms") is None else round(d["ttft_p99_ms"], 1),
-                     "tpot_ms": round(d["tpot_ms"], 2), "tpot_ms_hi": round(_metric(d, "tpot_ms_hi"), 2)})
+        row = {"share": share, "concurrency": c, "requests_per_s": round(c / seconds, 3),
+               "ttft_ms": round(d["ttft_ms"], 1),
+               "ttft_p99_ms": None if d.get("ttft_p99_ms") is None else round(d["ttft_p99_ms"], 1),
+               "tpot_ms": round(d["tpot_ms"], 2), "tpot_ms_hi": round(_metric(d, "tpot_ms_hi"), 2)}
+        if arrival == "closed":
+            row["output_tokens_per_s"] = round(_metric(d, "output_tokens_per_s"), 1)
+        rows.append(row)
     return rows
 
 

@@ -235,3 +235,97 @@ def vision_frame_capacity(detector: str, gpu: str) -> dict[str, Any]:
                             " / measured ms_per_frame / measuring device TFLOPS",
                  "values": {k: v for k, v in out.items() if isinstance(v, (int, float))}})
     return out
+
+
+# shares of the operating point a load curve is drawn at (past 1.0: where the target is missed)
+CURVE_POINTS = (0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+ENCODER_CURVE_POINTS = (0.125, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+
+
+def _counts(n: float, shares: tuple[float, ...], limit: int | None = None) -> list[tuple[float, int]]:
+    """(share, whole count) at ``shares`` of ``n``, at least 1, at most ``limit``, each count once
+    (the planned point, share 1.0, kept where a smaller share rounds to the same count)."""
+    by_count: dict[int, float] = {}
+    for share in shares:
+        c = max(1, round(float(n) * share))
+        if limit is not None and c > limit:
+            break
+        if c not in by_count or share == 1.0:
+            by_count[c] = share
+    return [(share, c) for c, share in by_count.items()]
+
+
+@domain_function
+def encoder_load_curve(model: str, gpu: str, tp: int, precision: str, isl: int,
+                       sequences_per_request: int, batch_requests: int) -> list[dict[str, Any]]:
+    """Latency against load of one encoder replica whose batcher runs whatever waits: in steady
+    state the requests that arrive during one batch step form the next batch, so a batch of ``b``
+    requests serves ``b / step(b)`` requests/s; a request runs in its own batch (``latency_ms``,
+    the estimate of :func:`encoder`) after waiting at most for the running one (``latency_p99_ms``
+    = ``step_hi(b) + latency_hi(b)``, how :func:`encoder_max_batch` sizes the batch). ``b`` at
+    shares ``ENCODER_CURVE_POINTS`` of ``batch_requests`` (the largest batch within the target,
+    share 1.0), up to vLLM's 256 sequences a step. A batch that serves no more requests/s than a
+    smaller one is left out (a load that smaller batch covers never grows the queue to it: the
+    steady-state batch is the smallest whose rate covers the arrivals), as is one that does not fit."""
+    k = max(1, int(sequences_per_request))
+    rows: list[dict[str, Any]] = []
+    for share, b in _counts(batch_requests, ENCODER_CURVE_POINTS, max(1, MAX_BATCH_SEQUENCES // k)):
+        rec = _encoder_record(_encoder_raw(model, gpu, tp, precision, isl, b * k), b * k)
+        if not rec["fits"] or not rec["sequences_per_s"]:
+            continue
+        if rows and round(rec["sequences_per_s"] / k, 2) <= max(r["requests_per_s"] for r in rows):
+            continue
+        rows.append({"share": share, "batch_requests": b,
+                     "requests_per_s": round(rec["sequences_per_s"] / k, 2),
+                     "latency_ms": round(rec["latency_ms"], 1),
+                     "latency_p99_ms": round(rec["step_ms_hi"] + rec["latency_ms_hi"], 1)})
+    note_detail({"function": "encoder_load_curve", "result": len(rows),
+                 "formula": "per batch b: requests/s = b / step(b); latency = latency(b); worst case = "
+                            "step_hi(b) + latency_hi(b)"})
+    return rows
+
+
+@domain_function
+def asr_streaming_load_curve(model: str, gpu: str, precision: str, chunk_ms: float, latency_ms: float,
+                             utilisation: float, streams_per_gpu: int) -> list[dict[str, Any]]:
+    """Partial-result latency and GPU time against live streams on one GPU, from the same update
+    model as :func:`asr_streaming_capacity`: ``n`` streams take a round of ``max(u1, n u)`` (``u1``
+    for one stream alone), a chunk's worst latency is two rounds (one round for a single stream),
+    and the GPU is busy ``n u / chunk`` of the time (above 100 % it cannot keep up). ``n`` at shares
+    ``CURVE_POINTS`` of ``streams_per_gpu`` (the planned streams per GPU, share 1.0)."""
+    s = asr_streaming_capacity(model, gpu, precision, chunk_ms, latency_ms, utilisation)
+    if not s.get("streams_per_gpu") or not streams_per_gpu:
+        return []
+    u, u1, chunk = float(s["update_s"]), float(s["update_s_alone"]), float(s["chunk_s"])
+    rows = []
+    for share, n in _counts(streams_per_gpu, CURVE_POINTS):
+        worst = u1 if n == 1 else 2.0 * max(u1, n * u)
+        rows.append({"share": share, "streams": n, "latency_ms": round(worst * 1e3, 1),
+                     "gpu_busy_pct": round(100.0 * n * u / chunk, 1)})
+    return rows
+
+
+@domain_function
+def video_load_curve(detector: str, gpu: str, tp: int, fps: float, decode_fps: float,
+                     streams_per_box: float, llm_boxes: float, utilisation: float,
+                     compute_ratio: float = 1.0, bandwidth_ratio: float = 1.0) -> list[dict[str, Any]]:
+    """The load of one box (replica) against its camera streams: ``n`` streams at ``fps`` analysed
+    frames/s take ``n fps / (detector frames/s x utilisation x tp)`` of the box's compute
+    (:func:`vision_frame_capacity`, at the planned utilisation as the sizing counts it), scaled by
+    the power mode's compute ratio, plus the LLM's share (``llm_boxes``, at the mode's memory-clock
+    ratio) — as :func:`edge_power_mode` loads a box; and ``n decode_fps / (decode capacity x tp)``
+    of its hardware video decoder (None when not sourced). ``n`` at shares ``CURVE_POINTS`` of
+    ``streams_per_box`` (the planned streams per box, share 1.0); above 100 % the box falls behind."""
+    v = vision_frame_capacity(detector, gpu)
+    if not v.get("frames_per_s") or not streams_per_box:
+        return []
+    per_box = float(v["frames_per_s"]) * float(utilisation) * max(1, int(tp))
+    rc, rb = float(compute_ratio or 1.0), float(bandwidth_ratio or 1.0)
+    dec = v.get("decode_fps")
+    rows = []
+    for share, n in _counts(streams_per_box, CURVE_POINTS):
+        rows.append({"share": share, "streams": n, "frames_per_s": round(n * float(fps), 1),
+                     "compute_load_pct": round(100.0 * (n * float(fps) / per_box / rc + float(llm_boxes or 0) / rb), 1),
+                     "decode_load_pct": (round(100.0 * n * float(decode_fps) / (float(dec) * max(1, int(tp))), 1)
+                                         if dec else None)})
+    return rows
