@@ -569,7 +569,11 @@ def test_ctrl_c_during_a_several_model_plan_leaves_no_worker_and_no_file(tmp_pat
     env = dict(os.environ, TMPDIR=str(tmp_path), SERVEWISE_WORKERS="2")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "servewise"), "plan",
                              str(EXAMPLES / "saas-five-tenants.yaml"), "--format", "json", "-o", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True,
+                            # Ctrl-C's default action even where the suite runs with SIGINT ignored (a
+                            # background job of a non-interactive shell): Python then installs no
+                            # KeyboardInterrupt handler, and the command would end as if never interrupted
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(0.8)  # imports and rules take ~0.1 s; the pools ~2 s
     (os.killpg if to == "group" else os.kill)(proc.pid, signal.SIGINT)
     _, err = proc.communicate(timeout=60)
