@@ -148,4 +148,4 @@ def test_bounding_changes_no_choice_and_sizes_fewer(planned, monkeypatch):
         assert len(bounded["candidates"]) < len(full["candidates"]) / 2, name
         assert not any(r["rule"] == "prune.dominated" for r in full["rejected"]), name
         pruned = [r for r in bounded["rejected"] if r["rule"] == "prune.dominated"]
-        assert pruned and all("not sized in full" in r["because"] for r in pruned), name
+        assert pruned and all("Not sized in full" in r["because"] for r in pruned), name
