@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -34,8 +35,11 @@ def spawn(cwd: Path, *args: str, color: bool = False, lang: str = "en_US.UTF-8")
     env.update(LANG=lang, TERM="xterm", COLUMNS="200", PYTHONHASHSEED="0")
     if not color:
         env["NO_COLOR"] = "1"
+    # Ctrl-C's default action even where the suite runs with SIGINT ignored (a background job of a
+    # non-interactive shell): the ignored disposition would be inherited and the interview never interrupted
     return pexpect.spawn(str(SERVEWISE), ["ask", *args], cwd=str(cwd), env=env, encoding="utf-8",
-                         timeout=TIMEOUT, dimensions=(50, 200))
+                         timeout=TIMEOUT, dimensions=(50, 200),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def prompt(child) -> str:
