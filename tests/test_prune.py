@@ -80,9 +80,9 @@ def test_least_needs_a_for_each_rule(tmp_path):
     ("Qwen2.5-7B", "A10", 1, "int8"), ("Qwen3-235B-A22B", "H200 SXM", 8, "fp8"),
 ])
 def test_a_replica_serves_no_more_at_fewer_requests_and_tpot_never_beats_the_decode_floor(model, gpu, tp, precision):
-    """The two facts the floors rest on: C / t_decode(C) does not fall as C grows (so the KV
-    capacity bounds the requests/s of any operating point), and the TPOT the model estimates at C
-    is at least t_decode(C) (so C / (osl x t_decode(C)) bounds its requests/s)."""
+    """The facts the floors rest on: C / (t_prefill + osl x t_decode(C)) does not fall as C grows
+    (so the KV capacity bounds the requests/s of any operating point), and the TTFT and TPOT the
+    model estimates at C are at least t_prefill and t_decode(C) (so that expression bounds them)."""
     cat = load_catalog()
     m, g = cat.model(model), cat.gpu(gpu)
     isl, osl = 2000, 400
@@ -90,13 +90,15 @@ def test_a_replica_serves_no_more_at_fewer_requests_and_tpot_never_beats_the_dec
     assert setup is not None
     cap = setup[1]
     points = sorted({1, 2, 4, 8, 16, 32, 64, 128, 256, 512, cap} & set(range(1, cap + 1)))
-    rates = [c / perf.decode_floor_ms(setup, isl=isl, osl=osl, concurrency=c) for c in points]
+    pf = perf.prefill_floor_ms(setup, isl=isl)
+    rates = [c / (pf + osl * perf.decode_floor_ms(setup, isl=isl, osl=osl, concurrency=c)) for c in points]
     assert all(b >= a * (1 - 1e-9) for a, b in zip(rates, rates[1:], strict=False)), rates
     for c in points[:6]:
         est = perf.estimate_record(m, g, tp=tp, precision=precision, isl=isl, osl=osl, concurrency=c,
                                    arrival="poisson")
         # (the estimate rounds its TPOT to 0.1 µs)
         assert est["tpot_ms"] >= perf.decode_floor_ms(setup, isl=isl, osl=osl, concurrency=c) - 1e-4
+        assert est["ttft_ms"] >= perf.prefill_floor_ms(setup, isl=isl) - 1e-3
 
 
 BOUNDED_EXAMPLES = ("chat-8b-small", "deepseek-v3-public-api", "offline-batch")

@@ -261,9 +261,10 @@ def replicas_floor(model: str, gpu: str, tp: int, pp: int, precision: str, isl: 
                    spec_acceptance: float | None = None) -> int:
     """The fewest replicas of a tp x pp engine (``ep``, ``attention_dp`` as in
     :func:`attention_layout`) holding ``concurrency`` requests each (its operating point) that the
-    load can need, from its decode time per token alone: a replica serves at most ``concurrency /
-    (osl x t_decode)`` requests/s (offline: ``concurrency x osl / ((osl - 1) x t_decode)``
-    tokens/s), since TTFT and the prefills' interference only add to a request's time. With
+    load can need, from its prefill and decode times alone: a replica serves at most ``concurrency
+    / (t_prefill + osl x t_decode)`` requests/s (offline: ``concurrency x osl / (t_prefill + (osl -
+    1) x t_decode)`` tokens/s), since queueing, the front end and the prefills' interference only
+    add to a request's time. With
     ``concurrency`` None, before its operating point is searched: the most requests its KV cache
     holds (within the 1,024 the search tries), a bound as well, since a batch's decode step grows
     no faster than its size (weights read once, KV and compute per request), so a replica serves
@@ -279,18 +280,19 @@ def replicas_floor(model: str, gpu: str, tp: int, pp: int, precision: str, isl: 
     t_ms = _perf().decode_floor_ms(setup, isl=int(isl), osl=int(osl), concurrency=c)
     if not t_ms:
         return 1
-    if offline:
-        steps = max(int(osl) - 1, 0)
-        per_s = c * int(osl) * 1000.0 / (steps * t_ms) if steps else None  # tokens/s
+    pf_ms = _perf().prefill_floor_ms(setup, isl=int(isl)) or 0.0
+    if offline:  # a request's life: its prefill, then osl - 1 decode steps
+        life = pf_ms + max(int(osl) - 1, 0) * t_ms
+        per_s = c * int(osl) * 1000.0 / life if life > 0 else None  # tokens/s
         need = float(peak_qps) * int(osl)
-    else:
-        per_s = c * 1000.0 / (int(osl) * t_ms)  # requests/s
+    else:  # the sizing's C / (TTFT + osl x TPOT)
+        per_s = c * 1000.0 / (pf_ms + int(osl) * t_ms)  # requests/s
         need = float(peak_qps)
     n = max(1, math.ceil(need / per_s) if per_s else 1)
     if peak_concurrency is not None and not offline:
         n = max(n, math.ceil(float(peak_concurrency) / c))
     note_detail({"function": "replicas_floor", "result": n,
-                 "formula": f"{c} requests in flight, decode {t_ms:.2f} ms per token: at most "
+                 "formula": f"{c} requests in flight, prefill {pf_ms:.1f} ms, decode {t_ms:.2f} ms per token: at most "
                             + (f"{per_s:,.1f} {'tokens' if offline else 'requests'}/s per replica"
                                if per_s else "no throughput bound")})
     return n

@@ -21,6 +21,7 @@ from servewise.engine.domain.perf.serving import (
     estimate_embedding,
     estimate_record,
     max_concurrency,
+    prefill_floor_ms,
     replica_setup,
 )
 from servewise.engine.domain.perf.types import Estimate, MemoryEstimate, Step
@@ -28,6 +29,6 @@ from servewise.engine.domain.perf.types import Estimate, MemoryEstimate, Step
 __all__ = [
     "PRECISIONS", "Estimate", "Layout", "MemoryEstimate", "Step", "compute_rate",
     "default_kv_precision", "estimate", "estimate_embedding", "estimate_record", "gpu_class",
-    "kv_bytes_per_token", "decode_floor_ms", "max_concurrency", "replica_setup",
+    "kv_bytes_per_token", "decode_floor_ms", "max_concurrency", "prefill_floor_ms", "replica_setup",
     "memory", "profile", "weights_gib",
 ]

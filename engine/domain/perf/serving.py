@@ -958,17 +958,28 @@ def replica_setup(model: dict[str, Any], gpu: dict[str, Any], lay: Layout, preci
     return (sm if speculative is None else replace(sm, spec=speculative)), hi
 
 
+def prefill_floor_ms(setup: tuple[StepModel, int] | None, *, isl: int) -> float | None:
+    """The prefill of one request's ``isl`` tokens on the replica of ``setup`` (ms): what its time
+    to first token is at least, whatever the load (the front end, queueing and the step it waits
+    for only add), so a request occupies a replica at least this plus its decode steps. None when
+    no request runs."""
+    return None if setup is None else setup[0].prefill_once(isl)["total"]
+
+
 def decode_floor_ms(setup: tuple[StepModel, int] | None, *, isl: int, osl: int, concurrency: int) -> float | None:
-    """The decode time per output token (ms) of the replica of ``setup`` (:func:`replica_setup`)
-    with ``concurrency`` requests in flight, without the prefills that interleave with it: what
-    every TPOT the model gives at that concurrency is at least (open loop and closed alike add the
-    prefills' interference), so ``concurrency / (osl x this)`` bounds the replica's requests/s
-    from above. None when no request runs."""
+    """What every TPOT the model gives the replica of ``setup`` (:func:`replica_setup`) with
+    ``concurrency`` requests in flight is at least (ms per output token): its decode step's share
+    per token, plus the other requests' prefills landing on its steps at the smaller of the
+    profile's two interference shares (open loop and closed), capped at 1 (so that, with
+    :func:`prefill_floor_ms`, ``C / (t_prefill + osl x this)`` never falls as C grows). None when
+    no request runs."""
     if setup is None:
         return None
     sm = setup[0]
-    dec = (sm.spec_decode if sm.spec else sm.decode)(max(concurrency / sm.lay.dp, 1.0), isl + osl / 2.0)
-    return dec["total"] / dec.get("tokens_per_step", 1.0)
+    c_rank = max(concurrency / sm.lay.dp, 1.0)
+    dec = (sm.spec_decode if sm.spec else sm.decode)(c_rank, isl + osl / 2.0)
+    kappa = min(sm.prof.interference, sm.prof.interference_lockstep, 1.0)
+    return dec["total"] / dec.get("tokens_per_step", 1.0) + kappa * (c_rank - 1.0) * sm.prefill_once(isl)["total"] / osl
 
 
 def max_concurrency(model: dict[str, Any], gpu: dict[str, Any], *, tp: int, pp: int = 1,
