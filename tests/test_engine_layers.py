@@ -110,3 +110,21 @@ def test_only_the_compat_module_imports_experta():
             if any(n == "experta" or n.startswith("experta.") for n in names):
                 importers.append(_module(path))
     assert set(importers) == {"runtime.experta_compat"}
+
+
+def test_every_domain_function_is_wrapped_whichever_module_is_imported_first():
+    """Importing a fn_* module first makes engine/domain/functions.py load the others while that one
+    is half-imported, so its functions register after the registry was wrapped: they must still get
+    their memo and their catalog-read records (else a plan made in such a process loses the
+    `catalog` details of its conclusions and is no longer byte-identical)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import servewise.engine.domain.fn_sizing\n"
+        "from servewise.engine.domain.functions import FUNCTIONS, META\n"
+        "bad = [n for n, m in META.items() if (m.reads and not getattr(FUNCTIONS[n], 'records_reads', False))"
+        " or (m.memoise and not getattr(FUNCTIONS[n], 'memoised', False))]\n"
+        "print(len(META), bad)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split(maxsplit=1)
+    assert int(out[0]) > 80 and out[1].strip() == "[]", out

@@ -60,6 +60,7 @@ def note_detail(detail: dict[str, Any]) -> None:
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {}
+_WRAPPED = False  # set once the registry's size checks, memos and catalog-read records are applied
 
 
 Reads = tuple[tuple[str | None, int], ...]
@@ -89,6 +90,8 @@ def domain_function(fn: Callable[..., Any] | None = None, *, memoise: bool = Tru
     def register(f: Callable[..., Any]) -> Callable[..., Any]:
         FUNCTIONS[f.__name__] = f
         META[f.__name__] = FunctionMeta(memoise, tuple(reads), size_check)
+        if _WRAPPED:  # a fn_* module imported before this one finished (it imports us): wrap it as the rest
+            _wrap_functions()
         return f
 
     return register(fn) if fn is not None else register
@@ -413,7 +416,6 @@ def _check_sizes() -> None:
             FUNCTIONS[name].size_checked = True  # type: ignore[attr-defined]
 
 
-_check_sizes()
 
 
 # Cheaper to run than to look up: never remembered (``memoise=False`` in their decorators).
@@ -468,7 +470,6 @@ def _memoise_functions() -> None:
             FUNCTIONS[name] = memoised(name, fn)
 
 
-_memoise_functions()
 
 
 def _declare_catalog_reads() -> None:
@@ -477,4 +478,16 @@ def _declare_catalog_reads() -> None:
     declare_catalog_reads(FUNCTIONS, {name: meta.reads for name, meta in META.items() if meta.reads})
 
 
-_declare_catalog_reads()
+def _wrap_functions() -> None:
+    """Size checks, then memos, then catalog-read records, on every registered function that lacks
+    them (each pass skips what it wrapped before). Run once the fn_* modules are loaded, and again
+    for a function registered later: when a fn_* module is the first one imported, this module
+    loads the others while that one is still half-imported, and its functions register after."""
+    global _WRAPPED
+    _check_sizes()
+    _memoise_functions()
+    _declare_catalog_reads()
+    _WRAPPED = True
+
+
+_wrap_functions()
