@@ -528,6 +528,18 @@ def capex_floor(gpu: str, gpus: int, region: str, servers_min: int = 1) -> float
     return min(options) if options else None
 
 
+@domain_function(reads=(("gpus", 0),))
+def gpu_floor_price(gpu: str, region: str) -> float | None:
+    """The least any configuration of this GPU pays per GPU at the midpoint prices
+    :func:`candidate_capex` ranks with: the card's price over the devices on it, or a whole
+    server's price over the GPUs it holds (a platform and host parts only add). A replica of n GPUs
+    costs at least n times this, however its servers are shared. None when nothing is priced."""
+    card, ways = _floor_prices(gpu, region)
+    floors = [card / devices_per_card(gpu)] if card is not None else []
+    floors += [whole / cap for cap, whole, _ in ways if whole is not None]
+    return min(floors) if floors else None
+
+
 def _floor_prices(gpu: str, region: str) -> tuple[float | None, list[tuple[int, float | None, float]]]:
     """What :func:`capex_floor` adds up, once per GPU and market (midpoints): the card's price, and
     per server SKU taking it (capacity, its whole-system price or None, its platform with the least
