@@ -84,6 +84,27 @@ def test_alias_shadowing_a_shipped_rule(cli, tmp_path):
     assert "my.rule: alias 'cpu.cores-needed' shadows the shipped rule cpu.cores-needed" in result.output
 
 
+def test_order_by_and_least_name_known_attributes(cli, tmp_path):
+    """An ordering expression and the attributes a `least` compares are checked like any read."""
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "my.yaml").write_text(textwrap.dedent("""\
+        - id: my.order
+          title: {en: x, zh: x}
+          source: {guideline: G-SLA-001}
+          stage: filters
+          for_each: candidate
+          order_by: "candidate.cost_flor_cny"
+          then: [{least: {of: tco, among: [availabilty], as: best}}]
+          because: {en: "x", zh: "x"}
+        """), encoding="utf-8")
+    result = cli("rules", "lint", str(d))
+    assert result.exit_code == 2, result.output
+    for wrong, right in (("cost_flor_cny", "cost_floor_cny"), ("availabilty", "availability")):
+        assert f"unknown fact 'candidate.{wrong}'; did you mean 'candidate.{right}'?" in result.output
+    assert "unknown fact 'candidate.tco'" in result.output
+
+
 def test_clean_rule_passes_and_formats(cli, tmp_path):
     d = _rule(tmp_path)
     assert cli("rules", "lint", str(d)).exit_code == 0

@@ -10,6 +10,11 @@ from servewise.engine.domain.functions import current, devices_per_card, domain_
 DEFAULT_GPUS_PER_SERVER = 8  # HGX baseboards and 4U PCIe GPU servers hold 8 (servers.yaml: generic-4u-pcie-8gpu)
 
 
+def _servers_min(spof_allowed: bool) -> int:
+    """The fewest servers (and replicas) a layout has: two where a single point of failure is vetoed."""
+    return 1 if spof_allowed else 2
+
+
 def _surviving_layout(peak: int, per_server: int, spare: int, spof_allowed: bool, pp: int) -> tuple[int, int]:
     """(replicas installed, servers) for ``peak`` replicas of which a server holds ``per_server``.
 
@@ -20,7 +25,7 @@ def _surviving_layout(peak: int, per_server: int, spare: int, spof_allowed: bool
     A replica spanning ``pp`` > 1 servers loses one replica per server failure, so N + spare is enough;
     otherwise (a spare without the veto, or none) the replicas are ``peak + spare``."""
     peak, per_server, spare, pp = max(1, int(peak)), max(1, int(per_server)), int(spare), max(1, int(pp))
-    floor = 1 if spof_allowed else 2
+    floor = _servers_min(spof_allowed)
     if pp > 1 or spare <= 0 or spof_allowed:
         replicas = max(peak + spare, floor)
         return replicas, (replicas * pp if pp > 1 else max(math.ceil(replicas / per_server), floor))
@@ -62,7 +67,7 @@ def installed_floor(peak: int, spare: int, spof_allowed: bool) -> dict[str, int]
     install for ``peak`` replicas, whatever a server holds: one spare replica at least when spares
     are asked for (N+1 at the server spreads ⌈peak ÷ (S − 1)⌉ ≥ 1 of them), and two servers
     when a single point of failure is vetoed (see :func:`_surviving_layout`)."""
-    least = 1 if spof_allowed else 2
+    least = _servers_min(spof_allowed)
     return {"replicas": max(int(peak) + min(max(int(spare), 0), 1), least), "servers": least}
 
 

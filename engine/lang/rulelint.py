@@ -100,9 +100,14 @@ def _reads(spec: RuleSpec) -> list[tuple[tuple, str, Expr | None]]:
         out += [(("let", name), n, e) for n in e.names]
     for j, e in enumerate(spec.when):
         out += [(("when", j), n, e) for n in e.names]
+    if spec.order_by is not None:
+        out += [(("order_by",), n, spec.order_by) for n in spec.order_by.names]
     for k, a in enumerate(spec.actions):
         for e in a.exprs.values():
             out += [(("then", k, a.kind), n, e) for n in e.names]
+        if a.kind == "least" and spec.for_each:  # attributes of the rule's items, named bare
+            out += [(("then", k, a.kind), f"{spec.for_each}.{attr}", None)
+                    for attr in (a.spec["of"], *(a.spec.get("among") or ()))]
         for t in (a.spec.get("_templates") or {}).values():
             out += [(("then", k, a.kind, "unless"), n, None) for n in t.names]
     for lang, t in spec.because.items():

@@ -231,25 +231,13 @@ def compile_rule(spec: RuleSpec, binding: Binding) -> Rule:
 
 def _order_key(spec: RuleSpec, binding: Binding) -> Callable[[dict[str, Any]], float]:
     """The agenda position of an activation of a rule with ``order_by`` (StableStrategy): the
-    expression's value on the item revision in the activation's token; unknown or not a number
-    sorts last."""
-    expr, kind = spec.order_by, spec.for_each
-    prefix = f"{kind}."
+    expression's value on the item revision in the activation's token (it reads the item only);
+    unknown or not a number sorts last."""
+    expr = spec.order_by
 
     def order_key(context: dict[str, Any]) -> float:
-        mem = binding.mem
-        attrs = mem.item_revs.get((kind, context.get("iid"), context.get("irev")), _EMPTY)
-
-        def resolve(name: str) -> Any:
-            if name.startswith(prefix):
-                if name[len(prefix):] not in attrs:
-                    raise NotReady(name)
-                return attrs[name[len(prefix):]]
-            if name not in mem.values:
-                raise NotReady(name)
-            return mem.values[name]
         try:
-            value = expr.evaluate(with_lets(spec, resolve))
+            value = expr.evaluate(snapshot_resolver(binding.mem, spec, context, {}))
         except (NotReady, EvalError):
             return float("inf")
         return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("inf")
