@@ -420,8 +420,89 @@ def capex_breakdown(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("capex_title", lang, total=f"{sum(v for v, _ in rows):,.0f}"))
 
 
+def _log_axis(lo: float, hi: float, size: float, start: float, flip: bool = False
+              ) -> tuple[list[float], Callable[[float], float]]:
+    """1-2-5 ticks between ``lo`` and ``hi`` and the value-to-pixel map of a log axis of ``size``
+    pixels from ``start`` (``flip``: upwards, as a y axis)."""
+    ticks = [t for t in _log_ticks(lo, hi) if lo <= t <= hi]
+    span = math.log10(hi) - math.log10(lo)
+
+    def to_px(v: float) -> float:
+        d = size * (math.log10(v) - math.log10(lo)) / span
+        return start - d if flip else start + d
+
+    return ticks, to_px
+
+
+def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """An infeasible decoder plan: one request's TTFT against its TPOT (upper ends, log scales) on
+    every configuration that fits the model, from the rejections that record them
+    (``figures`` of sla.reject-candidate-missing-sla), the targets as lines and the corner that
+    meets both shaded (empty: why the plan is infeasible), the nearest miss named with how far it
+    is from the targets; None without such rejections or targets."""
+    sla = (plan.get("workload") or {}).get("sla") or {}
+    ttft_t, tpot_t = sla.get("ttft_ms"), sla.get("tpot_ms")
+    pts = []
+    for r in plan.get("rejected") or []:
+        f = r.get("figures") or {}
+        if f.get("fits") and isinstance(f.get("ttft_ms"), (int, float)) and isinstance(f.get("tpot_ms"), (int, float)) \
+                and f["ttft_ms"] > 0 and f["tpot_ms"] > 0:
+            pts.append((float(f["tpot_ms"]), float(f["ttft_ms"]), f.get("miss"), r))
+    if not pts or not ttft_t or not tpot_t:
+        return None
+    x_lo, x_hi = min(tpot_t, *(x for x, _, _, _ in pts)) / 1.5, max(tpot_t, *(x for x, _, _, _ in pts)) * 1.5
+    y_lo, y_hi = min(ttft_t, *(y for _, y, _, _ in pts)) / 1.5, max(ttft_t, *(y for _, y, _, _ in pts)) * 1.5
+    x_ticks, px = _log_axis(x_lo, x_hi, W - LEFT - RIGHT, LEFT)
+    y_ticks, py = _log_axis(y_lo, y_hi, H - TOP - BOTTOM, H - BOTTOM, flip=True)
+    body = [f'<rect x="{LEFT}" y="{_n(py(ttft_t))}" width="{_n(px(tpot_t) - LEFT)}" '
+            f'height="{_n(H - BOTTOM - py(ttft_t))}" fill="#e8f5e9"/>',
+            f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>']
+    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}</text>' for t in x_ticks]
+    body += [f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t:g}</text>' for t in y_ticks]
+    body.append(f'<text x="{LEFT + 6}" y="{_n(H - BOTTOM - 8)}" fill="#2e7d32">{escape(_t("miss.meets", lang))}</text>')
+    for x1, y1, x2, y2, label, anchor in (
+            (px(tpot_t), TOP, px(tpot_t), H - BOTTOM, _t("miss.tpot_target", lang, target=f"{tpot_t:g}"), "start"),
+            (LEFT, py(ttft_t), W - RIGHT, py(ttft_t), _t("miss.ttft_target", lang, target=f"{ttft_t:g}"), "end")):
+        body.append(f'<line x1="{_n(x1)}" y1="{_n(y1)}" x2="{_n(x2)}" y2="{_n(y2)}" stroke="#c62828" '
+                    f'stroke-dasharray="5,4"/>')
+        tx, ty = (x1 + 4, TOP + 12) if anchor == "start" else (x2 - 4, y1 - 6)
+        body.append(f'<text x="{_n(tx)}" y="{_n(ty)}" text-anchor="{anchor}" fill="#c62828" stroke="white" '
+                    f'stroke-width="3" paint-order="stroke">{escape(label)}</text>')
+
+    def tip(r: dict[str, Any], x: float, y: float) -> str:
+        return f"<title>{escape(r['option'])}: TTFT {y:,.0f} ms, TPOT {x:,.1f} ms</title>"
+
+    nearest = min(pts, key=lambda p: (p[2] if isinstance(p[2], (int, float)) else math.inf, p[3]["option"]))
+    for x, y, _, r in pts:
+        if r is not nearest[3]:
+            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" fill="#90a4ae" fill-opacity="0.7">'
+                        f'{tip(r, x, y)}</circle>')
+    x, y, miss, r = nearest
+    body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="7" fill="#ef6c00" stroke="black">'
+                f'{tip(r, x, y)}</circle>')
+    v = r.get("values") or {}
+    n = int(v.get("candidate.tp") or 1) * int(v.get("candidate.pp") or 1)
+    label = _t("miss.nearest", lang, gpus=n, gpu=v.get("candidate.gpu") or r["option"],
+               precision=v.get("candidate.precision") or "",
+               times=f"{miss:.1f}" if isinstance(miss, (int, float)) else "?")
+    right = px(x) > (LEFT + W - RIGHT) / 2
+    body.append(f'<text x="{_n(px(x) + (-10 if right else 10))}" y="{_n(py(y) - 10)}" '
+                f'text-anchor="{"end" if right else "start"}" font-weight="bold" stroke="white" stroke-width="3" '
+                f'paint-order="stroke">{escape(label)}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(_t("miss.x", lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("miss.y", lang))}</text>')
+    return _svg(body, _t("miss.title", lang, n=len(pts)))
+
+
 def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
-    """The plan's charts by file name (those it has data for)."""
+    """The plan's charts by file name (those it has data for; an infeasible plan configured
+    nothing to draw but how near its candidates came)."""
+    if not plan.get("feasible", True):
+        miss = nearest_misses(plan, lang)
+        return {"nearest-misses.svg": miss} if miss else {}
     if plan.get("pools"):
         load = pools_latency_vs_load(plan, lang)
     elif (plan.get("performance") or {}).get("load_curve_kind") not in (None, "online"):

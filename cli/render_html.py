@@ -324,13 +324,13 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"<h2>{t('cost', lang)}</h2>")
     o.append(_table(_cols(lang, "item", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]
                                                    for k, v in plan["cost"].items()]))
-    if plan.get("bom"):
-        from .charts import charts
+    from .charts import charts
 
-        drawn = charts(plan, lang)
-        if drawn:
-            o.append(f"<h2>{t('charts', lang)}</h2>")
-            o += [f"<figure>{svg}</figure>" for svg in drawn.values()]
+    drawn = charts(plan, lang)
+    if drawn:
+        o.append(f"<h2>{t('charts', lang)}</h2>")
+        o += [f"<figure>{svg}</figure>" for svg in drawn.values()]
+    if plan.get("bom"):
         o.append(f"<h2>{t('bom', lang)}</h2>")
         o.append(_table(_cols(lang, "part", "category", "qty", "unit_price", "line", "source"),
                         [[escape(c) for c in row] for row in bom_rows(plan, lang)]))

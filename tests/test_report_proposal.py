@@ -97,6 +97,33 @@ def test_every_feasible_report_embeds_its_charts(example_plans, tmp_path):
         assert ET.parse(tmp_path / "charts" / f).getroot().tag == "{http://www.w3.org/2000/svg}svg"
 
 
+def test_an_infeasible_report_draws_how_near_the_candidates_came(example_plans, tmp_path):
+    """An infeasible plan configured nothing to draw a load curve or a bill of materials of; its
+    report draws the nearest misses instead: one request's TTFT against its TPOT on every
+    configuration that fits, from the rejections that record them, the corner meeting both
+    targets empty, and the nearest miss named. The text plan lists the nearest misses first."""
+    from servewise.cli.brief import to_brief
+    from servewise.cli.charts import charts
+
+    plan = example_plans["infeasible-target"].plan
+    recorded = [r for r in plan["rejected"] if r.get("figures", {}).get("fits")]
+    assert recorded and all(r["figures"]["miss"] > 1 for r in recorded)
+    drawn = charts(plan, "en")
+    assert list(drawn) == ["nearest-misses.svg"]
+    root = ET.fromstring(drawn["nearest-misses.svg"])
+    assert root.get("aria-label") == f"Nearest misses: one request's latency on the {len(recorded)} configurations that fit"
+    nearest = min(recorded, key=lambda r: r["figures"]["miss"])
+    gpu = nearest["values"]["candidate.gpu"]
+    assert f"× {gpu} ({nearest['values']['candidate.precision']}), {nearest['figures']['miss']:.1f}× the target" \
+        in drawn["nearest-misses.svg"]
+    sla = plan["workload"]["sla"]
+    assert all(r["figures"]["ttft_ms"] > sla["ttft_ms"] or r["figures"]["tpot_ms"] > sla["tpot_ms"] for r in recorded)
+    assert "<figure><svg" in to_html(plan, "en")
+    assert "](charts/nearest-misses.svg)" in to_markdown(plan, "en", charts_dir="charts")
+    alternatives = to_brief(plan, "en").split("Nearest alternatives")[1]
+    assert f"- {gpu}:" in alternatives and "- A10:" not in alternatives
+
+
 # one feasible example of each load chart's kind (an online decoder's html is rendered by
 # tests/test_auditor.py::test_html_renders_in_headless_chromium)
 CHART_KINDS = ["offline-batch", "embedding-500qps", "asr-whisper-100-streams", "edge-video", "multi-model-tenants"]

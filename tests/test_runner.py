@@ -188,3 +188,30 @@ def test_a_proposals_rejections_are_made_for_each_combination(tmp_path):
     }
     assert {r["option"]: r["values"] for r in mem.rejections}["By1"] == {"g": "B", "p": "y", "n": 1}
     assert {k[1]: v["size"] for k, v in mem.items.items()} == {"Ax1": 2, "AxTrue": 2, "Ay1": 2, "AyTrue": 2}
+
+
+def test_a_rejection_records_its_figures(tmp_path):
+    """``reject: {figures: {name: expression}}`` records the numbers a view draws of the
+    rejection (an infeasible plan's nearest-misses chart), computed with the rule's lets."""
+    rb = rules(tmp_path, """\
+    - id: test.things
+      title: {en: things, zh: things}
+      source: {guideline: G-SLA-001}
+      stage: candidates
+      then:
+        - propose: {kind: thing, over: {n: "[1, 4]"}, id: "'t' + text(n)", attrs: {n: "n"}}
+      because: {en: "things", zh: "things"}
+    - id: test.too-big
+      title: {en: too big, zh: too big}
+      source: {guideline: G-SLA-001}
+      stage: filters
+      for_each: thing
+      when: ["thing.n > x.y"]
+      let: {ratio: "thing.n / x.y"}
+      then:
+        - reject: {figures: {ratio: ratio, over: "thing.n - x.y"}}
+      because: {en: "{thing.id} is {ratio}× the limit", zh: "{thing.id} 为上限的 {ratio} 倍"}
+    """)
+    mem = run(rb, {"x.y": 2})
+    assert [(r["option"], r["figures"]) for r in mem.rejections] == [("t4", {"ratio": 2.0, "over": 2})]
+    assert mem.rejections[0]["because"]["en"] == "t4 is 2× the limit"

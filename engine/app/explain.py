@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import heapq
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -213,18 +214,24 @@ def explain(plan: dict[str, Any], target: str, rules: dict[str, dict[str, Any]] 
 
 # ---------------------------------------------------------------------------------------- why-not
 
-def _stage_rank(rule: str, rules: dict[str, dict[str, Any]] | None, trace_stage: dict[str, str]) -> int:
-    stage = (rules or {}).get(rule, {}).get("stage") or trace_stage.get(rule)
+def _stage_rank(rule: str, rules: dict[str, dict[str, Any]] | None, trace_stage: dict[str, str],
+                stage: str | None = None) -> int:
+    stage = stage or (rules or {}).get(rule, {}).get("stage") or trace_stage.get(rule)
     return STAGES.index(stage) if stage in STAGES else len(STAGES)
 
 
 def rejection_rank(r: dict[str, Any], rules: dict[str, dict[str, Any]] | None,
                    trace_stage: dict[str, str]) -> tuple:
     """Sort key: the rejection that came closest to being chosen first (ranked at selection by
-    score, then the latest stage that rejected it)."""
+    score, then the latest stage that rejected it, then how far it missed the targets where the
+    rejection records it: ``figures.miss``, the largest latency / target ratio of one request)."""
     score = (r.get("values") or {}).get("score") if r.get("ranked") else None
     numbers = tuple(float(x) if isinstance(x, (int, float)) else 0.0 for x in (score or []))
-    return (0 if r.get("ranked") else 1, numbers, -_stage_rank(r["rule"], rules, trace_stage), r["option"])
+    figures = r.get("figures") or {}
+    miss = figures.get("miss")
+    far = float(miss) if isinstance(miss, (int, float)) else (math.inf if "miss" in figures else 0.0)
+    return (0 if r.get("ranked") else 1, numbers, -_stage_rank(r["rule"], rules, trace_stage, r.get("stage")),
+            far, r["option"])
 
 
 def _proposal_rules(plan: dict[str, Any]) -> set[str]:

@@ -188,9 +188,10 @@ def assemble(workload: dict[str, Any], defaults_used: list[str], mem: Memory,
         texts = both("plan.undecided-component", component=comp)
         warnings.append({"rule": "engine.undecided-component", "severity": "warning",
                          "message": texts["en"], "message_i18n": texts})
-    rejected = [{"option": r["option"], "kind": r["kind"], "rule": r["rule"],
+    rejected = [{"option": r["option"], "kind": r["kind"], "rule": r["rule"], "stage": r["stage"],
                  "because": r["because"]["en"], "because_i18n": r["because"],
                  "values": r.get("values", {})} | ({"ranked": True} if r.get("ranked") else {})
+                | ({"figures": r["figures"]} if r.get("figures") else {})
                 for r in mem.rejections]
     candidates = ranked_candidates(mem)
     trace = []

@@ -255,6 +255,9 @@ def _compile_action(raw: dict[str, Any], for_each: str | None) -> Action:
             for lang, text in u["because"].items():
                 spec.setdefault("_templates", {})[(i, lang)] = make_template(text)
         local = local + (spec["kind"],)
+    elif kind == "reject":
+        for key, src in (spec.get("figures") or {}).items():  # numbers the rejection records for the views
+            exprs[f"figures.{key}"] = _compile(src, f"reject figure {key}")
     elif kind == "least" and for_each is None:
         raise ExprError("least: compares the items of a for_each rule; this rule has none")
     elif kind == "select":

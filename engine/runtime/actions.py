@@ -249,9 +249,12 @@ def reject(ctx: ActionContext, act: Action) -> None:
         kind = "option"
         if any(r["option"] == option and r["rule"] == spec.id for r in mem.rejections):
             return
-    mem.rejections.append({"option": option, "kind": kind, "rule": spec.id,
-                           "stage": spec.stage, "because": ctx.because,
-                           "values": jsonable(values), "step": ctx.step_no})
+    record = {"option": option, "kind": kind, "rule": spec.id, "stage": spec.stage, "because": ctx.because,
+              "values": jsonable(values), "step": ctx.step_no}
+    figures = {key[len("figures."):]: expr for key, expr in act.exprs.items() if key.startswith("figures.")}
+    if figures:  # the numbers a view draws of this rejection (e.g. an infeasible plan's nearest misses)
+        record["figures"] = jsonable({name: expr.evaluate(ctx.resolve) for name, expr in figures.items()})
+    mem.rejections.append(record)
     ctx.conclusions.append({"fact": f"rejected[{option}]", "value": True})
 
 
