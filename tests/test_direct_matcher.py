@@ -318,3 +318,47 @@ def _same_with_and_without_skipping(changes: list) -> None:
         engine.run()
         results.append((_agenda(engine), fired))
     assert results[0] == results[1] == results[2]
+
+
+FILTERS = "".join(f"""\
+- id: test.filter-{i}
+  title: {{en: filter {i}, zh: filter {i}}}
+  source: {{guideline: G-SLA-001}}
+  stage: filters
+  for_each: candidate
+  when: ["candidate.tpot_ms_hi != None", "candidate.tpot_ms_hi > {8 + 4 * i}", "candidate.gpus_per_replica > {i % 3}"]
+  then: [{{reject: {{}}}}]
+  because: {{en: "filter {i}", zh: "filter {i}"}}
+""" for i in range(12))
+
+
+def test_quick_item_checks_give_the_same_plan_with_fewer_tests(tmp_path, monkeypatch):
+    """A for-each rule that begins with conditions on the item alone is refuted on an item
+    revision once, not once per token of its other facts (compiler.leading_item_check): per-
+    candidate threshold filters reject the same candidates, the plan is the same, the
+    condition tests fewer."""
+    import json
+
+    from conftest import EXAMPLES
+
+    from servewise.engine.app.inputs import load_workload
+    from servewise.engine.app.plan import plan_workload
+    from servewise.engine.lang.rulebase import load_rules
+    from servewise.engine.runtime import compiler
+
+    (tmp_path / "filters.yaml").write_text(FILTERS, encoding="utf-8")
+    workload, defaults = load_workload(EXAMPLES / "chat-8b-small.yaml")
+
+    def plan() -> tuple[str, int]:
+        rb = load_rules([tmp_path])
+        rb.engines.clear()  # compiled now, with leading_item_check as it stands
+        before = compiler.WORK["condition_tests"]
+        result = plan_workload(workload, defaults, rb)
+        return json.dumps(result.plan, sort_keys=True), compiler.WORK["condition_tests"] - before
+
+    quick, quick_tests = plan()
+    monkeypatch.setattr(compiler, "leading_item_check", lambda spec, binding: None)
+    full, full_tests = plan()
+    assert quick == full
+    assert any(r["rule"].startswith("test.filter-") for r in json.loads(quick)["rejected"])
+    assert quick_tests < full_tests, (quick_tests, full_tests)

@@ -15,7 +15,7 @@ import collections
 import collections.abc
 import logging
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _ABC_ALIASES = ("Mapping", "MutableMapping", "Sequence", "Iterable", "Hashable", "Callable")
@@ -672,7 +672,7 @@ class _RulePlan:
     pattern order)."""
 
     __slots__ = ("rule", "patterns", "tests", "passing", "prefix", "prefix_seen", "last", "reads", "failed",
-                 "failed_by", "requires")
+                 "failed_by", "requires", "quick")
 
     def __init__(self, rule: Any, patterns: list[_Pattern], tests: list[list[Any]]):
         self.rule, self.patterns, self.tests = rule, patterns, tests
@@ -692,6 +692,10 @@ class _RulePlan:
         # the fields a fact of the last pattern must have (``present``, as engine/runtime/memory.py
         # marks an item's revision) for the last tests to hold (``requires`` of a TEST)
         self.requires: frozenset[str] = frozenset().union(*(getattr(t, "requires", ()) for t in final))
+        # a check of the last pattern's fact alone that is False only where every token fails the
+        # last tests (``quick`` of a TEST: engine/runtime/compiler.py leading_item_check), or None
+        self.quick: Callable[[dict[str, Any]], bool] | None = next(
+            (q for q in (getattr(t, "quick", None) for t in final) if q is not None), None)
         # the lineages (a fact and the revisions that replaced it, named by the first one's id) whose
         # latest fact failed the last tests with every prefix token; ``failed_by`` is the matcher's
         # index of the same, lineage -> the rules it failed (DirectMatcher._add skips them at once)
@@ -1027,7 +1031,10 @@ class DirectMatcher(Matcher):
         with which every one fails is learnt (``plan.failed``, by its ``lineage``)."""
         final = plan.tests[-1]
         failed = True
-        for facts, ids, context in plan.prefix:
+        tokens, quick = plan.prefix, plan.quick
+        if tokens and quick is not None and not quick(binds):
+            tokens = ()  # the fact alone fails the conditions the rule begins with: every token fails
+        for facts, ids, context in tokens:
             ctx = {**context, **binds} if binds else context
             for test in final:  # most fail (values seen before): no token is built for them
                 if not test(ctx):
