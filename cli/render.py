@@ -757,8 +757,12 @@ def load_title(plan: dict[str, Any], lang: str = "en") -> str:
 
 
 def performance_rows(plan: dict[str, Any]) -> list[tuple[str, Any]]:
-    """The performance table's (key, value) pairs: the load curve has its own table and chart."""
-    return [(k, v) for k, v in plan["performance"].items() if not k.startswith("load_curve")]
+    """The performance table's (key, value) pairs: the load curve has its own table and chart; a
+    feasible plan leaves out what does not apply to its workload's class (an encoder's TTFT, TPOT
+    and output tokens/s are None: it generates no tokens), an infeasible one shows them as not
+    computed."""
+    return [(k, v) for k, v in plan["performance"].items()
+            if not k.startswith("load_curve") and not (v is None and plan.get("feasible"))]
 
 
 def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None = None) -> str:
