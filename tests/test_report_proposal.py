@@ -147,3 +147,13 @@ def test_the_charts_render_in_headless_chromium(example_plans, tmp_path, name):
     png, dom = render(page, tmp_path, binary)
     assert problems(png, dom) == [], name
     assert dom.count("<figure><svg") == (3 if example_plans[name].plan["feasible"] else 1), name
+
+
+def test_a_report_shows_no_decoder_row_an_encoder_has_no_value_for(example_plans):
+    """An encoder generates no tokens: its report's performance table has its latency rows and no
+    TTFT/TPOT/output tokens/s rows reading '—'; an infeasible plan shows what was not computed."""
+    md = to_markdown(example_plans["embedding-500qps"].plan, "en")
+    table = md.split("## Performance")[1].split("\n## ")[0]
+    assert "| — |" not in table and "TTFT" not in table and "Max concurrency" in table
+    infeasible = to_markdown(example_plans["infeasible-target"].plan, "en").split("## Performance")[1]
+    assert "| TPOT mean (ms) | — |" in infeasible.split("\n## ")[0]
