@@ -175,19 +175,20 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
             mig = _mig_host([results[i] for i in order], hosts)
             hosts += [mig] if mig else []
 
-            def on_host(gpu: str) -> list[tuple[int, PlanResult]]:
-                """The pools re-planned on ``gpu`` (those that chose another GPU), up to the first
-                that cannot run on it."""
-                out: list[tuple[int, PlanResult]] = []
-                for i, (e, r) in enumerate(zip(entries, results, strict=True)):
-                    if r.memory.values.get("chosen.gpu") != gpu:
-                        out.append((i, replan(e, gpu)))
-                        if not out[-1][1].feasible:
-                            break
-                return out
-
-            replanned = fork_map(on_host, hosts, portable=lambda pairs: [(i, portable(u)) for i, u in pairs],
-                                 counters=(WORK,))
+            # every pool that chose another GPU, re-planned on each host: one item each, so the
+            # cores share them evenly (a host's re-plans differ several-fold in cost)
+            moves = [(gpu, i) for gpu in hosts for i, r in enumerate(results)
+                     if r.memory.values.get("chosen.gpu") != gpu]
+            done = dict(zip(moves, fork_map(lambda move: replan(entries[move[1]], move[0]), moves,
+                                            portable=portable, counters=(WORK,)), strict=True))
+            replanned = []
+            for gpu in hosts:  # each host's re-plans in pool order, up to the first that cannot run on it
+                pairs: list[tuple[int, PlanResult]] = []
+                for i in (i for g, i in moves if g == gpu):
+                    pairs.append((i, done[(gpu, i)]))
+                    if not pairs[-1][1].feasible:
+                        break
+                replanned.append(pairs)
             for gpu, pairs in zip(hosts, replanned, strict=True):
                 if pairs and not pairs[-1][1].feasible:  # stop at the first misfit
                     lb = labels[pairs[-1][0]]
