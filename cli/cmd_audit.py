@@ -246,7 +246,9 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
     status = result["status"]
     label = {"rejected": "rejected", "chosen": "chosen", "never-candidate": "never",
              "not-chosen": "not-chosen"}[status]
-    out = [f"why-not {result['resolved']}: {tr(label, lang)}   ({tr('uses', lang)} {result.get('chosen')}; "
+    chosen = result.get("chosen")
+    uses = f"{tr('uses', lang)} {chosen}" if chosen is not None else tr("uses_nothing", lang)
+    out = [f"why-not {result['resolved']}: {tr(label, lang)}   ({uses}; "
            f"{tr('knowledge', lang)} {result['knowledge_hash']})"]
     if result.get("reason") == "not-in-plan":
         out.append(f"  {result['resolved']} {tr('not_in_plan', lang)}")

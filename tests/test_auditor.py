@@ -382,3 +382,14 @@ def test_the_reports_graph_shows_the_gpu_chain_first_and_the_whole_chain_on_requ
     md = to_markdown(plan)
     graph = md.split("```mermaid")[1].split("```")[0]
     assert graph.count('["') == len(chain) and "The whole explanation graph" in md
+
+
+def test_why_not_on_an_infeasible_plan_names_its_nearest_miss(example_plans, in_process):
+    """An infeasible plan chose nothing: why-not says so (not 'the plan uses None') and shows the
+    GPU's configuration that came closest, with the latencies one request would see."""
+    _, why_not = in_process
+    plan = example_plans["infeasible-target"].plan
+    text, data = why_not(plan, "B200")
+    assert data["status"] == "rejected" and "None" not in text.splitlines()[0]
+    assert "the plan chose no configuration" in " ".join(text.split())
+    assert "closest to being chosen: B200 | int4 | tp8" in " ".join(text.split())
