@@ -185,7 +185,7 @@ def decision(plan: dict[str, Any], lang: str = "en") -> dict[str, Any]:
                                               buy=value_text(cost.get("buy_or_rent"), lang))))
         rows.append(("SLA", _sla_text(plan, lang)))
     else:
-        rows.append(("", t("infeasible", lang)))
+        rows.append((msg("render.decision.verdict", lang), t("infeasible", lang)))
     serious = sorted((w for w in plan["warnings"] if w["severity"] != "info"),
                      key=lambda w: SEVERITY_ORDER.get(w["severity"], 3))
     alternatives = []
