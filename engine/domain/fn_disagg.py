@@ -116,6 +116,11 @@ def _size(model: str, gpu: str, n: int, precision: str, isl: int, osl: int, rate
         return max(mean, s["ttft"] - s["wait"] + _p99_wait(s["rho_prefill"], s["t_prefill"]))
 
     big = MAX_WORKERS  # a prefill pool large enough not to matter while the decode pool is sized
+    try:  # the first state builds the pools' step models (every later state reuses them)
+        at(big, MAX_WORKERS)
+    except ValueError as exc:  # the catalog lacks what the GPU's timing needs at this precision
+        out["reason"] = str(exc)  # as the aggregated estimate reports it (perf/serving.py)
+        return out
 
     def decode_ok(d: int) -> bool:
         s = at(big, d)
