@@ -128,3 +128,31 @@ def test_every_domain_function_is_wrapped_whichever_module_is_imported_first():
         "print(len(META), bad)\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split(maxsplit=1)
     assert int(out[0]) > 80 and out[1].strip() == "[]", out
+
+
+def test_every_function_module_can_be_imported_first():
+    """Whichever fn_* module a process imports first, the import succeeds and every function is
+    wrapped: a fn_* module that took names from another at import time failed when that other was
+    the first (engine/domain/functions.py loads them all while it is half-imported). One process,
+    the domain's modules dropped from sys.modules before each import."""
+    import subprocess
+    import sys
+
+    names = sorted(p.stem for p in (ROOT / "engine" / "domain").glob("fn_*.py"))
+    probe = (
+        "import importlib, sys\n"
+        f"names = {names!r}\n"
+        "bad = []\n"
+        "for name in names:\n"
+        "    for m in [m for m in sys.modules if m.startswith('servewise.engine.domain')]:\n"
+        "        del sys.modules[m]\n"
+        "    try:\n"
+        "        importlib.import_module('servewise.engine.domain.' + name)\n"
+        "        from servewise.engine.domain.functions import FUNCTIONS, META\n"
+        "        if any(m.memoise and not getattr(FUNCTIONS[n], 'memoised', False) for n, m in META.items()):\n"
+        "            bad.append(name + ': unwrapped')\n"
+        "    except Exception as exc:\n"
+        "        bad.append(f'{name}: {exc!r}')\n"
+        "print(bad)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert len(names) > 10 and out.strip() == "[]", out

@@ -11,7 +11,8 @@ from __future__ import annotations
 from math import ceil
 from typing import Any
 
-from servewise.engine.domain.fn_bom import _canonical, _price_index, availability_status, market_price
+# the module, not its names: importing fn_bom first loads this module while fn_bom is half-imported
+from servewise.engine.domain import fn_bom
 from servewise.engine.domain.functions import current, domain_function, note_detail
 
 UNORDERABLE = ("restricted", "discontinued")  # availability.yaml statuses a switch is not bought in
@@ -25,7 +26,7 @@ def _ports_at(entry: dict[str, Any], gbps: int) -> int:
 
 def _own_market(switch: str, region: str) -> bool:
     """Whether the switch has a price of the buyer's market itself (not the other market's, marked)."""
-    return (_canonical(switch), region) in _price_index()
+    return (fn_bom._canonical(switch), region) in fn_bom._price_index()
 
 
 @domain_function
@@ -47,9 +48,9 @@ def fabric_switch(port_gbps: int, ports: int, region: str, domestic: bool = Fals
             continue
         if domestic and entry.get("domestic") is not True:
             continue
-        if availability_status(entry["id"], region) in UNORDERABLE:
+        if fn_bom.availability_status(entry["id"], region) in UNORDERABLE:
             continue
-        price = market_price(entry["id"], region)
+        price = fn_bom.market_price(entry["id"], region)
         if price is None:
             continue
         low, high = (float(x) for x in price["unit_price_cny"])

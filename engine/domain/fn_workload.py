@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from servewise.engine.domain.fn_facilities import _entry
+# the module, not its names: importing fn_facilities first loads this module while it is half-imported
+from servewise.engine.domain import fn_facilities
 from servewise.engine.domain.functions import current, domain_function, note_detail, policy
 
 # vLLM's default upper limit of sequences in one engine step (max_num_seqs, 256; docs.vllm.ai
@@ -219,7 +220,7 @@ def vision_frame_capacity(detector: str, gpu: str) -> dict[str, Any]:
     detector's measured efficiency (GFLOPs per frame ÷ measured ms per frame ÷ the measuring
     device's TFLOPS, from the catalog) ÷ GFLOPs per frame; and its hardware video decode capacity
     (1080p frames/s, None when not sourced)."""
-    det = _entry("vision-models", detector)
+    det = fn_facilities._entry("vision-models", detector)
     g = current().catalog.gpu(gpu)
     tflops = _perf().compute_rate(g, "bf16")[0] or (g.get("dense_tflops") or {}).get("int8")
     if det is None or not tflops:
