@@ -17,6 +17,7 @@ from .render import (
     plan_head,
     rejection_text,
     warning_text,
+    without_option,
 )
 from .wrap import wrap_line
 
@@ -142,7 +143,7 @@ def _alternatives(plan: dict[str, Any], lang: str, width: int, lines: int, count
     out = [""] + clip(t("brief_alternatives", lang).format(total=len(plan["rejected"])), width)
     for option in order[:count]:
         text = rejection_text(groups[option][0], lang)
-        text = text[len(option) + 2:] if text.startswith(option + ": ") else text
+        text = without_option(text, option)
         out += clip(f"  - {option}: {text}", width, lines)
     return out
 
@@ -198,5 +199,5 @@ def decision(plan: dict[str, Any], lang: str = "en") -> dict[str, Any]:
         order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
         for option in order[:MAX_ALTERNATIVES]:
             text = rejection_text(groups[option][0], lang)
-            alternatives.append((option, text[len(option) + 2:] if text.startswith(option + ": ") else text))
+            alternatives.append((option, without_option(text, option)))
     return {"rows": rows, "warnings": serious, "alternatives": alternatives}

@@ -520,9 +520,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
         for option in order[:8]:
             first = groups[option][0]  # the configuration that came closest to being chosen
-            text = rejection_text(first, lang)
-            text = text[len(option) + 2:] if text.startswith(option + ": ") else text
-            out.append(f"  - {option}: {text}")
+            out.append(f"  - {option}: {without_option(rejection_text(first, lang), option)}")
     if open_asks(plan):
         out.append("")
         out.append(t("questions", lang))
@@ -542,6 +540,15 @@ def warning_text(warn: dict[str, Any], lang: str) -> str:
         return warn["message"]
     prefix = f"[{warn['pool']}] " if warn.get("pool") else ""
     return prefix + value_text(pick(warn["message_i18n"], lang), lang, phrases_only=True)
+
+
+def without_option(text: str, option: str) -> str:
+    """A rejection's text without its leading "OPTION: " (or the Chinese "OPTION："), for a list
+    that names the option itself."""
+    for sep in (": ", "："):
+        if text.startswith(option + sep):
+            return text[len(option) + len(sep):]
+    return text
 
 
 def rejection_text(rejected: dict[str, Any], lang: str) -> str:

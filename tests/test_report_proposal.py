@@ -157,3 +157,15 @@ def test_a_report_shows_no_decoder_row_an_encoder_has_no_value_for(example_plans
     assert "| — |" not in table and "TTFT" not in table and "Max concurrency" in table
     infeasible = to_markdown(example_plans["infeasible-target"].plan, "en").split("## Performance")[1]
     assert "| TPOT mean (ms) | — |" in infeasible.split("\n## ")[0]
+
+
+def test_the_chinese_alternatives_do_not_repeat_the_option(example_plans):
+    """A Chinese rejection text begins "OPTION：" (a full-width colon): the list that names the
+    option strips it as it strips the English "OPTION: "."""
+    from servewise.cli.brief import to_brief
+
+    text = to_brief(example_plans["infeasible-target"].plan, "zh")
+    alternatives = [line for line in text.splitlines() if line.startswith("  - ")]
+    options = [line[4:].split(": ", 1)[0] for line in alternatives]
+    assert "A100 80GB PCIe" in options
+    assert not any(line.startswith(f"  - {o}: {o}：") for line, o in zip(alternatives, options, strict=True))
