@@ -192,7 +192,9 @@ def test_a_proposals_rejections_are_made_for_each_combination(tmp_path):
 
 def test_a_rejection_records_its_figures(tmp_path):
     """``reject: {figures: {name: expression}}`` records the numbers a view draws of the
-    rejection (an infeasible plan's nearest-misses chart), computed with the rule's lets."""
+    rejection (an infeasible plan's nearest-misses chart), computed with the rule's lets; one
+    that fails to evaluate is None (found by the generated-workload test: an estimate of a layout
+    a custom model's KV heads do not split into)."""
     rb = rules(tmp_path, """\
     - id: test.things
       title: {en: things, zh: things}
@@ -209,9 +211,10 @@ def test_a_rejection_records_its_figures(tmp_path):
       when: ["thing.n > x.y"]
       let: {ratio: "thing.n / x.y"}
       then:
-        - reject: {figures: {ratio: ratio, over: "thing.n - x.y"}}
+        - reject: {figures: {ratio: ratio, over: "thing.n - x.y", broken: "thing.n / (x.y - 2)"}}
       because: {en: "{thing.id} is {ratio}× the limit", zh: "{thing.id} 为上限的 {ratio} 倍"}
     """)
     mem = run(rb, {"x.y": 2})
-    assert [(r["option"], r["figures"]) for r in mem.rejections] == [("t4", {"ratio": 2.0, "over": 2})]
+    # a figure that cannot be computed is None (its explanation would show "—"), not an error
+    assert [(r["option"], r["figures"]) for r in mem.rejections] == [("t4", {"ratio": 2.0, "over": 2, "broken": None})]
     assert mem.rejections[0]["because"]["en"] == "t4 is 2× the limit"

@@ -234,6 +234,15 @@ def _propose_each(ctx: ActionContext, act: Action, combos: list[tuple], names: l
         ctx.conclusions.append({"fact": f"{kind}[{item_id}]", "value": jsonable(attrs)})
 
 
+def _figure(expr: Expr, resolve: Resolver) -> Any:
+    """A rejection's figure, or None where it cannot be computed (as its ``because`` shows "—"
+    for a value that fails: e.g. an estimate of a layout the model's KV heads do not split into)."""
+    try:
+        return expr.evaluate(resolve)
+    except (NotReady, EvalError):
+        return None
+
+
 @action("reject")
 def reject(ctx: ActionContext, act: Action) -> None:
     spec, mem = ctx.spec, ctx.mem
@@ -253,7 +262,7 @@ def reject(ctx: ActionContext, act: Action) -> None:
               "values": jsonable(values), "step": ctx.step_no}
     figures = {key[len("figures."):]: expr for key, expr in act.exprs.items() if key.startswith("figures.")}
     if figures:  # the numbers a view draws of this rejection (e.g. an infeasible plan's nearest misses)
-        record["figures"] = jsonable({name: expr.evaluate(ctx.resolve) for name, expr in figures.items()})
+        record["figures"] = jsonable({name: _figure(expr, ctx.resolve) for name, expr in figures.items()})
     mem.rejections.append(record)
     ctx.conclusions.append({"fact": f"rejected[{option}]", "value": True})
 
