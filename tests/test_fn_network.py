@@ -44,6 +44,6 @@ def test_no_switch_at_a_speed_nothing_offers():
 
 
 def test_a_restricted_switch_is_not_bought(monkeypatch):
-    monkeypatch.setattr(fn_network, "availability_status",
+    monkeypatch.setattr(fn_network.fn_bom, "availability_status",
                         lambda part, region: "restricted" if "SN4700" in part else "available")
     assert fabric_switch(400, 7, "global")["id"] == "NVIDIA Spectrum-4 SN5600"
