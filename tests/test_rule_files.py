@@ -40,6 +40,8 @@ CASES = [
      3, "test.cooling-note", "is from 000_83eaec4bcde12e1d.txt"),
     ("yaml syntax", GOOD.replace("  then:\n", "  then: [\n"), 0, "-", "invalid YAML"),
     ("bad id", GOOD.replace("test.cooling-note", "Cooling Note"), 1, "Cooling Note", "id"),
+    ("bad figure name", GOOD.replace("    - warn: {severity: info}", '    - reject: {option: x, figures: {Ratio: "1"}}'),
+     7, "test.cooling-note", "unknown key 'Ratio'; a name must match ^[a-z][a-z0-9_]*$"),
 ]
 
 

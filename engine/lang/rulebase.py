@@ -7,6 +7,7 @@ import difflib
 import hashlib
 import json
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -291,10 +292,14 @@ def _schema_problems(data: Any, lines: Lines, file: str) -> list[Problem]:
         line = line_of(lines, path)
         if err.validator == "additionalProperties" and isinstance(err.instance, dict):
             allowed = sorted(err.schema.get("properties", {}))
-            extra = sorted(k for k in err.instance if k not in allowed)
+            patterns = sorted(err.schema.get("patternProperties", {}))  # names a pattern admits
+            extra = sorted(k for k in err.instance if k not in allowed
+                           and not any(re.search(p, str(k)) for p in patterns))
             if extra:
                 close = difflib.get_close_matches(extra[0], allowed, n=1, cutoff=0.5)
-                hint = f"; did you mean '{close[0]}'?" if close else f"; allowed: {', '.join(allowed)}"
+                hint = (f"; did you mean '{close[0]}'?" if close else
+                        f"; allowed: {', '.join(allowed)}" if allowed else
+                        f"; a name must match {' or '.join(patterns)}")
                 message = f"unknown key '{extra[0]}'{hint}"
                 line = line_of(lines, (*path, extra[0]))
         problems.append(Problem(file, line, rule_id, f"{where}: {message}"))
