@@ -14,7 +14,7 @@ from __future__ import annotations
 import inspect
 import operator
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from servewise.engine.lang.expr import EvalError
@@ -248,6 +248,18 @@ def _order_key(spec: RuleSpec, binding: Binding) -> Callable[[dict[str, Any]], f
     return order_key
 
 
+def all_true(conds: Sequence[Any], resolve: Callable[[str], Any]) -> bool:
+    """Every condition true, in order (the first false one ends it), each through its compiled
+    function directly (what ``Expr.evaluate`` wraps in error translation): an error propagates."""
+    for cond in conds:
+        fn = cond._fn
+        if fn is None:
+            fn = cond._link()
+        if not fn(resolve):
+            return False
+    return True
+
+
 def leading_item_check(spec: RuleSpec, binding: Binding) -> Callable[[dict[str, Any]], bool] | None:
     """A quick refutation of a for-each rule's test on one item revision: the conditions it
     begins with that read only the item's attributes (no function, no let, no global value),
@@ -287,17 +299,11 @@ def leading_item_check(spec: RuleSpec, binding: Binding) -> Callable[[dict[str, 
             return attrs[attr]
 
         try:  # (not counted in WORK: a refutation, not the rule's test)
-            for cond in lead:
-                fn = cond._fn
-                if fn is None:
-                    fn = cond._link()
-                if not fn(resolve):
-                    return False
+            return all_true(lead, resolve)
         except NotReady:
             return False
         except Exception:  # noqa: BLE001 - the full test reports it
             return True
-        return True
 
     return quick
 
@@ -384,13 +390,7 @@ def _fast_conditions(spec: RuleSpec, binding: Binding,
 
         r = with_lets(spec, resolve) if lets else resolve
         try:
-            for cond in when:
-                fn = cond._fn
-                if fn is None:
-                    fn = cond._link()
-                if not fn(r):
-                    return False
-            return True
+            return all_true(when, r)
         except NotReady:
             return False
         except Exception:  # noqa: BLE001 - the full path raises it as conditions_hold does
