@@ -539,16 +539,10 @@ def predicted_vs_measured(errors: list[dict[str, Any]], metric: str, lang: str =
                   else (_t(f"metric.{metric}", lang), _t("unit.tokens_per_s", lang)))
     lo = min(min(m, p) for m, p, _ in pts) / 1.3
     hi = max(max(m, p) for m, p, _ in pts) * 1.3
-    ticks = [t for t in _log_ticks(lo, hi) if lo <= t <= hi]
-    span = math.log10(hi) - math.log10(lo)
     side = H - TOP - BOTTOM
     left = LEFT + 20
-
-    def px(v: float) -> float:
-        return left + side * (math.log10(v) - math.log10(lo)) / span
-
-    def py(v: float) -> float:
-        return H - BOTTOM - side * (math.log10(v) - math.log10(lo)) / span
+    ticks, px = _log_axis(lo, hi, side, left)
+    _, py = _log_axis(lo, hi, side, H - BOTTOM, flip=True)
 
     body = [f'<line x1="{left}" y1="{H - BOTTOM}" x2="{_n(left + side)}" y2="{H - BOTTOM}" stroke="black"/>',
             f'<line x1="{left}" y1="{TOP}" x2="{left}" y2="{H - BOTTOM}" stroke="black"/>']
