@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from servewise.engine.app.inputs import input_defs, workload_schema
 from servewise.engine.app.planfile import SCHEMA_FILE as PLAN_SCHEMA
-from servewise.engine.common.schema_check import compiled, equal, unique, valid
+from servewise.engine.common.schema_check import best_error, compiled, equal, jsonschema_validator, unique, valid
 from servewise.engine.lang.rulebase import rule_schema
 
 SCHEMAS = {"workload": workload_schema(), "plan": json.loads(PLAN_SCHEMA.read_text(encoding="utf-8")),
@@ -25,6 +25,19 @@ SCHEMAS = {"workload": workload_schema(), "plan": json.loads(PLAN_SCHEMA.read_te
 
 def both(schema: dict, instance) -> tuple[bool, bool]:
     return valid(compiled(schema), instance), jsonschema.Draft202012Validator(schema).is_valid(instance)
+
+
+def same_errors(schema: dict, instance) -> None:
+    """servewise's narrowed validator (it skips subtrees the compiled check finds valid) finds
+    jsonschema's errors, and best_match picks the same one."""
+    plain, narrowed = jsonschema.Draft202012Validator(schema), jsonschema_validator(schema)
+
+    def described(errors) -> list[tuple]:
+        return sorted((list(e.absolute_path), e.message, e.validator) for e in errors)
+
+    assert described(narrowed.iter_errors(instance)) == described(plain.iter_errors(instance))
+    mine, theirs = best_error(narrowed, instance), best_error(plain, instance)
+    assert (mine and (list(mine.absolute_path), mine.message)) == (theirs and (list(theirs.absolute_path), theirs.message))
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
@@ -106,6 +119,7 @@ def test_generated_workloads_agree_with_jsonschema(fields, with_model):
         node[last] = value
     mine, theirs = both(SCHEMAS["workload"], data)
     assert mine == theirs, data
+    same_errors(SCHEMAS["workload"], data)
 
 
 @pytest.fixture(scope="module")
@@ -124,6 +138,7 @@ def test_mutated_plans_agree_with_jsonschema(plan_paths, data):
     mutate_json(plan, paths, data, json_values, data.draw(st.integers(0, 3)))
     mine, theirs = both(SCHEMAS["plan"], plan)
     assert mine == theirs
+    same_errors(SCHEMAS["plan"], plan)
 
 
 def test_every_example_workload_and_plan_is_valid_on_the_fast_path(example_plans):
@@ -143,3 +158,23 @@ def test_a_plan_of_a_valid_workload_does_not_import_jsonschema():
     out = subprocess.run([sys.executable, "-c", code, str(EXAMPLES / "chat-8b-small.yaml")],
                          capture_output=True, text=True, check=True)
     assert out.stderr.endswith("not imported")
+
+
+@pytest.fixture(scope="module")
+def rule_paths():
+    import yaml
+
+    from servewise.engine.lang.rulebase import RULES_DIR
+
+    specs = yaml.safe_load((RULES_DIR / "filters" / "sla.yaml").read_text(encoding="utf-8"))
+    rules = [specs[0]]  # a rule file (a list of rules) with a reject and its figures
+    return rules, list(json_paths(rules, items=3))[1:]
+
+
+@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(st.data())
+def test_mutated_rules_get_jsonschemas_errors(rule_paths, data):
+    spec, paths = rule_paths
+    rule = json.loads(json.dumps(spec))
+    mutate_json(rule, paths, data, json_values, data.draw(st.integers(1, 3)))
+    same_errors(SCHEMAS["rule"], rule)

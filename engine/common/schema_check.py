@@ -263,7 +263,57 @@ def best_error(validator: Any, instance: Any) -> Any:
 
 
 def jsonschema_validator(schema: dict[str, Any]) -> Any:
-    """jsonschema's Draft 2020-12 validator of ``schema`` (imported here, on the error path)."""
+    """jsonschema's Draft 2020-12 validator of ``schema`` (imported here, on the error path), whose
+    ``properties``, ``patternProperties`` and ``items`` skip a value the compiled check of its
+    subschema finds valid: a valid subtree has no errors, so the errors (and ``best_match``'s pick)
+    are jsonschema's own, found without walking the valid rest of a large plan file."""
     import jsonschema
 
-    return jsonschema.Draft202012Validator(schema)
+    base = jsonschema.Draft202012Validator
+    quick = _SubschemaChecks(schema)
+
+    def properties(validator: Any, properties: dict, instance: Any, _schema: dict) -> Any:
+        if not validator.is_type(instance, "object"):
+            return
+        for name, sub in properties.items():
+            if name in instance and not quick.valid(sub, instance[name]):
+                yield from validator.descend(instance[name], sub, path=name, schema_path=name)
+
+    def pattern_properties(validator: Any, patterns: dict, instance: Any, _schema: dict) -> Any:
+        if not validator.is_type(instance, "object"):
+            return
+        for pattern, sub in patterns.items():
+            for key, value in instance.items():
+                if re.search(pattern, key) and not quick.valid(sub, value):
+                    yield from validator.descend(value, sub, path=key, schema_path=pattern)
+
+    def items(validator: Any, items: Any, instance: Any, schema: dict) -> Any:
+        if items is False or "prefixItems" in schema or not validator.is_type(instance, "array"):
+            yield from base.VALIDATORS["items"](validator, items, instance, schema)
+            return
+        for index, value in enumerate(instance):
+            if not quick.valid(items, value):
+                yield from validator.descend(instance=value, schema=items, path=index)
+
+    narrowed = jsonschema.validators.extend(base, {"properties": properties, "patternProperties": pattern_properties,
+                                                   "items": items})
+    return narrowed(schema)
+
+
+class _SubschemaChecks:
+    """Compiled checks of a root schema's subschemas (``$ref`` resolved against the root), made on
+    first use; a subschema that does not compile is never called valid (jsonschema then looks)."""
+
+    def __init__(self, root: dict[str, Any]):
+        self.compiler = _Compiler(root)
+        self.checks: dict[int, tuple[Any, Check | None]] = {}
+
+    def valid(self, sub: Any, instance: Any) -> bool:
+        held = self.checks.get(id(sub))
+        if held is None or held[0] is not sub:
+            try:
+                check: Check | None = self.compiler.compile(sub)
+            except (Unsupported, KeyError, TypeError, re.error):
+                check = None
+            held = self.checks[id(sub)] = (sub, check)
+        return valid(held[1], instance)
