@@ -9,7 +9,7 @@ from click.testing import CliRunner
 
 from servewise.cli.main import cli
 from servewise.engine.domain.catalog import load_catalog
-from servewise.engine.domain.perf.disagg import Pool, estimate_disagg, kv_link, predict_disagg
+from servewise.engine.domain.perf.disagg import Pool, estimate_disagg, kv_link, occupancy_fixed_point, predict_disagg
 from servewise.engine.domain.perf.memory import Layout
 from servewise.engine.domain.perf.serving import predict_state
 from servewise.engine.domain.perf.types import evaluate
@@ -39,6 +39,35 @@ def test_decode_pool_runs_without_prefill_interference(r1_gb200):
     assert st["interference"] > 0
     assert s["tpot"] < tpot_agg
     assert s["step"] == pytest.approx(st["dec"]["total"], rel=1e-9)
+
+
+def _counted(g):
+    calls = []
+
+    def excess(c: float) -> float:
+        calls.append(c)
+        return min(max(g(c), 1.0), 64.0) - c
+    return excess, calls
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.3, 0.9, 0.99])
+def test_the_decode_occupancy_is_the_fixed_point_in_a_few_steps(slope):
+    """g(c) = 2 + slope x c: the root 2 / (1 - slope), found to 1e-10 in a few evaluations where
+    the plain iteration c -> g(c) needs hundreds at slope 0.99 (and stopped at 60, unconverged)."""
+    excess, calls = _counted(lambda c: 2 + slope * c)
+    c = occupancy_fixed_point(excess, 64.0)
+    root = min(2 / (1 - slope), 64.0)
+    assert c == pytest.approx(root, rel=1e-9)
+    assert len(calls) <= 8
+
+
+def test_the_lowest_fixed_point_is_found_and_the_edges_hold():
+    # g(c) = 1.5 + (c - 1)^2 / 8 rises faster than c later: roots 5 -/+ sqrt(12) (1.54 and
+    # 8.46); the loop settles on the lower one (the iteration from one sequence never passes it)
+    excess, _ = _counted(lambda c: 1.5 + (c - 1) ** 2 / 8)
+    assert occupancy_fixed_point(excess, 64.0) == pytest.approx(5 - 12 ** 0.5, rel=1e-9)
+    assert occupancy_fixed_point(_counted(lambda c: 0.2 * c)[0], 64.0) == 1.0  # one sequence
+    assert occupancy_fixed_point(_counted(lambda c: 10 + c)[0], 64.0) == 64.0  # the batch cap
 
 
 def test_littles_law_holds_in_a_closed_loop(r1_gb200):

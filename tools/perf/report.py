@@ -761,7 +761,7 @@ def disagg_lines() -> list[str]:
              "with at least 10 rows and pooled over all rows for the others "
              "(`python -m tools.perf.disagg_fit`); everything else is the aggregated calibration, "
              "and the MTP acceptance the one fitted on aggregated runs. Held out "
-             "(`python -m tools.perf.disagg_fit --check` asserts these levels; about 1.5 min, so not "
+             "(`python -m tools.perf.disagg_fit --check` asserts these levels; about 40 s, so not "
              "in `make test`, which checks the in-sample level): each campaign's "
              "(or model's) rows predicted with the two constants refitted without them; without "
              "DeepSeek-R1 (690 of the rows) they are fitted on the 29 Kimi-K2.5 and Qwen3-32B rows.",
@@ -863,11 +863,12 @@ def held_out_model_lines(r: dict[str, Any]) -> list[str]:
 
 
 def splice_disagg(text: str) -> str:
-    """``text`` (docs/accuracy.md) with its disaggregated section and the attempts log after it
-    (docs/accuracy-attempts.md) rendered afresh, the rest as it was."""
-    head, tail = "## Disaggregated serving (issue #36)", "## Error tables (fitted calibration, all rows)"
-    start, end = text.index(head), text.index(tail)
-    return text[:start] + "\n".join(disagg_lines() + ["", attempts(), "", ""]) + text[end:]
+    """``text`` (docs/accuracy.md) with its disaggregated section (to the next ``## `` heading)
+    rendered afresh, the rest as it was."""
+    head = "## Disaggregated serving (issue #36)"
+    start = text.index(head)
+    end = text.index("\n## ", start + len(head)) + 1
+    return text[:start] + "\n".join(disagg_lines() + ["", ""]) + text[end:]
 
 
 def attempts() -> str:
@@ -945,7 +946,7 @@ def main(argv: list[str] | None = None) -> None:
                     help="read the held-out summaries from this file when it exists, else "
                          "compute them and write them there (re-render without refitting)")
     ap.add_argument("--disagg-only", action="store_true",
-                    help="rewrite only the disaggregated section (and the attempts log after it) "
+                    help="rewrite only the disaggregated section "
                          "of the existing document")
     a = ap.parse_args(argv)
     if a.disagg_only:
