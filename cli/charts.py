@@ -481,10 +481,8 @@ def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
     x, y, miss, r = nearest
     body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="7" fill="#ef6c00" stroke="black">'
                 f'{tip(r, x, y)}</circle>')
-    v = r.get("values") or {}
-    n = int(v.get("candidate.tp") or 1) * int(v.get("candidate.pp") or 1)
-    label = _t("miss.nearest", lang, gpus=n, gpu=v.get("candidate.gpu") or r["option"],
-               precision=v.get("candidate.precision") or "",
+    n, gpu, precision = _replica_label(r)
+    label = _t("miss.nearest", lang, gpus=n, gpu=gpu, precision=precision,
                times=f"{miss:.1f}" if isinstance(miss, (int, float)) else "?")
     right = px(x) > (LEFT + W - RIGHT) / 2
     body.append(f'<text x="{_n(px(x) + (-10 if right else 10))}" y="{_n(py(y) - 10)}" '
@@ -497,12 +495,80 @@ def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("miss.title", lang, n=len(pts)))
 
 
+def _replica_label(r: dict[str, Any]) -> tuple[int, str, str]:
+    """(GPUs, GPU, precision) of a rejected candidate's replica, from the rule's values."""
+    v = r.get("values") or {}
+    n = int(v.get("candidate.tp") or 1) * int(v.get("candidate.pp") or 1)
+    return n, str(v.get("candidate.gpu") or r["option"]), str(v.get("candidate.precision") or "")
+
+
+def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
+    """An infeasible decoder plan's cost picture: what one replica costs at least (the rejection's
+    ``replica_capex_cny``, capex_floor at midpoint prices) against how far one request on it misses
+    the targets (``miss``: its largest latency / target ratio), both log scales, the targets as a
+    line at 1x with the side that meets them shaded and empty; the nearest miss and the cheapest
+    configuration that fits are named. Money spent on more or faster GPUs moves a point down the
+    miss axis only so far: the chart shows where it stops. None without such figures."""
+    pts = []
+    for r in plan.get("rejected") or []:
+        f = r.get("figures") or {}
+        miss, capex = f.get("miss"), f.get("replica_capex_cny")
+        if f.get("fits") and isinstance(miss, (int, float)) and isinstance(capex, (int, float)) \
+                and miss > 0 and capex > 0:
+            pts.append((float(miss), float(capex), r))
+    if not pts:
+        return None
+    x_lo, x_hi = min(1.0, *(x for x, _, _ in pts)) / 3, max(1.0, *(x for x, _, _ in pts)) * 1.5
+    y_lo, y_hi = min(y for _, y, _ in pts) / 1.5, max(y for _, y, _ in pts) * 1.5
+    x_ticks, px = _log_axis(x_lo, x_hi, W - LEFT - RIGHT, LEFT)
+    y_ticks, py = _log_axis(y_lo, y_hi, H - TOP - BOTTOM, H - BOTTOM, flip=True)
+    body = [f'<rect x="{LEFT}" y="{TOP}" width="{_n(px(1.0) - LEFT)}" height="{H - BOTTOM - TOP}" fill="#e8f5e9"/>',
+            f'<line x1="{LEFT}" y1="{H - BOTTOM}" x2="{W - RIGHT}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{H - BOTTOM}" stroke="black"/>',
+            f'<line x1="{_n(px(1.0))}" y1="{TOP}" x2="{_n(px(1.0))}" y2="{H - BOTTOM}" stroke="#c62828" '
+            f'stroke-dasharray="5,4"/>',
+            f'<text x="{_n(px(1.0) + 4)}" y="{TOP + 12}" fill="#c62828" stroke="white" stroke-width="3" '
+            f'paint-order="stroke">{escape(_t("costmiss.target", lang))}</text>']
+    band_x, mid_y = (LEFT + px(1.0)) / 2, (TOP + H - BOTTOM) // 2
+    body.append(f'<text x="{_n(band_x)}" y="{mid_y}" text-anchor="middle" fill="#2e7d32" '
+                f'transform="rotate(-90 {_n(band_x)} {mid_y})">{escape(_t("costmiss.meets", lang))}</text>')
+    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}×</text>' for t in x_ticks]
+    body += [f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t / 1e6:g}</text>' for t in y_ticks]
+    nearest = min(pts, key=lambda p: (p[0], p[1], p[2]["option"]))
+    cheapest = min(pts, key=lambda p: (p[1], p[0], p[2]["option"]))
+
+    def tip(x: float, y: float, r: dict[str, Any]) -> str:
+        return f"<title>{escape(r['option'])}: {x:.1f}×, {y / 1e6:,.2f} M CNY</title>"
+
+    for x, y, r in pts:
+        if r is not nearest[2] and r is not cheapest[2]:
+            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" fill="#90a4ae" fill-opacity="0.7">'
+                        f'{tip(x, y, r)}</circle>')
+    marks = [(nearest, "#ef6c00", "costmiss.nearest", -10)]
+    if cheapest[2] is not nearest[2]:
+        marks.append((cheapest, "#1565c0", "costmiss.cheapest", -12))
+    for (x, y, r), colour, key, dy in marks:
+        n, gpu, precision = _replica_label(r)
+        body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="7" fill="{colour}" stroke="black">'
+                    f'{tip(x, y, r)}</circle>')
+        label = _t(key, lang, gpus=n, gpu=gpu, precision=precision, times=f"{x:.1f}", capex=f"{y / 1e6:,.2f}")
+        right = px(x) > (LEFT + W - RIGHT) / 2
+        body.append(f'<text x="{_n(px(x) + (-10 if right else 10))}" y="{_n(py(y) + dy)}" '
+                    f'text-anchor="{"end" if right else "start"}" font-weight="bold" fill="{colour}" stroke="white" '
+                    f'stroke-width="3" paint-order="stroke">{escape(label)}</text>')
+    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
+                f'{escape(_t("costmiss.x", lang))}</text>')
+    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
+                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("costmiss.y", lang))}</text>')
+    return _svg(body, _t("costmiss.title", lang, n=len(pts)))
+
+
 def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     """The plan's charts by file name (those it has data for; an infeasible plan configured
     nothing to draw but how near its candidates came)."""
     if not plan.get("feasible", True):
-        miss = nearest_misses(plan, lang)
-        return {"nearest-misses.svg": miss} if miss else {}
+        out = {"nearest-misses.svg": nearest_misses(plan, lang), "cost-vs-miss.svg": cost_vs_miss(plan, lang)}
+        return {name: svg for name, svg in out.items() if svg}
     if plan.get("pools"):
         load = pools_latency_vs_load(plan, lang)
     elif (plan.get("performance") or {}).get("load_curve_kind") not in (None, "online"):

@@ -109,7 +109,7 @@ def test_an_infeasible_report_draws_how_near_the_candidates_came(example_plans, 
     recorded = [r for r in plan["rejected"] if r.get("figures", {}).get("fits")]
     assert recorded and all(r["figures"]["miss"] > 1 for r in recorded)
     drawn = charts(plan, "en")
-    assert list(drawn) == ["nearest-misses.svg"]
+    assert list(drawn) == ["nearest-misses.svg", "cost-vs-miss.svg"]
     root = ET.fromstring(drawn["nearest-misses.svg"])
     assert root.get("aria-label") == f"Nearest misses: one request's latency on the {len(recorded)} configurations that fit"
     nearest = min(recorded, key=lambda r: r["figures"]["miss"])
@@ -124,6 +124,38 @@ def test_an_infeasible_report_draws_how_near_the_candidates_came(example_plans, 
     assert f"- {gpu}:" in alternatives and "- A10:" not in alternatives
 
 
+def test_an_infeasible_report_draws_what_a_replica_costs_against_its_miss(example_plans):
+    """The infeasible plan's cost picture: each configuration that fits at the least its replica
+    costs (capex_floor of its GPUs, recorded with the rejection) against how far one request on it
+    misses the targets; the nearest miss and the cheapest configuration named with both numbers,
+    and no point on the side of the 1x line that meets the targets."""
+    from servewise.cli.charts import charts
+    from servewise.engine.domain.fn_bom import capex_floor
+
+    plan = example_plans["infeasible-target"].plan
+    region = plan["workload"]["deployment"]["region"]
+    recorded = [r for r in plan["rejected"] if r.get("figures", {}).get("fits")]
+    for r in recorded[:5]:
+        v = r["values"]
+        n = int(v["candidate.tp"]) * int(v["candidate.pp"])
+        assert r["figures"]["replica_capex_cny"] == capex_floor(v["candidate.gpu"], n, region)
+    svg = charts(plan, "en")["cost-vs-miss.svg"]
+    root = ET.fromstring(svg)
+    assert root.get("aria-label") == (f"What one replica costs against how far it misses the targets "
+                                      f"({len(recorded)} configurations that fit)")
+    priced = [r for r in recorded if r["figures"]["replica_capex_cny"]]
+    nearest = min(priced, key=lambda r: (r["figures"]["miss"], r["figures"]["replica_capex_cny"], r["option"]))
+    cheapest = min(priced, key=lambda r: (r["figures"]["replica_capex_cny"], r["figures"]["miss"], r["option"]))
+    for r, word in ((nearest, "nearest"), (cheapest, "cheapest that fits")):
+        f = r["figures"]
+        assert (f"{word}: {int(r['values']['candidate.tp']) * int(r['values']['candidate.pp'])} × "
+                f"{r['values']['candidate.gpu']} ({r['values']['candidate.precision']}), {f['miss']:.1f}×, "
+                f"≥ {f['replica_capex_cny'] / 1e6:,.2f} M CNY") in svg
+    assert cheapest["figures"]["miss"] > nearest["figures"]["miss"]  # spending buys latency, up to a floor
+    zh = charts(plan, "zh")["cost-vs-miss.svg"]
+    assert "最接近" in zh and "最便宜且放得下" in zh and "nearest" not in zh
+
+
 # one feasible example of each load chart's kind (an online decoder's html is rendered by
 # tests/test_auditor.py::test_html_renders_in_headless_chromium)
 CHART_KINDS = ["offline-batch", "embedding-500qps", "asr-whisper-100-streams", "edge-video", "multi-model-tenants",
@@ -136,7 +168,7 @@ def test_the_charts_render_in_headless_chromium(example_plans, tmp_path, name):
     """The html report of each kind of load chart (and of a several-model plan's cost chart, and
     an infeasible plan's nearest misses) renders offline in headless Chromium, where it is
     installed: a real PNG screenshot, and the figures' SVGs in the DOM Chromium parsed (three; the
-    nearest misses alone where nothing was configured)."""
+    nearest misses and the cost against the miss where nothing was configured)."""
     from render_html_check import chromium, problems, render
 
     binary = chromium()
@@ -146,7 +178,7 @@ def test_the_charts_render_in_headless_chromium(example_plans, tmp_path, name):
     page.write_text(to_html(example_plans[name].plan, "en"), encoding="utf-8")
     png, dom = render(page, tmp_path, binary)
     assert problems(png, dom) == [], name
-    assert dom.count("<figure><svg") == (3 if example_plans[name].plan["feasible"] else 1), name
+    assert dom.count("<figure><svg") == (3 if example_plans[name].plan["feasible"] else 2), name
 
 
 def test_a_report_shows_no_decoder_row_an_encoder_has_no_value_for(example_plans):
