@@ -563,11 +563,58 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
     return _svg(body, _t("costmiss.title", lang, n=len(pts)))
 
 
+def nearest_by_gpu(plan: dict[str, Any], lang: str = "en", most: int = 12) -> str | None:
+    """An infeasible decoder plan, GPU model by GPU model: how near its best configuration that
+    fits comes to the targets (the lowest ``miss`` among its rejections' figures), as bars from
+    the 1x line on a log scale, nearest first (the ``most`` nearest models; the count of the
+    others in the title). None without such figures."""
+    best: dict[str, tuple[float, dict[str, Any]]] = {}
+    for r in plan.get("rejected") or []:
+        f = r.get("figures") or {}
+        miss = f.get("miss")
+        if f.get("fits") and isinstance(miss, (int, float)) and miss > 0:
+            gpu = _replica_label(r)[1]
+            if gpu not in best or (miss, r["option"]) < (best[gpu][0], best[gpu][1]["option"]):
+                best[gpu] = (float(miss), r)
+    if not best:
+        return None
+    rows = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
+    shown = rows[:most]
+    lo, hi = min(1.0, shown[0][1][0]) / 1.2, max(x for _, (x, _) in shown) * 1.25
+    start = 20 + max(_text_width(g) for g, _ in shown)
+    room = W - start - 190  # the value and its configuration after the longest bar
+    ticks, px = _log_axis(lo, hi, room, start)
+    bar_h = min(24.0, (H - TOP - BOTTOM) / len(shown) - 5)
+    body = [f'<line x1="{_n(px(1.0))}" y1="{TOP}" x2="{_n(px(1.0))}" y2="{H - BOTTOM}" stroke="#c62828" '
+            f'stroke-dasharray="5,4"/>',
+            f'<text x="{_n(px(1.0) + 4)}" y="{H - BOTTOM + 16}" fill="#c62828">'
+            f'{escape(_t("costmiss.target", lang))}</text>',
+            f'<line x1="{start}" y1="{H - BOTTOM}" x2="{_n(start + room)}" y2="{H - BOTTOM}" stroke="black"/>']
+    body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 32}" text-anchor="middle">{t:g}×</text>' for t in ticks
+             if abs(px(t) - px(1.0)) > 24 or t == 1.0]
+    for i, (gpu, (miss, r)) in enumerate(shown):
+        y = TOP + 6 + i * (bar_h + 5)
+        n, _, precision = _replica_label(r)
+        x0, x1 = px(1.0), px(miss)
+        colour = "#ef6c00" if i == 0 else "#90a4ae"
+        body.append(f'<text x="{start - 8}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(gpu)}</text>')
+        body.append(f'<rect x="{_n(min(x0, x1))}" y="{_n(y)}" width="{_n(abs(x1 - x0))}" height="{_n(bar_h)}" '
+                    f'fill="{colour}"><title>{escape(r["option"])}: {miss:.1f}×</title></rect>')
+        body.append(f'<text x="{_n(max(x0, x1) + 6)}" y="{_n(y + bar_h / 2 + 4)}">'
+                    f'{escape(_t("bygpu.value", lang, times=f"{miss:.1f}", gpus=n, precision=precision))}</text>')
+    body.append(f'<text x="{_n(start + room / 2)}" y="{H - 12}" text-anchor="middle">'
+                f'{escape(_t("bygpu.x", lang))}</text>')
+    title = _t("bygpu.title", lang, n=len(rows)) + ("" if len(rows) <= most else _t("bygpu.more", lang,
+                                                                                      n=len(rows) - most))
+    return _svg(body, title)
+
+
 def charts(plan: dict[str, Any], lang: str = "en") -> dict[str, str]:
     """The plan's charts by file name (those it has data for; an infeasible plan configured
     nothing to draw but how near its candidates came)."""
     if not plan.get("feasible", True):
-        out = {"nearest-misses.svg": nearest_misses(plan, lang), "cost-vs-miss.svg": cost_vs_miss(plan, lang)}
+        out = {"nearest-misses.svg": nearest_misses(plan, lang), "cost-vs-miss.svg": cost_vs_miss(plan, lang),
+               "nearest-by-gpu.svg": nearest_by_gpu(plan, lang)}
         return {name: svg for name, svg in out.items() if svg}
     if plan.get("pools"):
         load = pools_latency_vs_load(plan, lang)
