@@ -134,8 +134,7 @@ def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
         else:
             body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="#90a4ae" fill-opacity="0.7">{tip}</circle>')
     if any(c.get("availability") == "restricted" for c in rows):
-        body.append(f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ '
-                    f'{escape(_t("restricted", lang))}</text>')
+        body.append(_restricted_legend(lang))
     return _svg(body, _t("cost_title" + suffix, lang))
 
 
@@ -473,26 +472,48 @@ def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
     def tip(r: dict[str, Any], x: float, y: float) -> str:
         return f"<title>{escape(r['option'])}: TTFT {y:,.0f} ms, TPOT {x:,.1f} ms</title>"
 
-    nearest = min(pts, key=lambda p: (p[2] if isinstance(p[2], (int, float)) else math.inf, p[3]["option"]))
+    # the nearest the buyer could order (restricted ones as hollow red rings), any where none is
+    nearest = min(pts, key=lambda p: (not _orderable(p[3]), p[2] if isinstance(p[2], (int, float)) else math.inf,
+                                      p[3]["option"]))
     for x, y, _, r in pts:
         if r is not nearest[3]:
-            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" fill="#90a4ae" fill-opacity="0.7">'
-                        f'{tip(r, x, y)}</circle>')
+            style = 'fill="#90a4ae" fill-opacity="0.7"' if _orderable(r) else 'fill="none" stroke="#c62828"'
+            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {style}>{tip(r, x, y)}</circle>')
+    if not all(_orderable(p[3]) for p in pts):
+        body.append(_restricted_legend(lang))
     x, y, miss, r = nearest
     body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="7" fill="#ef6c00" stroke="black">'
                 f'{tip(r, x, y)}</circle>')
     n, gpu, precision = _replica_label(r)
     label = _t("miss.nearest", lang, gpus=n, gpu=gpu, precision=precision,
                times=f"{miss:.1f}" if isinstance(miss, (int, float)) else "?")
-    right = px(x) > (LEFT + W - RIGHT) / 2
-    body.append(f'<text x="{_n(px(x) + (-10 if right else 10))}" y="{_n(py(y) - 10)}" '
-                f'text-anchor="{"end" if right else "start"}" font-weight="bold" stroke="white" stroke-width="3" '
-                f'paint-order="stroke">{escape(label)}</text>')
+    body.append(f'<text x="{_n(_label_start(px(x), label))}" y="{_n(py(y) - 10)}" '
+                f'font-weight="bold" stroke="white" stroke-width="3" paint-order="stroke">{escape(label)}</text>')
     body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
                 f'{escape(_t("miss.x", lang))}</text>')
     body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
                 f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("miss.y", lang))}</text>')
     return _svg(body, _t("miss.title", lang, n=len(pts)))
+
+
+def _orderable(r: dict[str, Any]) -> bool:
+    """Whether the buyer could order the rejected candidate (``figures.orderable``; True when the
+    rejection does not say)."""
+    return (r.get("figures") or {}).get("orderable") is not False
+
+
+def _label_start(x: float, label: str) -> float:
+    """Where a point's bold label (left-aligned, above it) starts: beside the point on the side
+    with room, moved inwards as far as it takes to stay inside the plot (bold text a little wider
+    than :func:`_text_width`)."""
+    width = 1.1 * _text_width(label)
+    start = x - 10 - width if x > (LEFT + W - RIGHT) / 2 else x + 10
+    return max(LEFT + 4, min(start, W - 4 - width))
+
+
+def _restricted_legend(lang: str) -> str:
+    return (f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ '
+            f'{escape(_t("restricted", lang))}</text>')
 
 
 def _replica_label(r: dict[str, Any]) -> tuple[int, str, str]:
@@ -534,17 +555,19 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
                 f'transform="rotate(-90 {_n(band_x)} {mid_y})">{escape(_t("costmiss.meets", lang))}</text>')
     body += [f'<text x="{_n(px(t))}" y="{H - BOTTOM + 16}" text-anchor="middle">{t:g}×</text>' for t in x_ticks]
     body += [f'<text x="{LEFT - 6}" y="{_n(py(t) + 4)}" text-anchor="end">{t / 1e6:g}</text>' for t in y_ticks]
-    nearest = min(pts, key=lambda p: (p[0], p[1], p[2]["option"]))
-    cheapest = min(pts, key=lambda p: (p[1], p[0], p[2]["option"]))
+    nearest = min(pts, key=lambda p: (not _orderable(p[2]), p[0], p[1], p[2]["option"]))
+    cheapest = min(pts, key=lambda p: (not _orderable(p[2]), p[1], p[0], p[2]["option"]))
 
     def tip(x: float, y: float, r: dict[str, Any]) -> str:
         return f"<title>{escape(r['option'])}: {x:.1f}×, {y / 1e6:,.2f} M CNY</title>"
 
     for x, y, r in pts:
         if r is not nearest[2] and r is not cheapest[2]:
-            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" fill="#90a4ae" fill-opacity="0.7">'
-                        f'{tip(x, y, r)}</circle>')
-    marks = [(nearest, "#ef6c00", "costmiss.nearest", -10)]
+            style = 'fill="#90a4ae" fill-opacity="0.7"' if _orderable(r) else 'fill="none" stroke="#c62828"'
+            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {style}>{tip(x, y, r)}</circle>')
+    if not all(_orderable(p[2]) for p in pts):
+        body.append(_restricted_legend(lang))
+    marks = [(nearest, "#ef6c00", "costmiss.nearest", -12)]
     if cheapest[2] is not nearest[2]:
         marks.append((cheapest, "#1565c0", "costmiss.cheapest", -12))
     for (x, y, r), colour, key, dy in marks:
@@ -552,9 +575,8 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
         body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="7" fill="{colour}" stroke="black">'
                     f'{tip(x, y, r)}</circle>')
         label = _t(key, lang, gpus=n, gpu=gpu, precision=precision, times=f"{x:.1f}", capex=f"{y / 1e6:,.2f}")
-        right = px(x) > (LEFT + W - RIGHT) / 2
-        body.append(f'<text x="{_n(px(x) + (-10 if right else 10))}" y="{_n(py(y) + dy)}" '
-                    f'text-anchor="{"end" if right else "start"}" font-weight="bold" fill="{colour}" stroke="white" '
+        body.append(f'<text x="{_n(_label_start(px(x), label))}" y="{_n(py(y) + dy)}" '
+                    f'font-weight="bold" fill="{colour}" stroke="white" '
                     f'stroke-width="3" paint-order="stroke">{escape(label)}</text>')
     body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
                 f'{escape(_t("costmiss.x", lang))}</text>')
@@ -578,7 +600,8 @@ def nearest_by_gpu(plan: dict[str, Any], lang: str = "en", most: int = 12) -> st
                 best[gpu] = (float(miss), r)
     if not best:
         return None
-    rows = sorted(best.items(), key=lambda kv: (kv[1][0], kv[0]))
+    # nearest first, the GPUs the buyer could order before those they could not
+    rows = sorted(best.items(), key=lambda kv: (not _orderable(kv[1][1]), kv[1][0], kv[0]))
     shown = rows[:most]
     lo, hi = min(1.0, shown[0][1][0]) / 1.2, max(x for _, (x, _) in shown) * 1.25
     start = 20 + max(_text_width(g) for g, _ in shown)
@@ -596,14 +619,18 @@ def nearest_by_gpu(plan: dict[str, Any], lang: str = "en", most: int = 12) -> st
         y = TOP + 6 + i * (bar_h + 5)
         n, _, precision = _replica_label(r)
         x0, x1 = px(1.0), px(miss)
-        colour = "#ef6c00" if i == 0 else "#90a4ae"
+        style = ('fill="none" stroke="#c62828"' if not _orderable(r) else
+                 'fill="#ef6c00"' if i == 0 else 'fill="#90a4ae"')
         body.append(f'<text x="{start - 8}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(gpu)}</text>')
         body.append(f'<rect x="{_n(min(x0, x1))}" y="{_n(y)}" width="{_n(abs(x1 - x0))}" height="{_n(bar_h)}" '
-                    f'fill="{colour}"><title>{escape(r["option"])}: {miss:.1f}×</title></rect>')
+                    f'{style}><title>{escape(r["option"])}: {miss:.1f}×</title></rect>')
         body.append(f'<text x="{_n(max(x0, x1) + 6)}" y="{_n(y + bar_h / 2 + 4)}">'
                     f'{escape(_t("bygpu.value", lang, times=f"{miss:.1f}", gpus=n, precision=precision))}</text>')
     body.append(f'<text x="{_n(start + room / 2)}" y="{H - 12}" text-anchor="middle">'
                 f'{escape(_t("bygpu.x", lang))}</text>')
+    if not all(_orderable(r) for _, (_, r) in shown):
+        body.append(f'<text x="{_n(start + room + 180)}" y="{H - BOTTOM + 16}" text-anchor="end" fill="#c62828">□ '
+                    f'{escape(_t("restricted", lang))}</text>')
     title = _t("bygpu.title", lang, n=len(rows)) + ("" if len(rows) <= most else _t("bygpu.more", lang,
                                                                                       n=len(rows) - most))
     return _svg(body, title)

@@ -112,7 +112,9 @@ def test_an_infeasible_report_draws_how_near_the_candidates_came(example_plans, 
     assert list(drawn) == ["nearest-misses.svg", "cost-vs-miss.svg", "nearest-by-gpu.svg"]
     root = ET.fromstring(drawn["nearest-misses.svg"])
     assert root.get("aria-label") == f"Nearest misses: one request's latency on the {len(recorded)} configurations that fit"
-    nearest = min(recorded, key=lambda r: r["figures"]["miss"])
+    # the nearest the buyer could order (the cn market: B200, nearer, is export-restricted)
+    nearest = min(recorded, key=lambda r: (not r["figures"]["orderable"], r["figures"]["miss"]))
+    assert min(recorded, key=lambda r: r["figures"]["miss"])["figures"]["orderable"] is False
     gpu = nearest["values"]["candidate.gpu"]
     assert f"× {gpu} ({nearest['values']['candidate.precision']}), {nearest['figures']['miss']:.1f}× the target" \
         in drawn["nearest-misses.svg"]
@@ -144,8 +146,10 @@ def test_an_infeasible_report_draws_what_a_replica_costs_against_its_miss(exampl
     assert root.get("aria-label") == (f"What one replica costs against how far it misses the targets "
                                       f"({len(recorded)} configurations that fit)")
     priced = [r for r in recorded if r["figures"]["replica_capex_cny"]]
-    nearest = min(priced, key=lambda r: (r["figures"]["miss"], r["figures"]["replica_capex_cny"], r["option"]))
-    cheapest = min(priced, key=lambda r: (r["figures"]["replica_capex_cny"], r["figures"]["miss"], r["option"]))
+    nearest = min(priced, key=lambda r: (not r["figures"]["orderable"], r["figures"]["miss"],
+                                         r["figures"]["replica_capex_cny"], r["option"]))
+    cheapest = min(priced, key=lambda r: (not r["figures"]["orderable"], r["figures"]["replica_capex_cny"],
+                                          r["figures"]["miss"], r["option"]))
     for r, word in ((nearest, "nearest"), (cheapest, "cheapest that fits")):
         f = r["figures"]
         assert (f"{word}: {int(r['values']['candidate.tp']) * int(r['values']['candidate.pp'])} × "
@@ -158,17 +162,20 @@ def test_an_infeasible_report_draws_what_a_replica_costs_against_its_miss(exampl
 
 def test_an_infeasible_report_shows_how_near_each_gpu_model_comes(example_plans):
     """One bar per GPU model that fits (the nearest twelve), its best configuration's miss, nearest
-    first; the title counts the models and says how many are not shown."""
+    first, those the buyer cannot order (export-restricted) after the others and drawn hollow; the
+    title counts the models and says how many are not shown."""
     from servewise.cli.charts import charts
 
     plan = example_plans["infeasible-target"].plan
     best: dict[str, float] = {}
+    orderable: dict[str, bool] = {}
     for r in plan["rejected"]:
         f = r.get("figures") or {}
         if f.get("fits"):
             gpu = r["values"]["candidate.gpu"]
             best[gpu] = min(best.get(gpu, float("inf")), f["miss"])
-    order = sorted(best, key=lambda g: (best[g], g))
+            orderable[gpu] = f["orderable"]
+    order = sorted(best, key=lambda g: (not orderable[g], best[g], g))  # orderable in the market first
     svg = charts(plan, "en")["nearest-by-gpu.svg"]
     root = ET.fromstring(svg)
     ns = "{http://www.w3.org/2000/svg}"
@@ -176,6 +183,7 @@ def test_an_infeasible_report_shows_how_near_each_gpu_model_comes(example_plans)
     shown = order[:12]
     assert [b.split(" | ")[0] for b in bars] == shown
     assert [float(b.rsplit(": ", 1)[1].rstrip("×")) for b in bars] == [round(best[g], 1) for g in shown]
+    assert sum(1 for t in root.iter(f"{ns}rect") if t.get("fill") == "none") == sum(not orderable[g] for g in shown)
     assert root.get("aria-label") == (f"Each GPU model's best configuration against the targets ({len(best)} models)"
                                       + (f", {len(best) - 12} farthest not shown" if len(best) > 12 else ""))
 

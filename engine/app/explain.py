@@ -223,15 +223,17 @@ def _stage_rank(rule: str, rules: dict[str, dict[str, Any]] | None, trace_stage:
 def rejection_rank(r: dict[str, Any], rules: dict[str, dict[str, Any]] | None,
                    trace_stage: dict[str, str]) -> tuple:
     """Sort key: the rejection that came closest to being chosen first (ranked at selection by
-    score, then the latest stage that rejected it, then how far it missed the targets where the
-    rejection records it: ``figures.miss``, the largest latency / target ratio of one request)."""
+    score, then the latest stage that rejected it, then, where the rejection records them, one the
+    buyer could order before one they could not (``figures.orderable``, as selection ranks) and how
+    far it missed the targets: ``figures.miss``, the largest latency / target ratio of one
+    request)."""
     score = (r.get("values") or {}).get("score") if r.get("ranked") else None
     numbers = tuple(float(x) if isinstance(x, (int, float)) else 0.0 for x in (score or []))
     figures = r.get("figures") or {}
     miss = figures.get("miss")
     far = float(miss) if isinstance(miss, (int, float)) else (math.inf if "miss" in figures else 0.0)
     return (0 if r.get("ranked") else 1, numbers, -_stage_rank(r["rule"], rules, trace_stage, r.get("stage")),
-            far, r["option"])
+            1 if figures.get("orderable") is False else 0, far, r["option"])
 
 
 def _proposal_rules(plan: dict[str, Any]) -> set[str]:
