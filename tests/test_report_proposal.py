@@ -228,9 +228,16 @@ def test_the_chinese_alternatives_do_not_repeat_the_option(example_plans):
     """A Chinese rejection text begins "OPTION：" (a full-width colon): the list that names the
     option strips it as it strips the English "OPTION: "."""
     from servewise.cli.brief import to_brief
+    from servewise.cli.render import without_option
 
-    text = to_brief(example_plans["infeasible-target"].plan, "zh")
-    alternatives = [line for line in text.splitlines() if line.startswith("  - ")]
-    options = [line[4:].split(": ", 1)[0] for line in alternatives]
-    assert "A100 80GB PCIe" in options
-    assert not any(line.startswith(f"  - {o}: {o}：") for line, o in zip(alternatives, options, strict=True))
+    # the unpriced A100 of the infeasible plan reads "A100 80GB PCIe：在 cn 市场受出口管制，且无价格…"
+    plan = example_plans["infeasible-target"].plan
+    a100 = next(r for r in plan["rejected"] if r["rule"] == "cost.candidate-needs-price"
+                and r["option"].startswith("A100 80GB PCIe"))
+    zh = a100["because_i18n"]["zh"]
+    assert zh.startswith("A100 80GB PCIe：") and without_option(zh, "A100 80GB PCIe").startswith("在 cn 市场受出口管制")
+    for name, planned in example_plans.items():
+        text = to_brief(planned.plan, "zh")
+        alternatives = [line for line in text.splitlines() if line.startswith("  - ")]
+        options = [line[4:].split(": ", 1)[0] for line in alternatives]
+        assert not any(line.startswith(f"  - {o}: {o}：") for line, o in zip(alternatives, options, strict=True)), name
