@@ -88,10 +88,16 @@ def test_every_catalog_file_is_tested():
     assert sorted(p.stem for p in CATALOG.glob("*.yaml")) == sorted(FILES)
 
 
-def test_catalog_loads_through_engine():
+@pytest.fixture(scope="module")
+def built():
+    """The catalog as the engine builds it from the shipped files (once for this module)."""
     from servewise.engine.domain.catalog import build_catalog
 
-    cat = build_catalog(CATALOG.glob("*.yaml"))
+    return build_catalog(CATALOG.glob("*.yaml"))
+
+
+def test_catalog_loads_through_engine(built):
+    cat = built
     for stem in FILES:
         assert len(cat.table(stem).entries) == len(entries(stem)), f"duplicate ids in {stem}"
 
@@ -215,21 +221,17 @@ def test_ids_and_aliases_are_unique_within_a_file(stem):
         ("cpus", "Kunpeng 920", "Kunpeng 920 7260"),
     ],
 )
-def test_aliases_resolve(kind, name, expected):
-    from servewise.engine.domain.catalog import build_catalog
-
-    cat = build_catalog(CATALOG.glob("*.yaml"))
+def test_aliases_resolve(built, kind, name, expected):
+    cat = built
     assert cat.table(kind).get(name)["id"] == expected
 
 
-def test_reference_data_names_resolve():
+def test_reference_data_names_resolve(built):
     """Every GPU/model named in the reference data (facts/data) resolves (so estimate/validate can use them)."""
     import csv
 
     data = ROOT / "facts" / "data"  # the project copy of shared/data
-    from servewise.engine.domain.catalog import build_catalog
-
-    cat = build_catalog(CATALOG.glob("*.yaml"))
+    cat = built
     missing = []
     for f in ["gpus.csv", "models.csv", "benchmarks.csv", "measured.csv"]:
         rows = list(csv.DictReader((data / f).open(encoding="utf-8")))
@@ -240,19 +242,15 @@ def test_reference_data_names_resolve():
     assert not missing, missing
 
 
-def test_server_gpu_models_resolve():
-    from servewise.engine.domain.catalog import build_catalog
-
-    cat = build_catalog(CATALOG.glob("*.yaml"))
+def test_server_gpu_models_resolve(built):
+    cat = built
     for e in entries("servers"):
         for g in e["gpu_models"]:
             assert g in cat.table("gpus"), f"{e['id']}: unknown GPU {g}"
 
 
-def test_price_refers_to_resolves_and_ranges_are_ordered():
-    from servewise.engine.domain.catalog import build_catalog
-
-    cat = build_catalog(CATALOG.glob("*.yaml"))
+def test_price_refers_to_resolves_and_ranges_are_ordered(built):
+    cat = built
     for e in entries("prices"):
         if "refers_to" in e:
             assert any(e["refers_to"] in cat.table(k) for k in ("gpus", "servers")), e["id"]
