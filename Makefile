@@ -23,7 +23,7 @@ run: $(VENV)/.installed
 	@$(BIN)/servewise plan examples/chat-70b-online.yaml
 	@echo "next: $(BIN)/servewise --help   (or: source $(BIN)/activate, then servewise plan YOUR.yaml)"
 
-# `make test` (what CI runs first, about 6 minutes on 2 cores, 5.5 where Chromium is absent): ruff, the rule linter, the whole
+# `make test` (what CI runs first, about 6 minutes on 2 cores): ruff, the rule linter, the whole
 # suite on two xdist workers (loadgroup keeps the tests sharing a per-process cache on one worker,
 # see tests/conftest.py; the slow ones included) except the pseudo-terminal interviews, which run
 # after it in one process of their own (forkpty is not run from a multi-threaded xdist worker),
