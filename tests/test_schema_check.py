@@ -123,22 +123,32 @@ def test_generated_workloads_agree_with_jsonschema(fields, with_model):
 
 
 @pytest.fixture(scope="module")
-def plan_paths(example_plans):
+def documents(example_plans):
+    """A small real plan and a rule file (a list of rules; its first has a reject with figures),
+    each with every path into it."""
+    import yaml
+
+    from servewise.engine.lang.rulebase import RULES_DIR
+
     plan = example_plans["chat-8b-small"].plan
     small = {**plan, "trace": plan["trace"][:5], "rejected": plan["rejected"][:3],
              "warnings": plan["warnings"][:2]}
-    return small, list(json_paths(small, items=4))[1:]
+    rules = yaml.safe_load((RULES_DIR / "filters" / "sla.yaml").read_text(encoding="utf-8"))[:1]
+    return {"plan": (small, list(json_paths(small, items=4))[1:]),
+            "rule": (rules, list(json_paths(rules, items=3))[1:])}
 
 
+@pytest.mark.parametrize("kind", ["plan", "rule"])
 @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 @given(st.data())
-def test_mutated_plans_agree_with_jsonschema(plan_paths, data):
-    small, paths = plan_paths
-    plan = json.loads(json.dumps(small))
-    mutate_json(plan, paths, data, json_values, data.draw(st.integers(0, 3)))
-    mine, theirs = both(SCHEMAS["plan"], plan)
+def test_mutated_documents_agree_with_jsonschema(documents, kind, data):
+    """Valid or not as jsonschema says, and described by jsonschema's errors."""
+    doc, paths = documents[kind]
+    mutated = json.loads(json.dumps(doc))
+    mutate_json(mutated, paths, data, json_values, data.draw(st.integers(0, 3)))
+    mine, theirs = both(SCHEMAS[kind], mutated)
     assert mine == theirs
-    same_errors(SCHEMAS["plan"], plan)
+    same_errors(SCHEMAS[kind], mutated)
 
 
 def test_every_example_workload_and_plan_is_valid_on_the_fast_path(example_plans):
@@ -158,23 +168,3 @@ def test_a_plan_of_a_valid_workload_does_not_import_jsonschema():
     out = subprocess.run([sys.executable, "-c", code, str(EXAMPLES / "chat-8b-small.yaml")],
                          capture_output=True, text=True, check=True)
     assert out.stderr.endswith("not imported")
-
-
-@pytest.fixture(scope="module")
-def rule_paths():
-    import yaml
-
-    from servewise.engine.lang.rulebase import RULES_DIR
-
-    specs = yaml.safe_load((RULES_DIR / "filters" / "sla.yaml").read_text(encoding="utf-8"))
-    rules = [specs[0]]  # a rule file (a list of rules) with a reject and its figures
-    return rules, list(json_paths(rules, items=3))[1:]
-
-
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-@given(st.data())
-def test_mutated_rules_get_jsonschemas_errors(rule_paths, data):
-    spec, paths = rule_paths
-    rule = json.loads(json.dumps(spec))
-    mutate_json(rule, paths, data, json_values, data.draw(st.integers(1, 3)))
-    same_errors(SCHEMAS["rule"], rule)
