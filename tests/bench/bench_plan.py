@@ -39,6 +39,19 @@ MAIN = "import sys; from servewise.cli.main import main; sys.argv[0] = 'servewis
 
 NOTES = """## What changed, and what did not (#14)
 
+Session 45 (paired against 7cfbd1f, 3 runs each, alternately; this machine ran about 5-10 % slower
+than in session 44: chat-70b-online 0.87 s then, 0.93 s for the same code now). No change aimed at
+the plan's speed; what moved: **the disaggregated decode pool's occupancy solved by a bracketed
+secant** (about 3 step evaluations per solve where the plain iteration took 10-60):
+`validate --data facts/data/measured-disagg.csv.gz` 16.6 -> 4.4 s, qwen3-235b-a22b 0.65 -> 0.58 s,
+deepseek-v3-public-api 0.85 -> 0.80 s; an **invalid plan file's error found without walking its valid
+parts** (a 118-step plan 0.2-0.3 s -> 15 ms). The SLA rejections of every plan now also record one
+replica's least capex and whether the buyer could order it (the infeasible plan's charts): within
+noise. Still missed, as in session 44: the several-model plans (saas-five-tenants 3.13 s,
+multi-model-tenants 2.33 s), chat-70b-online <= 0.5 s, and on this slower machine four single-model
+examples at 1.03-1.12 s (internal-knowledge-base 1.12, budget-7b 1.09, production-long-horizon 1.04,
+chat-8b-small 1.03; the same code measured 1.04-1.09 in session 44).
+
 Issue #41 item 6, session 44 (paired against 8df6e34, 3 runs each, alternately; this machine ran
 about 5-10 % slower than in session 43, so compare the columns, not the old figures):
 **per-candidate filters refuted once per item revision** (the compiler's `leading_item_check`: a
