@@ -802,6 +802,20 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
         o += ["", f"**{msg('render.decision.alternatives', lang, total=len(plan['rejected']))}**", ""]
         o += [f"- {_md_escape(option)}: {_md_escape(text)}" for option, text in d["alternatives"]]
     o.append("")
+    from .charts import charts
+
+    drawn = charts(plan, lang)
+
+    def chart_section() -> list[str]:
+        if not drawn:
+            return []
+        if charts_dir:
+            return [f"## {t('charts', lang)}", ""] + [f"![{name[:-4]}]({charts_dir.rstrip('/')}/{name})"
+                                                       for name in drawn] + [""]
+        return [f"## {t('charts', lang)}", "", m("charts_elsewhere"), ""]
+
+    if not plan["feasible"]:  # nothing configured: how near the candidates came is the content
+        o += chart_section()
     o.append(f"## {t('configuration', lang)}")
     o.append("")
     o.append(col("component", "choice", "why"))
@@ -827,15 +841,8 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     o += [col("item", "value"), "|---|---|"] + [f"| {field_label(k, lang)} | {_md_escape(field_value(v, lang))} |"
                                                 for k, v in plan["cost"].items()]
     o.append("")
-    from .charts import charts
-
-    drawn = charts(plan, lang)
-    if drawn:
-        o += [f"## {t('charts', lang)}", ""]
-        if charts_dir:
-            o += [f"![{name[:-4]}]({charts_dir.rstrip('/')}/{name})" for name in drawn] + [""]
-        else:
-            o += [m("charts_elsewhere"), ""]
+    if plan["feasible"]:
+        o += chart_section()
     if plan.get("bom"):
         o.append(f"## {t('bom', lang)}")
         o.append("")

@@ -309,6 +309,12 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
         o.append(f"<h3>{escape(msg('render.decision.alternatives', lang, total=len(plan['rejected'])))}</h3><ul>"
                  + "".join(f"<li><b>{escape(option)}</b>: {escape(text)}</li>" for option, text in d["alternatives"])
                  + "</ul>")
+    from .charts import charts
+
+    drawn = charts(plan, lang)
+    if drawn and not feasible:  # nothing configured: how near the candidates came is the content
+        o.append(f"<h2>{t('charts', lang)}</h2>")
+        o += [f"<figure>{svg}</figure>" for svg in drawn.values()]
     o.append(f"<h2>{t('configuration', lang)}</h2>")
     rows = [[escape(pick(COMPONENT_NAMES.get(n, {"en": n}), lang)), escape(component_line(n, c, lang)),
              escape(_reason_for(plan, n, lang) or "")] for n, c in plan["components"].items()]
@@ -324,10 +330,7 @@ def to_html(plan: dict[str, Any], lang: str = "en") -> str:
     o.append(f"<h2>{t('cost', lang)}</h2>")
     o.append(_table(_cols(lang, "item", "value"), [[escape(field_label(k, lang)), escape(field_value(v, lang))]
                                                    for k, v in plan["cost"].items()]))
-    from .charts import charts
-
-    drawn = charts(plan, lang)
-    if drawn:
+    if drawn and feasible:
         o.append(f"<h2>{t('charts', lang)}</h2>")
         o += [f"<figure>{svg}</figure>" for svg in drawn.values()]
     if plan.get("bom"):

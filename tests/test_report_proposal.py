@@ -120,8 +120,12 @@ def test_an_infeasible_report_draws_how_near_the_candidates_came(example_plans, 
         in drawn["nearest-misses.svg"]
     sla = plan["workload"]["sla"]
     assert all(r["figures"]["ttft_ms"] > sla["ttft_ms"] or r["figures"]["tpot_ms"] > sla["tpot_ms"] for r in recorded)
-    assert "<figure><svg" in to_html(plan, "en")
-    assert "](charts/nearest-misses.svg)" in to_markdown(plan, "en", charts_dir="charts")
+    html, md = to_html(plan, "en"), to_markdown(plan, "en", charts_dir="charts")
+    assert "<figure><svg" in html
+    assert "](charts/nearest-misses.svg)" in md
+    # nothing was configured: the charts come right after the decision, before the empty tables
+    assert html.index("<h2>Charts</h2>") < html.index("<h2>Configuration</h2>")
+    assert md.index("## Charts") < md.index("## Configuration")
     alternatives = to_brief(plan, "en").split("Nearest alternatives")[1]
     assert f"- {gpu}:" in alternatives and "- A10:" not in alternatives
 
