@@ -86,6 +86,14 @@ LATENCY_AXES = (("tpot_ms_hi", ("sla", "tpot_ms"), "tpot"), ("latency_p99_ms", (
                 ("asr_partial_latency_ms", ("asr", "partial_latency_ms"), "asr"))
 
 
+def _axis_titles(x_label: str, y_label: str) -> list[str]:
+    """The x axis title under the plot and the y axis title turned up along its left side."""
+    mid_x, mid_y = (LEFT + W - RIGHT) // 2, (TOP + H - BOTTOM) // 2
+    return [f'<text x="{mid_x}" y="{H - 20}" text-anchor="middle">{escape(x_label)}</text>',
+            f'<text x="18" y="{mid_y}" text-anchor="middle" transform="rotate(-90 18 {mid_y})">'
+            f'{escape(y_label)}</text>']
+
+
 def latency_axis(plan: dict[str, Any]) -> tuple[str, float | None, str] | None:
     """(candidate field, target, label key) of the plan's cost-vs-latency chart, or None."""
     candidates = plan.get("candidates") or []
@@ -108,10 +116,7 @@ def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
     ys = [c["tco_cny"] / 1e6 for c in rows]
     px, py, body = _axes(_ticks(0, max(xs) * 1.05), _ticks(0, max(ys) * 1.05), grid=True)
     suffix = "" if key == "tpot" else f"_{key}"
-    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(_t("cost_x" + suffix, lang))}</text>')
-    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("cost_y", lang))}</text>')
+    body += _axis_titles(_t("cost_x" + suffix, lang), _t("cost_y", lang))
     if target:
         body.append(f'<line x1="{_n(px(target))}" y1="{TOP}" x2="{_n(px(target))}" y2="{H - BOTTOM}" '
                     f'stroke="#c62828" stroke-dasharray="5,4"/>')
@@ -170,10 +175,7 @@ def latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
         body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colours[name]}"/>' for x, y in pts]
         body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colours[name]}">'
                     f'{escape(_t(name, lang))}</text>')
-    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(_t("load_x", lang))}</text>')
-    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("load_y", lang))}</text>')
+    body += _axis_titles(_t("load_x", lang), _t("load_y", lang))
     return _svg(body, _t("load_title", lang))
 
 
@@ -208,9 +210,7 @@ def _line_chart(series: list[tuple[str, str, list[tuple[float, float]]]], title:
     if limit:  # over the lines, on the left where the load is light
         body.append(f'<text x="{LEFT + 10}" y="{_n(py(limit[0]) - 6)}" fill="#c62828" stroke="white" '
                     f'stroke-width="3" paint-order="stroke">{escape(limit[1])}</text>')
-    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">{escape(x_label)}</text>')
-    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(y_label)}</text>')
+    body += _axis_titles(x_label, y_label)
     return _svg(body, title)
 
 
@@ -295,10 +295,7 @@ def pools_latency_vs_load(plan: dict[str, Any], lang: str = "en") -> str | None:
         body.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
         body += [f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3" fill="{colour}"/>' for x, y in pts]
         body.append(f'<text x="{LEFT + 10}" y="{TOP + 14 + 16 * k}" fill="{colour}">{escape(name)}</text>')
-    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(_t("pools_load_x", lang))}</text>')
-    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("load_y", lang))}</text>')
+    body += _axis_titles(_t("pools_load_x", lang), _t("load_y", lang))
     return _svg(body, _t("pools_load_title", lang))
 
 
@@ -382,10 +379,7 @@ def pools_cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
                                            tco=f"{c['tco_cny'] / 1e6:,.2f}")
         body.append(f'<text x="{LEFT}" y="{H + 4 + 16 * k}" fill="{POOL_COLOURS[k % len(POOL_COLOURS)]}">'
                     f'● {escape(label)}</text>')
-    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(_t("pools_cost_x", lang))}</text>')
-    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("pools_cost_y", lang))}</text>')
+    body += _axis_titles(_t("pools_cost_x", lang), _t("pools_cost_y", lang))
     return _svg(body, _t("pools_cost_title", lang), H + 16 * len(series))
 
 
@@ -442,9 +436,8 @@ def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
     sla = (plan.get("workload") or {}).get("sla") or {}
     ttft_t, tpot_t = sla.get("ttft_ms"), sla.get("tpot_ms")
     pts = []
-    for r in plan.get("rejected") or []:
-        f = r.get("figures") or {}
-        if f.get("fits") and isinstance(f.get("ttft_ms"), (int, float)) and isinstance(f.get("tpot_ms"), (int, float)) \
+    for r, f in _fitting(plan):
+        if isinstance(f.get("ttft_ms"), (int, float)) and isinstance(f.get("tpot_ms"), (int, float)) \
                 and f["ttft_ms"] > 0 and f["tpot_ms"] > 0:
             pts.append((float(f["tpot_ms"]), float(f["ttft_ms"]), f.get("miss"), r))
     if not pts or not ttft_t or not tpot_t:
@@ -477,8 +470,7 @@ def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
                                       p[3]["option"]))
     for x, y, _, r in pts:
         if r is not nearest[3]:
-            style = 'fill="#90a4ae" fill-opacity="0.7"' if _orderable(r) else 'fill="none" stroke="#c62828"'
-            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {style}>{tip(r, x, y)}</circle>')
+            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {_point_style(r)}>{tip(r, x, y)}</circle>')
     if not all(_orderable(p[3]) for p in pts):
         body.append(_restricted_legend(lang))
     x, y, miss, r = nearest
@@ -489,10 +481,7 @@ def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
                times=f"{miss:.1f}" if isinstance(miss, (int, float)) else "?")
     body.append(f'<text x="{_n(_label_start(px(x), label))}" y="{_n(py(y) - 10)}" '
                 f'font-weight="bold" stroke="white" stroke-width="3" paint-order="stroke">{escape(label)}</text>')
-    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(_t("miss.x", lang))}</text>')
-    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("miss.y", lang))}</text>')
+    body += _axis_titles(_t("miss.x", lang), _t("miss.y", lang))
     return _svg(body, _t("miss.title", lang, n=len(pts)))
 
 
@@ -500,6 +489,17 @@ def _orderable(r: dict[str, Any]) -> bool:
     """Whether the buyer could order the rejected candidate (``figures.orderable``; True when the
     rejection does not say)."""
     return (r.get("figures") or {}).get("orderable") is not False
+
+
+def _point_style(r: dict[str, Any]) -> str:
+    """A rejected configuration's point: grey, or a hollow red ring where the buyer could not order it."""
+    return 'fill="#90a4ae" fill-opacity="0.7"' if _orderable(r) else 'fill="none" stroke="#c62828"'
+
+
+def _fitting(plan: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(rejection, its figures) of every configuration that fits but misses the targets for one
+    request (sla.reject-candidate-missing-sla's figures), in the plan's order."""
+    return [(r, f) for r in plan.get("rejected") or [] for f in [r.get("figures") or {}] if f.get("fits")]
 
 
 def _label_start(x: float, label: str) -> float:
@@ -531,11 +531,9 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
     configuration that fits are named. Money spent on more or faster GPUs moves a point down the
     miss axis only so far: the chart shows where it stops. None without such figures."""
     pts = []
-    for r in plan.get("rejected") or []:
-        f = r.get("figures") or {}
+    for r, f in _fitting(plan):
         miss, capex = f.get("miss"), f.get("replica_capex_cny")
-        if f.get("fits") and isinstance(miss, (int, float)) and isinstance(capex, (int, float)) \
-                and miss > 0 and capex > 0:
+        if isinstance(miss, (int, float)) and isinstance(capex, (int, float)) and miss > 0 and capex > 0:
             pts.append((float(miss), float(capex), r))
     if not pts:
         return None
@@ -563,8 +561,7 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
 
     for x, y, r in pts:
         if r is not nearest[2] and r is not cheapest[2]:
-            style = 'fill="#90a4ae" fill-opacity="0.7"' if _orderable(r) else 'fill="none" stroke="#c62828"'
-            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {style}>{tip(x, y, r)}</circle>')
+            body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {_point_style(r)}>{tip(x, y, r)}</circle>')
     if not all(_orderable(p[2]) for p in pts):
         body.append(_restricted_legend(lang))
     marks = [(nearest, "#ef6c00", "costmiss.nearest", -12)]
@@ -578,10 +575,7 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
         body.append(f'<text x="{_n(_label_start(px(x), label))}" y="{_n(py(y) + dy)}" '
                     f'font-weight="bold" fill="{colour}" stroke="white" '
                     f'stroke-width="3" paint-order="stroke">{escape(label)}</text>')
-    body.append(f'<text x="{(LEFT + W - RIGHT) // 2}" y="{H - 20}" text-anchor="middle">'
-                f'{escape(_t("costmiss.x", lang))}</text>')
-    body.append(f'<text x="18" y="{(TOP + H - BOTTOM) // 2}" text-anchor="middle" '
-                f'transform="rotate(-90 18 {(TOP + H - BOTTOM) // 2})">{escape(_t("costmiss.y", lang))}</text>')
+    body += _axis_titles(_t("costmiss.x", lang), _t("costmiss.y", lang))
     return _svg(body, _t("costmiss.title", lang, n=len(pts)))
 
 
@@ -591,10 +585,9 @@ def nearest_by_gpu(plan: dict[str, Any], lang: str = "en", most: int = 12) -> st
     the 1x line on a log scale, nearest first (the ``most`` nearest models; the count of the
     others in the title). None without such figures."""
     best: dict[str, tuple[float, dict[str, Any]]] = {}
-    for r in plan.get("rejected") or []:
-        f = r.get("figures") or {}
+    for r, f in _fitting(plan):
         miss = f.get("miss")
-        if f.get("fits") and isinstance(miss, (int, float)) and miss > 0:
+        if isinstance(miss, (int, float)) and miss > 0:
             gpu = _replica_label(r)[1]
             if gpu not in best or (miss, r["option"]) < (best[gpu][0], best[gpu][1]["option"]):
                 best[gpu] = (float(miss), r)
