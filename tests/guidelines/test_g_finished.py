@@ -88,7 +88,7 @@ TIE = """
         over: {gpu: "['AMD MI300X', 'H100 SXM']"}
         id: "gpu"
         attrs: {gpu: "gpu", vendor: "catalog('gpus', gpu, 'vendor')", tco_cny: "1000000", capex_cny: "900000",
-                capex_low_cny: "800000", capex_high_cny: "1000000", availability: "'available'", gpus: "8",
+                capex_low_cny: "800000", capex_high_cny: "1000000", availability: "'available'", orderable: "True", gpus: "8",
                 precision: "'fp8'", tp: "8", servers: "1", sku: "'s'"}
   because: {en: two, zh: 两}
 """
