@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from servewise.engine.common import rulecache
-from servewise.engine.lang.rulebase import RULES_DIR, RuleLoadError, load_rules
+from servewise.engine.lang.rulebase import RULES_DIR, RuleLoadError, forget_loaded, load_rules
 
 RULE = """- id: cache.check
   title: {en: cache check, zh: 缓存检查}
@@ -44,22 +44,26 @@ def test_a_changed_rules_dir_file_is_a_miss(cache, tmp_path):
     extra = tmp_path / "extra"
     extra.mkdir()
     (extra / "r.yaml").write_text(RULE.replace("LIMIT", "10"), encoding="utf-8")
+    load_rules()  # the built-in rules alone: a load with a folder reuses them (their own entry)
+    shipped = len(entries(cache))
     a = load_rules([extra])
     (extra / "r.yaml").write_text(RULE.replace("LIMIT", "20"), encoding="utf-8")
     b = load_rules([extra])
     assert a.by_id("cache.check").when[0].source.endswith("10")
     assert b.by_id("cache.check").when[0].source.endswith("20")
-    assert len(entries(cache)) == 2
+    assert len(entries(cache)) == shipped + 2
 
 
 def test_invalid_rules_are_reported_and_not_cached(cache, tmp_path):
     extra = tmp_path / "bad"
     extra.mkdir()
     (extra / "r.yaml").write_text(RULE.replace("stage: checks", "stage: nowhere"), encoding="utf-8")
+    load_rules()
+    shipped = entries(cache)  # the built-in rules', which a load with a folder reuses
     for _ in range(2):  # the second load must report it again, not read a cache entry
         with pytest.raises(RuleLoadError):
             load_rules([extra])
-    assert not entries(cache)
+    assert entries(cache) == shipped
 
 
 def test_corrupt_entry_is_ignored_and_replaced(cache):
@@ -68,6 +72,7 @@ def test_corrupt_entry_is_ignored_and_replaced(cache):
     assert len(paths) == 2
     for path in paths:
         path.write_bytes(b"not a pickle")
+    forget_loaded()  # (this process remembers what it loaded: the cache files are read again)
     assert load_rules().rules
     assert all(path.read_bytes() != b"not a pickle" for path in paths)
 

@@ -242,16 +242,18 @@ PAIR = """\
 def _logic_once_findings(tmp_path, text: str, as_file: str | None, mine_only: bool = True):
     """Lint a small folder; ``as_file`` lints its rules as that shipped file (None: a --rules-dir
     folder)."""
-    from servewise.engine.lang.rulebase import load_rules
+    from dataclasses import replace
+
+    from servewise.engine.lang.rulebase import RuleBase, load_rules
     from servewise.engine.lang.rulelint import Linter
 
     d = tmp_path / "mine"
     d.mkdir(exist_ok=True)
     (d / "my.yaml").write_text(text, encoding="utf-8")
     rb = load_rules([d], semantic=False)
-    for r in rb.rules:
-        if r.file.endswith("my.yaml") and as_file:
-            r.builtin, r.file = True, as_file
+    if as_file:  # (copies: the loaded rules are this process's, shared with later loads)
+        rb = RuleBase([replace(r, builtin=True, file=as_file) if r.file.endswith("my.yaml") else r
+                       for r in rb.rules], rb.files, rb.knowledge_hash)
     return [f for f in Linter(rb).run() if f.code in ("language-binding", "template-expression",
                                                       "logic-once-pending")
             and (f.rule.startswith("my.") or not mine_only)]

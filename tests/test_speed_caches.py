@@ -11,7 +11,7 @@ import pytest
 from conftest import EXAMPLES
 
 from servewise.engine.common import rulecache
-from servewise.engine.lang.rulebase import RuleBase, iter_exprs, load_rules
+from servewise.engine.lang.rulebase import RuleBase, RuleLoadError, forget_loaded, iter_exprs, load_rules
 
 RULE = """- id: speed.check
   title: {en: speed check, zh: 速度检查}
@@ -44,6 +44,7 @@ def test_compiled_rule_base_hit_is_the_same_rule_base(cache, monkeypatch):
     assert len(compiled(cache)) == 1
     monkeypatch.setattr("servewise.engine.lang.rulebase._load_rules",
                         lambda *a: pytest.fail("a hit must not load the rule files again"))
+    forget_loaded()  # the cache file, not this process's memory of the load
     second = load_rules()
     assert shape(second) == shape(first) and second.knowledge_hash == first.knowledge_hash
     assert second is not first and second.engines == {}
@@ -51,6 +52,7 @@ def test_compiled_rule_base_hit_is_the_same_rule_base(cache, monkeypatch):
 
 def test_cached_expressions_evaluate_like_fresh_ones(cache):
     fresh = load_rules()
+    forget_loaded()
     cached = load_rules()
     values = {"performance.tpot_ms": 40.0, "sla.tpot_ms": 50.0}
     checked = 0
@@ -73,9 +75,10 @@ def test_a_changed_rules_dir_file_misses_the_compiled_cache(cache, tmp_path):
     b = load_rules([extra])
     assert a.by_id("speed.check").when[0].source.endswith("10")
     assert b.by_id("speed.check").when[0].source.endswith("20")
-    assert len(compiled(cache)) == 2
+    assert len(compiled(cache)) == 3  # and the built-in rules alone, which both reused
+    forget_loaded()
     c = load_rules([extra])  # unchanged now: a hit
-    assert c.by_id("speed.check").when[0].source.endswith("20") and len(compiled(cache)) == 2
+    assert c.by_id("speed.check").when[0].source.endswith("20") and len(compiled(cache)) == 3
 
 
 def test_an_added_rules_dir_file_misses_the_compiled_cache(cache, tmp_path):
@@ -110,6 +113,66 @@ def test_no_compiled_cache_when_disabled(tmp_path, monkeypatch):
     monkeypatch.setenv("SERVEWISE_NO_CACHE", "1")
     assert _compiled_key(None, True, False) is None
     assert load_rules().rules and not list(tmp_path.glob("*.pickle"))
+
+
+def test_a_process_loads_the_same_rules_once(cache, tmp_path, monkeypatch):
+    """The same files in the same cache folder: the same rule base (its engines kept for the next
+    run), without reading the cache again; an edited file, another cache folder or caching off:
+    loaded again."""
+    first = load_rules()
+    monkeypatch.setattr(rulecache, "read", lambda *a: pytest.fail("a process's own load is not read again"))
+    assert load_rules() is first
+    monkeypatch.undo()
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "r.yaml").write_text(RULE.replace("LIMIT", "10"), encoding="utf-8")
+    a = load_rules([extra])
+    assert load_rules([extra]) is a
+    (extra / "r.yaml").write_text(RULE.replace("LIMIT", "20"), encoding="utf-8")
+    assert load_rules([extra]) is not a
+    monkeypatch.setenv("SERVEWISE_CACHE_DIR", str(tmp_path / "other"))
+    assert load_rules() is not first
+    monkeypatch.setenv("SERVEWISE_NO_CACHE", "1")
+    assert load_rules() is not load_rules()
+
+
+def test_a_rules_dir_load_reuses_the_built_in_rules_compiled_alone(cache, tmp_path, monkeypatch):
+    """The built-in files are compiled once (as loaded alone) and shared by loads with a folder;
+    the rule base is the one compiling every file gives: same rules, lines, order and plan."""
+    from servewise.engine.app.plan import plan_file
+
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "r.yaml").write_text(RULE.replace("LIMIT", "10"), encoding="utf-8")
+    shipped = load_rules()
+    reused = load_rules([extra])
+    assert all(a is b for a, b in zip(shipped.rules, reused.rules, strict=False))
+    assert len(reused.rules) == len(shipped.rules) + 1 and reused.files[:len(shipped.files)] == shipped.files
+    monkeypatch.setenv("SERVEWISE_NO_CACHE", "1")  # every file compiled in this load
+    fresh = load_rules([extra])
+    assert not any(a is b for a, b in zip(shipped.rules, fresh.rules, strict=False))
+    assert shape(fresh) == shape(reused) and fresh.knowledge_hash == reused.knowledge_hash
+    example = EXAMPLES / "chat-8b-small.yaml"
+    assert plan_file(example, fresh).plan == plan_file(example, reused).plan
+    # a folder whose rule repeats a built-in id is still refused, as without the reuse
+    monkeypatch.delenv("SERVEWISE_NO_CACHE")
+    (extra / "r.yaml").write_text(RULE.replace("speed.check", shipped.rules[0].id), encoding="utf-8")
+    with pytest.raises(RuleLoadError, match="duplicate rule id"):
+        load_rules([extra])
+
+
+def test_lint_of_some_files_finds_what_linting_all_finds_in_them(tmp_path):
+    from servewise.engine.lang.rulelint import lint
+
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    (extra / "r.yaml").write_text(RULE.replace("performance.tpot_ms > LIMIT", "performance.tpot_m > 10 * 1.15"),
+                                  encoding="utf-8")
+    rb = load_rules([extra], semantic=False)
+    mine = {r.file for r in rb.rules if not r.builtin}
+    every = [f for f in lint(rb) if f.file in mine]
+    assert every and lint(rb, files=mine) == every
+    assert [f for f in lint(rb, loading=True) if f.file in mine] == lint(rb, loading=True, files=mine)
 
 
 def test_catalog_cache_hit_and_miss(cache, tmp_path, monkeypatch):

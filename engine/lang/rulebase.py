@@ -602,14 +602,56 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     with fewer_collections():
         key = _compiled_key(extra_dirs, builtin, semantic)
         if key is not None:
+            loaded = _LOADED.pop((rulecache.cache_dir(), key), None)  # (a cache folder is a cache of its own)
+            if loaded is not None:
+                return _remember(key, loaded)  # the most recently used last
             cached = rulecache.read(key, "compiled")
             if isinstance(cached, RuleBase):
-                return _relink(cached)
+                return _remember(key, _relink(cached))
         rb = _load_rules(extra_dirs, builtin, semantic)
         if key is not None:
             _derive_properties(rb)
             rulecache.write(key, rb, "compiled")
+            _remember(key, rb)
         return rb
+
+
+# The rule bases this process has loaded, by their key in the rule cache (the content of every
+# file they were made from, so an edited file is a new key): a process that loads the same rules
+# again (the interview's plans, `audit`, a library user, the tests) gets the same rule base, with
+# the experta engines its earlier runs left to reuse, instead of reading the cache again. Only
+# while caching is on (SERVEWISE_NO_CACHE loads afresh every time); the last few are kept.
+_LOADED: dict[tuple[Path | None, str], RuleBase] = {}
+_LOADED_KEEP = 3
+
+
+def _remember(key: str, rb: RuleBase) -> RuleBase:
+    from servewise.engine.common import rulecache
+
+    _LOADED[(rulecache.cache_dir(), key)] = rb
+    while len(_LOADED) > _LOADED_KEEP:
+        del _LOADED[next(iter(_LOADED))]
+    return rb
+
+
+def forget_loaded() -> None:
+    """Forget the rule bases this process has loaded: the next load reads the rule cache."""
+    _LOADED.clear()
+
+
+def _builtin_rules() -> RuleBase | None:
+    """The built-in rules alone, as :func:`load_rules` gives them (this process's memory or the
+    rule cache), whose compiled rules a load with extra folders reuses instead of compiling the
+    built-in files again; None while caching is off or when the built-in rules do not load (the
+    ordinary load then reports their problems)."""
+    from servewise.engine.common import rulecache
+
+    if rulecache.cache_dir() is None:
+        return None
+    try:
+        return load_rules(None, builtin=True, semantic=False)
+    except RuleLoadError:
+        return None
 
 
 def _derive_properties(rb: RuleBase) -> None:
@@ -682,7 +724,14 @@ def _load_rules(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) ->
     rules: list[RuleSpec] = []
     problems: list[Problem] = []
     seen: dict[str, RuleSpec] = {}
-    for path, (data, lines, probs) in zip(files, _read_rule_files(files), strict=True):
+    shipped = _builtin_rules() if builtin and extra_dirs else None
+    if shipped is not None and files[:len(shipped.files)] == shipped.files:
+        rules.extend(shipped.rules)  # the built-in files come first: compiled once, as loaded alone
+        seen.update((r.id, r) for r in shipped.rules)
+        files_read = files[len(shipped.files):]
+    else:
+        files_read = files
+    for path, (data, lines, probs) in zip(files_read, _read_rule_files(files_read), strict=True):
         if not probs and data is not None:
             specs, probs = _rule_specs(path, data, lines, _display(path), len(rules))
         else:
@@ -707,7 +756,10 @@ def _load_rules(extra_dirs: list[Path] | None, builtin: bool, semantic: bool) ->
     if semantic:
         from servewise.engine.lang.rulelint import lint
 
-        errors = [f.problem() for f in lint(rb, loading=True) if f.severity == "error"]
+        # the built-in rules' own checks are the tests' (`servewise rules lint`): rules added to
+        # them only add facts, so they cannot make a built-in rule's name unknown or read too early
+        added = {r.file for r in rules if not r.builtin} if builtin else None
+        errors = [f.problem() for f in lint(rb, loading=True, files=added) if f.severity == "error"]
         if errors:
             raise RuleLoadError(errors)
     return rb

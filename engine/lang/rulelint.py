@@ -134,9 +134,11 @@ class Linter:
         self.findings.append(Finding(spec.file, spec.line_at(*path), spec.id, message, severity, code))
 
     # ------------------------------------------------------------------ checks
-    def run(self) -> list[Finding]:
+    def run(self, files: set[str] | None = None) -> list[Finding]:
         shipped = {i: r for r in self.rb.rules if r.builtin for i in (r.id, *r.aliases)}
         for spec in self.rb.rules:
+            if files is not None and spec.file not in files:
+                continue  # its own findings are not asked for (the checks across rules still run)
             self.names(spec)
             self.writes(spec)
             self.components(spec)
@@ -459,10 +461,12 @@ def _cited(spec: RuleSpec) -> set[str]:
     return out
 
 
-def lint(rulebase: RuleBase, loading: bool = False) -> list[Finding]:
+def lint(rulebase: RuleBase, loading: bool = False, files: set[str] | None = None) -> list[Finding]:
     """Every finding for ``rulebase`` (errors and warnings), sorted by file and line. ``loading``:
-    the check made when a plan loads --rules-dir folders (their stray numbers only warn)."""
-    return Linter(rulebase, loading).run()
+    the check made when a plan loads --rules-dir folders (their stray numbers only warn). ``files``
+    (rule files as the rules show them): only these files' rules are checked one by one, the checks
+    across rules run over all of them (a caller that keeps only these files' findings)."""
+    return Linter(rulebase, loading).run(files)
 
 
 def to_sarif(findings: list[Finding]) -> dict[str, Any]:
