@@ -23,19 +23,27 @@ run: $(VENV)/.installed
 	@$(BIN)/servewise plan examples/chat-70b-online.yaml
 	@echo "next: $(BIN)/servewise --help   (or: source $(BIN)/activate, then servewise plan YOUR.yaml)"
 
-# `make test` (what CI runs first, about 6 minutes on 2 cores): ruff, the rule linter, the whole
+# `make test` (what CI runs first, about 5 minutes on 2 cores): ruff, the rule linter, the whole
 # suite on two xdist workers (loadgroup keeps the tests sharing a per-process cache on one worker,
 # see tests/conftest.py; the slow ones included) except the pseudo-terminal interviews, which run
-# after it in one process of their own (forkpty is not run from a multi-threaded xdist worker),
-# and the wheel smoke test.
+# beside it in one process of their own (forkpty is not run from a multi-threaded xdist worker;
+# they mostly wait for the interview, and fill the workers' idle end), their output shown after
+# the suite's; then the wheel smoke test.
 PYTEST_XDIST := -n 2 --dist loadgroup
 PTY_TESTS    := tests/test_ask_pty.py
 
 test: $(VENV)/.installed-test
 	$(BIN)/ruff check .
 	$(BIN)/servewise rules lint
-	$(BIN)/python -m pytest $(PYTEST_XDIST) --ignore=$(PTY_TESTS)
-	$(BIN)/python -m pytest $(PTY_TESTS)   # the whole suite (CONTRACTS §1): the interview under a pty too
+	@pty_log=$$(mktemp); \
+	$(BIN)/python -m pytest -p no:cacheprovider $(PTY_TESTS) > "$$pty_log" 2>&1 & pty_pid=$$!; \
+	trap 'kill $$pty_pid 2>/dev/null; rm -f "$$pty_log"; exit 130' INT TERM; \
+	echo "$(BIN)/python -m pytest $(PYTEST_XDIST) --ignore=$(PTY_TESTS)   (and $(PTY_TESTS) beside it)"; \
+	$(BIN)/python -m pytest $(PYTEST_XDIST) --ignore=$(PTY_TESTS); suite=$$?; \
+	wait $$pty_pid; pty=$$?; \
+	echo "$(BIN)/python -m pytest $(PTY_TESTS)   # the interview under a pty (CONTRACTS §1: the whole suite), its output:"; \
+	cat "$$pty_log"; rm -f "$$pty_log"; \
+	[ $$suite -eq 0 ] && [ $$pty -eq 0 ]
 	@$(MAKE) --no-print-directory smoke
 
 # the tests marked slow (`make test` runs them too): plans byte-identical in fresh processes with
