@@ -158,10 +158,12 @@ def to_brief(plan: dict[str, Any], lang: str = "en", width: int = 80) -> str:
     if plan["feasible"]:
         head += [""] + _configuration(plan, lang, width)
     foot = [""] + clip(t("brief_more", lang), width, 2)
+    # an infeasible plan has no configuration to show: its nearest misses get a line more each
+    more_alt = 0 if plan["feasible"] else 1
     for warn_lines, alt_lines, default_lines, alternatives in BUDGETS:
         out = (head + _warnings(plan, lang, width, warn_lines)
                + _defaults(plan, lang, width, default_lines)
-               + _alternatives(plan, lang, width, alt_lines, alternatives) + foot)
+               + _alternatives(plan, lang, width, alt_lines + more_alt, alternatives) + foot)
         if len(out) <= MAX_LINES:
             break
     return "\n".join(out) + "\n"

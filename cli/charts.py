@@ -128,7 +128,8 @@ def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
         if c["chosen"]:
             body.append(f'<circle cx="{x}" cy="{y}" r="7" fill="#2e7d32" stroke="black">{tip}</circle>')
             label = _t("chosen_label", lang, gpus=c.get("gpus") or "", gpu=c.get("gpu") or c["id"],
-                       precision=c.get("precision") or "", tp=c.get("tp") or 1, tco=f"{c['tco_cny'] / 1e6:,.2f}")
+                       precision=c.get("precision") or "", tp=c.get("tp") or 1, tco=f"{c['tco_cny'] / 1e6:,.2f}") \
+                + (_t("limited_tag", lang) if c.get("availability") == "limited" else "")
             right = px(c[field]) > (LEFT + W - RIGHT) / 2  # the label on the side with room
             body.append(f'<text x="{_n(px(c[field]) + (-10 if right else 10))}" '
                         f'y="{_n(py(c["tco_cny"] / 1e6) - 10)}" text-anchor="{"end" if right else "start"}" '
@@ -136,10 +137,11 @@ def cost_vs_latency(plan: dict[str, Any], lang: str = "en") -> str | None:
                         f'{escape(label)}</text>')
         elif c.get("availability") == "restricted":  # not orderable in the market: a hollow red ring
             body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="none" stroke="#c62828">{tip}</circle>')
-        else:
-            body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="#90a4ae" fill-opacity="0.7">{tip}</circle>')
-    if any(c.get("availability") == "restricted" for c in rows):
-        body.append(_restricted_legend(lang))
+        else:  # an amber ring where it is orderable only under conditions (licence, fee, allocation)
+            ring = f" {LIMITED_RING}" if c.get("availability") == "limited" else ""
+            body.append(f'<circle cx="{x}" cy="{y}" r="3.5" fill="#90a4ae" fill-opacity="0.7"{ring}>{tip}</circle>')
+    body += _legends(lang, any(c.get("availability") == "restricted" for c in rows),
+                     any(c.get("availability") == "limited" for c in rows))
     return _svg(body, _t("cost_title" + suffix, lang))
 
 
@@ -471,14 +473,13 @@ def nearest_misses(plan: dict[str, Any], lang: str = "en") -> str | None:
     for x, y, _, r in pts:
         if r is not nearest[3]:
             body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {_point_style(r)}>{tip(r, x, y)}</circle>')
-    if not all(_orderable(p[3]) for p in pts):
-        body.append(_restricted_legend(lang))
+    body += _legends(lang, not all(_orderable(p[3]) for p in pts), any(_limited(p[3]) for p in pts))
     x, y, miss, r = nearest
     body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="7" fill="#ef6c00" stroke="black">'
                 f'{tip(r, x, y)}</circle>')
     n, gpu, precision = _replica_label(r)
     label = _t("miss.nearest", lang, gpus=n, gpu=gpu, precision=precision,
-               times=f"{miss:.1f}" if isinstance(miss, (int, float)) else "?")
+               times=f"{miss:.1f}" if isinstance(miss, (int, float)) else "?") + _limited_tag(r, lang)
     body.append(f'<text x="{_n(_label_start(px(x), label))}" y="{_n(py(y) - 10)}" '
                 f'font-weight="bold" stroke="white" stroke-width="3" paint-order="stroke">{escape(label)}</text>')
     body += _axis_titles(_t("miss.x", lang), _t("miss.y", lang))
@@ -491,9 +492,26 @@ def _orderable(r: dict[str, Any]) -> bool:
     return (r.get("figures") or {}).get("orderable") is not False
 
 
+def _limited(r: dict[str, Any]) -> bool:
+    """Whether the rejected candidate's GPU is orderable only under conditions in the buyer's market
+    (``figures.availability`` 'limited': a licence per order, a fee, an allocation)."""
+    return (r.get("figures") or {}).get("availability") == "limited"
+
+
+def _limited_tag(r: dict[str, Any], lang: str) -> str:
+    """What a named configuration's label adds when its GPU is orderable only under conditions."""
+    return _t("limited_tag", lang) if _limited(r) else ""
+
+
+LIMITED_RING = 'stroke="#f9a825" stroke-width="2"'  # orderable under conditions: an amber ring
+
+
 def _point_style(r: dict[str, Any]) -> str:
-    """A rejected configuration's point: grey, or a hollow red ring where the buyer could not order it."""
-    return 'fill="#90a4ae" fill-opacity="0.7"' if _orderable(r) else 'fill="none" stroke="#c62828"'
+    """A rejected configuration's point: grey (with an amber ring where it is orderable only under
+    conditions), or a hollow red ring where the buyer could not order it."""
+    if not _orderable(r):
+        return 'fill="none" stroke="#c62828"'
+    return 'fill="#90a4ae" fill-opacity="0.7"' + (f" {LIMITED_RING}" if _limited(r) else "")
 
 
 def _fitting(plan: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -514,6 +532,17 @@ def _label_start(x: float, label: str) -> float:
 def _restricted_legend(lang: str) -> str:
     return (f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ '
             f'{escape(_t("restricted", lang))}</text>')
+
+
+def _legends(lang: str, restricted: bool, limited: bool) -> list[str]:
+    """The legends of a point chart's market marks above the plot: export-restricted at the left,
+    orderable under conditions at the right (both shortened to share the line)."""
+    if not limited:
+        return [_restricted_legend(lang)] if restricted else []
+    out = [f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ {escape(_t("restricted_short", lang))}</text>'
+           ] if restricted else []
+    text = _t("limited_short" if restricted else "limited", lang)
+    return out + [f'<text x="{W - RIGHT}" y="{TOP - 4}" text-anchor="end" fill="#b26a00">◎ {escape(text)}</text>']
 
 
 def _replica_label(r: dict[str, Any]) -> tuple[int, str, str]:
@@ -562,8 +591,7 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
     for x, y, r in pts:
         if r is not nearest[2] and r is not cheapest[2]:
             body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="3.5" {_point_style(r)}>{tip(x, y, r)}</circle>')
-    if not all(_orderable(p[2]) for p in pts):
-        body.append(_restricted_legend(lang))
+    body += _legends(lang, not all(_orderable(p[2]) for p in pts), any(_limited(p[2]) for p in pts))
     marks = [(nearest, "#ef6c00", "costmiss.nearest", -12)]
     if cheapest[2] is not nearest[2]:
         marks.append((cheapest, "#1565c0", "costmiss.cheapest", -12))
@@ -571,7 +599,8 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
         n, gpu, precision = _replica_label(r)
         body.append(f'<circle cx="{_n(px(x))}" cy="{_n(py(y))}" r="7" fill="{colour}" stroke="black">'
                     f'{tip(x, y, r)}</circle>')
-        label = _t(key, lang, gpus=n, gpu=gpu, precision=precision, times=f"{x:.1f}", capex=f"{y / 1e6:,.2f}")
+        label = _t(key, lang, gpus=n, gpu=gpu, precision=precision, times=f"{x:.1f}",
+                   capex=f"{y / 1e6:,.2f}") + _limited_tag(r, lang)
         body.append(f'<text x="{_n(_label_start(px(x), label))}" y="{_n(py(y) + dy)}" '
                     f'font-weight="bold" fill="{colour}" stroke="white" '
                     f'stroke-width="3" paint-order="stroke">{escape(label)}</text>')
@@ -597,7 +626,8 @@ def nearest_by_gpu(plan: dict[str, Any], lang: str = "en", most: int = 12) -> st
     rows = sorted(best.items(), key=lambda kv: (not _orderable(kv[1][1]), kv[1][0], kv[0]))
     shown = rows[:most]
     lo, hi = min(1.0, shown[0][1][0]) / 1.2, max(x for _, (x, _) in shown) * 1.25
-    start = 20 + max(_text_width(g) for g, _ in shown)
+    names = {g: g + _limited_tag(r, lang) for g, (_, r) in shown}
+    start = 20 + max(_text_width(name) for name in names.values())
     room = W - start - 190  # the value and its configuration after the longest bar
     ticks, px = _log_axis(lo, hi, room, start)
     bar_h = min(24.0, (H - TOP - BOTTOM) / len(shown) - 5)
@@ -613,8 +643,8 @@ def nearest_by_gpu(plan: dict[str, Any], lang: str = "en", most: int = 12) -> st
         n, _, precision = _replica_label(r)
         x0, x1 = px(1.0), px(miss)
         style = ('fill="none" stroke="#c62828"' if not _orderable(r) else
-                 'fill="#ef6c00"' if i == 0 else 'fill="#90a4ae"')
-        body.append(f'<text x="{start - 8}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(gpu)}</text>')
+                 ('fill="#ef6c00"' if i == 0 else 'fill="#90a4ae"') + (f" {LIMITED_RING}" if _limited(r) else ""))
+        body.append(f'<text x="{start - 8}" y="{_n(y + bar_h / 2 + 4)}" text-anchor="end">{escape(names[gpu])}</text>')
         body.append(f'<rect x="{_n(min(x0, x1))}" y="{_n(y)}" width="{_n(abs(x1 - x0))}" height="{_n(bar_h)}" '
                     f'{style}><title>{escape(r["option"])}: {miss:.1f}×</title></rect>')
         body.append(f'<text x="{_n(max(x0, x1) + 6)}" y="{_n(y + bar_h / 2 + 4)}">'
@@ -624,6 +654,9 @@ def nearest_by_gpu(plan: dict[str, Any], lang: str = "en", most: int = 12) -> st
     if not all(_orderable(r) for _, (_, r) in shown):
         body.append(f'<text x="{_n(start + room + 180)}" y="{H - BOTTOM + 16}" text-anchor="end" fill="#c62828">□ '
                     f'{escape(_t("restricted", lang))}</text>')
+    if any(_limited(r) for _, (_, r) in shown):
+        body.append(f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#b26a00">{escape(_t("limited_tag", lang).strip())}: '
+                    f'{escape(_t("limited", lang))}</text>')
     title = _t("bygpu.title", lang, n=len(rows)) + ("" if len(rows) <= most else _t("bygpu.more", lang,
                                                                                       n=len(rows) - most))
     return _svg(body, title)

@@ -39,6 +39,13 @@ def test_every_example_draws_valid_charts_from_its_numbers(example_plans):
             restricted = [c for c in ranked if c.get("availability") == "restricted" and not c["chosen"]]
             hollow = [c for c in root.iter(NS + "circle") if c.get("fill") == "none"]
             assert len(hollow) == len(restricted), name
+            # orderable only under conditions (licence, fee, allocation): an amber ring, and the legend
+            # (the chosen one's label says "(conditional)")
+            limited = [c for c in ranked if c.get("availability") == "limited"]
+            ringed = [c for c in root.iter(NS + "circle") if c.get("stroke") == "#f9a825"]
+            assert len(ringed) == sum(not c["chosen"] for c in limited), name
+            assert ("licence, fee or allocation" in drawn["cost-vs-latency.svg"]) == bool(limited), name
+            assert ("(conditional)" in drawn["cost-vs-latency.svg"]) == any(c["chosen"] for c in limited), name
         if "latency-vs-load.svg" in drawn and not plan.get("pools") and "load_curve_kind" not in plan["performance"]:
             curve = plan["performance"]["load_curve"]
             root = ET.fromstring(drawn["latency-vs-load.svg"])

@@ -188,6 +188,14 @@ def test_an_infeasible_report_shows_how_near_each_gpu_model_comes(example_plans)
     assert [b.split(" | ")[0] for b in bars] == shown
     assert [float(b.rsplit(": ", 1)[1].rstrip("×")) for b in bars] == [round(best[g], 1) for g in shown]
     assert sum(1 for t in root.iter(f"{ns}rect") if t.get("fill") == "none") == sum(not orderable[g] for g in shown)
+    # a GPU the buyer can order only under conditions in the market (cn: H200, H20, L4) is named so
+    limited = {r["values"]["candidate.gpu"] for r in plan["rejected"] if (r.get("figures") or {}).get("availability") == "limited"}
+    assert {"H200 SXM", "H20"} <= limited
+    names = [t.text for t in root.iter(f"{ns}text") if t.get("text-anchor") == "end" and t.text]
+    assert sorted(n.removesuffix(" (conditional)") for n in names if n.endswith(" (conditional)")) == sorted(
+        g for g in shown if g in limited)
+    assert sum(1 for t in root.iter(f"{ns}rect") if t.get("stroke") == "#f9a825") == sum(g in limited for g in shown)
+    assert "(conditional): orderable with conditions in this market" in svg
     assert root.get("aria-label") == (f"Each GPU model's best configuration against the targets ({len(best)} models)"
                                       + (f", {len(best) - 12} farthest not shown" if len(best) > 12 else ""))
 
