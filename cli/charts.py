@@ -50,10 +50,12 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
 
 
 def _svg(body: list[str], title: str, height: int = H) -> str:
+    # the title at 14 px, smaller where it would not fit the width (a long translation, a count)
+    size = min(14.0, math.floor(14 * (W - 16) / (_text_width(title) * 14 / 12) * 10) / 10)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" '
             f'role="img" aria-label="{escape(title)}" {FONT} font-size="12">\n'
             f'<rect width="{W}" height="{height}" fill="white"/>\n'
-            f'<text x="{W // 2}" y="22" text-anchor="middle" font-size="14">{escape(title)}</text>\n'
+            f'<text x="{W // 2}" y="22" text-anchor="middle" font-size="{size:g}">{escape(title)}</text>\n'
             + "\n".join(body) + "\n</svg>\n")
 
 

@@ -5,6 +5,7 @@ the html report, and as files with `plan --plot DIR`."""
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 
 from click.testing import CliRunner
@@ -214,3 +215,12 @@ def test_each_class_draws_its_load_curve(example_plans):
             assert at["streams"] == operating and curve[-1]["compute_load_pct"] > 100, name
         assert ch.charts(ex.plan, "zh")["latency-vs-load.svg"] != svg, name
     assert sorted(kinds) == ["asr-streaming", "encoder", "offline", "video"], kinds
+
+
+def test_a_title_too_long_for_the_width_is_set_smaller():
+    """Every example's chart titles fit at 14 px; one that would not (a long translation) shrinks."""
+    short = ch._svg([], "Short title")
+    assert 'font-size="14">Short title' in short
+    long_title = "x" * 120
+    size = float(re.search(r'font-size="([\d.]+)">x{120}', ch._svg([], long_title)).group(1))
+    assert size < 14 and ch._text_width(long_title) * size / 12 <= ch.W - 16

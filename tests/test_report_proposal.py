@@ -147,8 +147,7 @@ def test_an_infeasible_report_draws_what_a_replica_costs_against_its_miss(exampl
         assert r["figures"]["replica_capex_cny"] == capex_floor(v["candidate.gpu"], n, region)
     svg = charts(plan, "en")["cost-vs-miss.svg"]
     root = ET.fromstring(svg)
-    assert root.get("aria-label") == (f"What one replica costs against how far it misses the targets "
-                                      f"({len(recorded)} configurations that fit)")
+    assert root.get("aria-label") == f"One replica's cost against how far it misses the targets ({len(recorded)} that fit)"
     priced = [r for r in recorded if r["figures"]["replica_capex_cny"]]
     nearest = min(priced, key=lambda r: (not r["figures"]["orderable"], r["figures"]["miss"],
                                          r["figures"]["replica_capex_cny"], r["option"]))
@@ -196,7 +195,7 @@ def test_an_infeasible_report_shows_how_near_each_gpu_model_comes(example_plans)
         g for g in shown if g in limited)
     assert sum(1 for t in root.iter(f"{ns}rect") if t.get("stroke") == "#f9a825") == sum(g in limited for g in shown)
     assert "(conditional): orderable with conditions in this market" in svg
-    assert root.get("aria-label") == (f"Each GPU model's best configuration against the targets ({len(best)} models)"
+    assert root.get("aria-label") == (f"Each GPU model's nearest configuration ({len(best)} models)"
                                       + (f", {len(best) - 12} farthest not shown" if len(best) > 12 else ""))
 
 
