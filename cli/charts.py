@@ -91,8 +91,12 @@ LATENCY_AXES = (("tpot_ms_hi", ("sla", "tpot_ms"), "tpot"), ("latency_p99_ms", (
 def _axis_titles(x_label: str, y_label: str) -> list[str]:
     """The x axis title under the plot and the y axis title turned up along its left side."""
     mid_x, mid_y = (LEFT + W - RIGHT) // 2, (TOP + H - BOTTOM) // 2
+    # the y title turned up along the side, centred on the plot: smaller where it would run off
+    room = 2 * min(mid_y, H - mid_y) - 8
+    size = min(12.0, math.floor(12 * room / _text_width(y_label) * 10) / 10) if y_label else 12.0
+    font = f' font-size="{size:g}"' if size < 12 else ""
     return [f'<text x="{mid_x}" y="{H - 20}" text-anchor="middle">{escape(x_label)}</text>',
-            f'<text x="18" y="{mid_y}" text-anchor="middle" transform="rotate(-90 18 {mid_y})">'
+            f'<text x="18" y="{mid_y}" text-anchor="middle" transform="rotate(-90 18 {mid_y})"{font}>'
             f'{escape(y_label)}</text>']
 
 

@@ -224,3 +224,6 @@ def test_a_title_too_long_for_the_width_is_set_smaller():
     long_title = "x" * 120
     size = float(re.search(r'font-size="([\d.]+)">x{120}', ch._svg([], long_title)).group(1))
     assert size < 14 and ch._text_width(long_title) * size / 12 <= ch.W - 16
+    _, y_title = ch._axis_titles("x", "y" * 100)
+    assert float(re.search(r'font-size="([\d.]+)"', y_title).group(1)) < 12
+    assert "font-size" not in ch._axis_titles("x", "TTFT (ms)")[1]
