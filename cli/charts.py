@@ -526,13 +526,15 @@ def _fitting(plan: dict[str, Any]) -> list[tuple[dict[str, Any], dict[str, Any]]
     return [(r, f) for r in plan.get("rejected") or [] for f in [r.get("figures") or {}] if f.get("fits")]
 
 
-def _label_start(x: float, label: str) -> float:
+def _label_start(x: float, label: str, lo: float = LEFT + 4) -> float:
     """Where a point's bold label (left-aligned, above it) starts: beside the point on the side
     with room, moved inwards as far as it takes to stay inside the plot (bold text a little wider
-    than :func:`_text_width`)."""
+    than :func:`_text_width`) and right of ``lo`` where it fits there (a shaded band it must not
+    seem to sit in)."""
     width = 1.1 * _text_width(label)
     start = x - 10 - width if x > (LEFT + W - RIGHT) / 2 else x + 10
-    return max(LEFT + 4, min(start, W - 4 - width))
+    lo = min(lo, W - 4 - width)  # where it does not fit right of ``lo``: as far right as it fits
+    return max(LEFT + 4, lo, min(start, W - 4 - width))
 
 
 def _restricted_legend(lang: str) -> str:
@@ -607,7 +609,8 @@ def cost_vs_miss(plan: dict[str, Any], lang: str = "en") -> str | None:
                     f'{tip(x, y, r)}</circle>')
         label = _t(key, lang, gpus=n, gpu=gpu, precision=precision, times=f"{x:.1f}",
                    capex=f"{y / 1e6:,.2f}") + _limited_tag(r, lang)
-        body.append(f'<text x="{_n(_label_start(px(x), label))}" y="{_n(py(y) + dy)}" '
+        # (not over the band that meets the targets: nothing there does)
+        body.append(f'<text x="{_n(_label_start(px(x), label, px(1.0) + 4))}" y="{_n(py(y) + dy)}" '
                     f'font-weight="bold" fill="{colour}" stroke="white" '
                     f'stroke-width="3" paint-order="stroke">{escape(label)}</text>')
     body += _axis_titles(_t("costmiss.x", lang), _t("costmiss.y", lang))
