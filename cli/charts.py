@@ -16,6 +16,7 @@ from servewise.engine.common.messages import message
 FONT = "font-family=\"'Noto Sans CJK SC', 'Source Han Sans SC', 'Microsoft YaHei', 'PingFang SC', sans-serif\""
 W, H = 640, 400
 LEFT, RIGHT, TOP, BOTTOM = 90, 20, 40, 60
+LIMITED_RING = 'stroke="#f9a825" stroke-width="2"'  # orderable only under conditions: an amber ring
 
 
 def _t(key: str, lang: str, **args: Any) -> str:
@@ -49,9 +50,15 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return [round(first + i * step, 10) for i in range(count + 1)]
 
 
+def _fitting_size(text: str, size: float, room: float) -> float:
+    """``size`` px, or the smaller size (to 0.1 px) at which ``text`` takes at most ``room`` px."""
+    width = _text_width(text) * size / 12
+    return size if width <= room else math.floor(size * room / width * 10) / 10
+
+
 def _svg(body: list[str], title: str, height: int = H) -> str:
     # the title at 14 px, smaller where it would not fit the width (a long translation, a count)
-    size = min(14.0, math.floor(14 * (W - 16) / (_text_width(title) * 14 / 12) * 10) / 10)
+    size = _fitting_size(title, 14, W - 16)
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{height}" viewBox="0 0 {W} {height}" '
             f'role="img" aria-label="{escape(title)}" {FONT} font-size="12">\n'
             f'<rect width="{W}" height="{height}" fill="white"/>\n'
@@ -92,8 +99,7 @@ def _axis_titles(x_label: str, y_label: str) -> list[str]:
     """The x axis title under the plot and the y axis title turned up along its left side."""
     mid_x, mid_y = (LEFT + W - RIGHT) // 2, (TOP + H - BOTTOM) // 2
     # the y title turned up along the side, centred on the plot: smaller where it would run off
-    room = 2 * min(mid_y, H - mid_y) - 8
-    size = min(12.0, math.floor(12 * room / _text_width(y_label) * 10) / 10) if y_label else 12.0
+    size = _fitting_size(y_label, 12, 2 * min(mid_y, H - mid_y) - 8)
     font = f' font-size="{size:g}"' if size < 12 else ""
     return [f'<text x="{mid_x}" y="{H - 20}" text-anchor="middle">{escape(x_label)}</text>',
             f'<text x="18" y="{mid_y}" text-anchor="middle" transform="rotate(-90 18 {mid_y})"{font}>'
@@ -509,9 +515,6 @@ def _limited_tag(r: dict[str, Any], lang: str) -> str:
     return _t("limited_tag", lang) if _limited(r) else ""
 
 
-LIMITED_RING = 'stroke="#f9a825" stroke-width="2"'  # orderable under conditions: an amber ring
-
-
 def _point_style(r: dict[str, Any]) -> str:
     """A rejected configuration's point: grey (with an amber ring where it is orderable only under
     conditions), or a hollow red ring where the buyer could not order it."""
@@ -537,9 +540,9 @@ def _label_start(x: float, label: str, lo: float = LEFT + 4) -> float:
     return max(LEFT + 4, lo, min(start, W - 4 - width))
 
 
-def _restricted_legend(lang: str) -> str:
+def _restricted_legend(lang: str, key: str = "restricted") -> str:
     return (f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ '
-            f'{escape(_t("restricted", lang))}</text>')
+            f'{escape(_t(key, lang))}</text>')
 
 
 def _legends(lang: str, restricted: bool, limited: bool) -> list[str]:
@@ -547,8 +550,7 @@ def _legends(lang: str, restricted: bool, limited: bool) -> list[str]:
     orderable under conditions at the right (both shortened to share the line)."""
     if not limited:
         return [_restricted_legend(lang)] if restricted else []
-    out = [f'<text x="{LEFT + 10}" y="{TOP - 4}" fill="#c62828">○ {escape(_t("restricted_short", lang))}</text>'
-           ] if restricted else []
+    out = [_restricted_legend(lang, "restricted_short")] if restricted else []
     text = _t("limited_short" if restricted else "limited", lang)
     return out + [f'<text x="{W - RIGHT}" y="{TOP - 4}" text-anchor="end" fill="#b26a00">◎ {escape(text)}</text>']
 

@@ -65,7 +65,7 @@ def rules_lint(settings, paths: tuple[str, ...], fmt: str, style: bool) -> None:
     extra, files = _split(paths)
     try:
         rb = _load(settings, extra)
-        findings = lint(rb, files=set(files) if files is not None else None)
+        findings = lint(rb, files=files)
     except RuleLoadError as exc:
         rb, findings = None, [Finding(p.file, p.line, p.rule, p.message, code="load") for p in exc.problems]
     if files is not None:

@@ -181,14 +181,21 @@ def mutate_json(doc, paths, data, values, times: int) -> None:
     the key, or put a value drawn from the strategy ``values`` there (paths gone by now are skipped)."""
     from hypothesis import strategies as st
 
+    mutate_with(doc, lambda: data.draw(st.sampled_from(paths)), lambda: data.draw(st.booleans()),
+                lambda: data.draw(values), times)
+
+
+def mutate_with(doc, path, drop, value, times: int) -> None:
+    """:func:`mutate_json` with any source of draws: ``path()`` a path of ``doc``, ``drop()``
+    whether to drop a dictionary's key there, ``value()`` what to put there otherwise."""
     for _ in range(times):
-        parent, path = doc, data.draw(st.sampled_from(paths))
+        parent, where = doc, path()
         try:
-            for part in path[:-1]:
+            for part in where[:-1]:
                 parent = parent[part]
-            if data.draw(st.booleans()) and isinstance(parent, dict):
-                parent.pop(path[-1], None)
+            if drop() and isinstance(parent, dict):
+                parent.pop(where[-1], None)
             else:
-                parent[path[-1]] = data.draw(values)
+                parent[where[-1]] = value()
         except (KeyError, IndexError, TypeError):
             continue

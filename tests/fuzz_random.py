@@ -95,14 +95,6 @@ def cases(seed: int, n: int) -> Iterator[tuple[int, Draw]]:
 def mutate_json_seeded(doc: Any, paths: list[tuple], draw: Draw, value: Callable[[], Any], times: int) -> None:
     """:func:`conftest.mutate_json` with seeded draws: change ``doc`` in place at ``times`` paths
     (drop the key, or put ``value()`` there; paths gone by now are skipped)."""
-    for _ in range(times):
-        parent, path = doc, draw.choice(paths)
-        try:
-            for part in path[:-1]:
-                parent = parent[part]
-            if draw.chance() and isinstance(parent, dict):
-                parent.pop(path[-1], None)
-            else:
-                parent[path[-1]] = value()
-        except (KeyError, IndexError, TypeError):
-            continue
+    from conftest import mutate_with
+
+    mutate_with(doc, lambda: draw.choice(paths), draw.chance, value, times)

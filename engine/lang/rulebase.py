@@ -602,17 +602,18 @@ def load_rules(extra_dirs: list[Path] | None = None, builtin: bool = True,
     with fewer_collections():
         key = _compiled_key(extra_dirs, builtin, semantic)
         if key is not None:
-            loaded = _LOADED.pop((rulecache.cache_dir(), key), None)  # (a cache folder is a cache of its own)
+            slot = (rulecache.cache_dir(), key)  # (a cache folder is a cache of its own)
+            loaded = _LOADED.pop(slot, None)
             if loaded is not None:
-                return _remember(key, loaded)  # the most recently used last
+                return _remember(slot, loaded)  # the most recently used last
             cached = rulecache.read(key, "compiled")
             if isinstance(cached, RuleBase):
-                return _remember(key, _relink(cached))
+                return _remember(slot, _relink(cached))
         rb = _load_rules(extra_dirs, builtin, semantic)
         if key is not None:
             _derive_properties(rb)
             rulecache.write(key, rb, "compiled")
-            _remember(key, rb)
+            _remember(slot, rb)
         return rb
 
 
@@ -625,10 +626,8 @@ _LOADED: dict[tuple[Path | None, str], RuleBase] = {}
 _LOADED_KEEP = 3
 
 
-def _remember(key: str, rb: RuleBase) -> RuleBase:
-    from servewise.engine.common import rulecache
-
-    _LOADED[(rulecache.cache_dir(), key)] = rb
+def _remember(slot: tuple[Path | None, str], rb: RuleBase) -> RuleBase:
+    _LOADED[slot] = rb
     while len(_LOADED) > _LOADED_KEEP:
         del _LOADED[next(iter(_LOADED))]
     return rb
