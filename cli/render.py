@@ -193,8 +193,13 @@ def _component_line(name: str, comp: dict[str, Any], lang: str = "en") -> str:
         shown = ", ".join(orderable[:3]) + (m("servers.more", n=len(orderable) - 3) if len(orderable) > 3 else "")
         return (m("servers.line", count=c["count"], form=val(c["form"]))
                 + (m("servers.orderable", shown=shown) if orderable else ""))
+    servers = c.get("per_server") if isinstance(c.get("per_server"), list) and len(c["per_server"]) > 1 else None
+    if name == "cpu" and servers:  # shared servers of a several-model plan: each its own CPUs
+        return m("cpu.servers", detail=val("; ".join(servers)), cores=c["cores_total"])
     if name == "cpu" and c.get("model"):
         return m("cpu", sockets=c["sockets"], model=c["model"], cores=c["cores_total"])
+    if name == "memory" and servers:
+        return m("memory.servers", capacity=c["capacity_gb"], type=val(c["type"]), detail=val("; ".join(servers)))
     if name == "memory" and c.get("capacity_gb"):
         dimm = m("memory.dimm", channels=c["channels_populated"], dimm=c["dimm_gb"]) if c.get("dimm_gb") else ""
         channels = m("memory.channels", channels=c["channels_populated"]) if c.get("channels_populated") else ""
@@ -211,6 +216,8 @@ def _component_line(name: str, comp: dict[str, Any], lang: str = "en") -> str:
         usable = m("storage.usable", tb=c["usable_tb"]) if c.get("usable_tb") is not None else ""
         return _short(m("storage", capacity=c["capacity_tb"], usable=usable, store=val(c["model_store"]),
                         system=val(c["system"])), 140)
+    if name == "power" and len(c.get("per_server_w") or []) > 1 and c.get("psu_per_server"):
+        return m("power.servers", draws=", ".join(str(w) for w in c["per_server_w"]), psu=val(c["psu_per_server"]))
     if name == "power" and c.get("server_draw_w"):
         mode = m("power.mode", mode=val(c["power_mode"])) if c.get("power_mode") else ""
         return m("power", draw=c["server_draw_w"], mode=mode, psu=c["psu_total_w"], redundancy=val(c["redundancy"]))
@@ -220,6 +227,9 @@ def _component_line(name: str, comp: dict[str, Any], lang: str = "en") -> str:
                  command=c.get("power_mode_command"))
     if name == "cooling" and c.get("type"):
         return val(c["type"]) + (m("cooling.chassis", chassis=val(c["chassis"])) if c.get("chassis") else "")
+    if name == "rack" and len(set(c.get("rack_kw") or [])) > 1:  # racks of servers that draw differently
+        return m("rack.loads", racks=c["racks"], servers=c["servers_per_rack"],
+                 kws=", ".join(_v(kw) for kw in c["rack_kw"]))
     if name == "rack" and c.get("servers_per_rack"):
         return m("rack", servers=c["servers_per_rack"], kw=c["power_kw_per_rack"])
     if name == "rack" and c.get("placement"):
@@ -507,7 +517,8 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
             out.append(f"  ! [{severity(warn['severity'], lang)}] {warning_text(warn, lang)} ({warn['rule']})")
     if notes:
         out.append("")
-        out.append(f"{t('notes', lang)} ({len(notes)}): " + ", ".join(w["rule"] for w in notes))
+        rules = list(dict.fromkeys(w["rule"] for w in notes))  # a note several pools give, named once
+        out.append(f"{t('notes', lang)} ({len(rules)}): " + ", ".join(rules))
     if plan["rejected"]:
         from servewise.engine.app.explain import rejections_by_gpu
 
@@ -545,16 +556,20 @@ def warning_text(warn: dict[str, Any], lang: str) -> str:
 def without_option(text: str, option: str) -> str:
     """A rejection's text without its leading "OPTION: " (or the Chinese "OPTION："), for a list
     that names the option itself."""
+    pool = ""
+    if text.startswith("[") and "] " in text:  # a several-model plan's pool label stays
+        pool, text = text[:text.index("] ") + 2], text[text.index("] ") + 2:]
     for sep in (": ", "："):
         if text.startswith(option + sep):
-            return text[len(option) + len(sep):]
-    return text
+            return pool + text[len(option) + len(sep):]
+    return pool + text
 
 
 def rejection_text(rejected: dict[str, Any], lang: str) -> str:
     """Why a configuration was rejected, in ``lang`` (phrases the engine computed in English
-    through the value glossary)."""
-    return value_text(pick(rejected.get("because_i18n") or rejected["because"], lang), lang, phrases_only=True)
+    through the value glossary); in a several-model plan led by the pool it was an option of."""
+    text = value_text(pick(rejected.get("because_i18n") or rejected["because"], lang), lang, phrases_only=True)
+    return f"[{rejected['pool']}] {text}" if rejected.get("pool") else text
 
 
 def question_text(key: str) -> dict[str, str]:

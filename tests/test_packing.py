@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from servewise.engine.app.pools import _dedupe_warnings
-from servewise.engine.app.pools_pack import packed_option, separate_rack
+from servewise.engine.app.pools_pack import packed_option, racks_for, separate_rack
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.fn_packing import Demand, mig_fit, pack_servers
 from servewise.engine.domain.functions import RunContext, reset_context, use_context
@@ -119,7 +119,22 @@ def test_racks_hold_all_servers(ctx: Any) -> None:
     assert rack["racks"] == math.ceil(n / rack["servers_per_rack"])
     plans = [{"components": {"servers": {"count": 1}, "power": {"server_draw_w": 1500}, "rack": {"rack_limit_kw": 6}}}
              for _ in range(5)]
-    assert separate_rack(plans) == {"servers_per_rack": 4, "racks": 2, "rack_limit_kw": 6, "power_kw_per_rack": 6.0}
+    assert separate_rack(plans) == {"servers_per_rack": 4, "racks": 2, "rack_limit_kw": 6, "power_kw_per_rack": 6.0,
+                                    "rack_kw": [6.0, 1.5]}
+    assert sum(rack["rack_kw"]) == pytest.approx(sum(s["draw_w"] for s in opt.servers) / 1000, abs=0.02)
+
+
+def test_a_rack_of_unequal_servers_draws_what_they_draw() -> None:
+    """Servers of different draws: as many per rack as the limit holds of the heaviest, filled
+    heaviest first, and each rack's load the sum of its own servers (not the heaviest × count)."""
+    rack = racks_for([725, 1475, 1025], 6.0)
+    assert rack == {"servers_per_rack": 3, "racks": 1, "rack_limit_kw": 6.0, "power_kw_per_rack": 3.23,
+                    "rack_kw": [3.23]}
+    rack = racks_for([2500, 1000, 2500, 500], 6.0)  # two 2.5 kW servers fill a rack to 5 kW
+    assert rack["servers_per_rack"] == 2 and rack["rack_kw"] == [5.0, 1.5] and rack["power_kw_per_rack"] == 5.0
+    two = [{"components": {"servers": {"count": c}, "power": {"server_draw_w": w}, "rack": {"rack_limit_kw": 6}}}
+           for c, w in ((2, 2000), (1, 900))]
+    assert separate_rack(two)["rack_kw"] == [4.9]
 
 
 def test_a_warning_several_pools_share_is_shown_once_naming_them() -> None:

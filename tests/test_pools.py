@@ -87,3 +87,39 @@ def test_a_defaulted_target_costs_the_whole_plan_not_each_pool(cli, tmp_path, ex
     given.write_text(text, encoding="utf-8")
     assert "without_n1_capex_cny" not in json.loads(cli("plan", str(given), "--format", "json").output)[
         "components"]["availability"]
+
+
+def test_a_several_model_plan_reads_as_the_servers_are_built(example_plans):
+    """The shared servers of a packed plan differ (CPU, RAM, PSU, draw): the text lists each one's
+    instead of the first server's under a total, no pool's missing value shows as "None", the
+    latencies are checked against the targets as the tightest pool's (no "checked None ms"), the
+    rack draws what its servers draw, and each alternative names the pool it was an option of."""
+    from servewise.cli.brief import to_brief
+    from servewise.cli.render import component_line, to_text
+
+    for name in ("saas-five-tenants", "multi-model-tenants"):
+        plan = example_plans[name].plan
+        comps, packing = plan["components"], plan["packing"]
+        assert packing["chosen"] == "packed"
+        servers = packing["servers"]
+        cpu = component_line("cpu", comps["cpu"])
+        assert all(f"{s['sockets']} × {s['cpu']} ({s['cores_total']} cores" in cpu for s in servers)
+        assert cpu.startswith(f"{sum(s['cores_total'] for s in servers)} cores in all")
+        memory = component_line("memory", comps["memory"])
+        assert memory.startswith(f"{sum(s['memory_gb'] for s in servers)} GB")
+        assert all(f"{s['channels']} × {s['dimm_gb']} GB = {s['memory_gb']} GB" in memory for s in servers)
+        power = component_line("power", comps["power"])
+        assert power.startswith(", ".join(str(s["draw_w"]) for s in servers) + " W per server")
+        rack = comps["rack"]
+        assert sum(rack["rack_kw"]) == round(sum(s["draw_w"] for s in servers) / 1000, 2)
+        assert rack["power_kw_per_rack"] == max(rack["rack_kw"]) <= rack["rack_limit_kw"]
+        perf = plan["performance"]
+        pools = [p["performance"] for p in plan["pools"]]
+        assert perf["ttft_checked_ms"] == max(p["ttft_checked_ms"] for p in pools)
+        assert perf["tpot_margin_pct"] == min(p["tpot_margin_pct"] for p in pools)
+        for lang in ("en", "zh"):
+            text = to_text(plan, lang) + to_brief(plan, lang)
+            assert "None" not in text and "— %" not in text
+        assert "[" + plan["rejected"][0]["pool"] + "]" in to_text(plan)
+        notes = to_text(plan).split("Notes and corrections")[1].split("\n\n")[0]
+        assert "sla.cold-start-total" in notes and notes.count("sla.cold-start-total,") <= 1

@@ -84,7 +84,10 @@ def _combine_field(comp: str, field: str, values: list[tuple[str, Any]]) -> Any:
         return present[0]
     if comp == "gpu" and field in ("per_server", "tensor_parallel") and all(isinstance(v, int) for v in present):
         return max(present)
-    return "; ".join(f"{label}: {value}" for label, value in values)
+    if any(isinstance(v, dict) for v in present):  # settings per pool: a mapping, not its repr
+        return {label: value for label, value in values}
+    # the pools that have a value (a PCIe link speed only where tensor parallel traffic crosses it)
+    return "; ".join(f"{label}: {value}" for label, value in values if value is not None)
 
 
 def _shift(step: dict[str, Any], offset: int, prefix: str) -> dict[str, Any]:
@@ -239,14 +242,15 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
     return used, opt, packing
 
 
-def _component_texts(option: PackedOption | None, components: dict[str, Any],
+def _component_texts(option: PackedOption | None, components: dict[str, Any], plans: list[dict[str, Any]],
                      packing: dict[str, Any]) -> dict[str, dict[str, str]]:
     """The explanation of each component sized once per physical server (or of the shared racks)."""
     rack = components["rack"]
     rack_args = {"count": components["servers"].get("count"), "limit": rack.get("rack_limit_kw"),
                  "per_rack": rack.get("servers_per_rack"), "racks": rack.get("racks"),
+                 "kws": ", ".join(str(kw) for kw in rack.get("rack_kw") or []),
                  "draw": (option.components["power"]["server_draw_w"] if option else
-                          components["power"].get("server_draw_w"))}
+                          max((p["components"]["power"].get("server_draw_w") or 0) for p in plans))}
     if option is None:
         return {"rack": both("pools.pack-rack", **rack_args)} if rack.get("racks") else {}
     sv = option.servers
@@ -318,6 +322,35 @@ def _without_spares(option: PackedOption | None, labels: list[str], results: lis
             "without_n1_change_pct": round(100 * (capex - base) / base, 0) if base else None}
 
 
+WORST_HIGH = ("ttft_ms", "tpot_ms", "ttft_p99_ms", "ttft_ms_band_hi", "tpot_ms_band_hi", "ttft_p99_ms_band_hi",
+              "ttft_checked_ms", "tpot_checked_ms")
+WORST_LOW = ("ttft_margin_pct", "tpot_margin_pct")
+SHARED = ("confidence", "ttft_target_statistic")
+
+
+def combined_performance(perf: list[dict[str, Any]]) -> dict[str, Any]:
+    """The pools' performance as one plan's: tokens and requests in flight added up, each latency,
+    band and checked value the highest of the pools and each margin the lowest (the targets are
+    the workload's, shared by every pool), so the plan meets its targets only if every pool does;
+    a figure is left out where a pool lacks it."""
+    out: dict[str, Any] = {}
+    for key in (*WORST_HIGH, *WORST_LOW):
+        vals = [r.get(key) for r in perf]
+        if all(isinstance(v, (int, float)) for v in vals):
+            out[key] = max(vals) if key in WORST_HIGH else min(vals)
+    for key in SHARED:
+        vals = {r.get(key) for r in perf}
+        if len(vals) == 1 and None not in vals:
+            out[key] = vals.pop()
+    for key in ("output_tokens_per_s", "max_concurrency"):
+        vals = [r.get(key) for r in perf]
+        out[key] = round(sum(vals), 3) if all(isinstance(v, (int, float)) for v in vals) else None
+    out.setdefault("ttft_ms", None)
+    out.setdefault("tpot_ms", None)
+    out["meets_sla"] = all(r.get("meets_sla") for r in perf)
+    return dict(sorted(out.items()))
+
+
 def pool_candidates(alone: list[dict[str, Any]], used: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """A pool's ranked candidates as it was planned on its own (every GPU it could use: what the
     cost-vs-latency chart of a several-model plan shows), the one its final plan chose marked —
@@ -375,10 +408,6 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
         vals = [r.get(key) for r in rows]
         return round(sum(vals), 3) if all(isinstance(v, (int, float)) for v in vals) else None
 
-    def worst(key: str) -> Any:
-        vals = [r.get(key) for r in perf]
-        return max(vals) if all(isinstance(v, (int, float)) for v in vals) else None
-
     tokens = [r.get("output_tokens_per_s") or 0 for r in perf]
     per_m = [c.get("cny_per_million_tokens") for c in cost]
     weighted = (round(sum(t * c for t, c in zip(tokens, per_m, strict=True)) / sum(tokens), 3)
@@ -419,7 +448,7 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
                   "conclusions": [{"fact": "packing.chosen", "value": packing["chosen"]},
                                   {"fact": "packing.options", "value": packing["options"]}],
                   "because": packing["because"], "because_i18n": packing["because_i18n"]})
-    for comp, texts in _component_texts(option, components, packing).items():
+    for comp, texts in _component_texts(option, components, plans, packing).items():
         next_step += 1
         trace.append({"step": next_step, "rule": "pools.pack", "stage": "bom", "source": cite(PACK_SOURCE),
                       "item": None,
@@ -443,12 +472,7 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
         "defaults_used": sorted(defaults_used),
         "feasible": all(p["feasible"] for p in plans),
         "components": components,
-        "performance": {
-            "ttft_ms": worst("ttft_ms"), "tpot_ms": worst("tpot_ms"),
-            "output_tokens_per_s": total("output_tokens_per_s", perf),
-            "max_concurrency": total("max_concurrency", perf),
-            "meets_sla": all(r.get("meets_sla") for r in perf),
-        },
+        "performance": combined_performance(perf),
         "bom": (option.bom if option is not None else
                 [dict(line, pool=labels[i]) for i, p in enumerate(plans) for line in p.get("bom") or []]),
         "packing": packing,

@@ -165,16 +165,28 @@ def packed_option(gpu: str, labels: list[str], pools: dict[str, dict[str, Any]],
     opex = electricity + labour
     capex = round(bom_total(lines), 0)
     months = writeoff_months(workload)
-    max_draw = max(s["draw_w"] for s in sized)
-    per_rack = min(n, max(1, math.floor(rack_limit_kw * 1000 / max_draw)))
     option = PackedOption(gpu, sized, bom=lines)
     option.cost = {"capex_cny": capex,
                    "capex_range_cny": [round(bom_total(lines, "low")), round(bom_total(lines, "high"))],
                    "monthly_opex_cny": opex, "electricity_cny_per_month": electricity,
                    "ops_labour_cny_per_month": labour, "pue": pue,
                    "monthly_cost_cny": round(capex / months + opex)}
-    option.components = _components(gpu, sized, pools, labels, per_rack, rack_limit_kw)
+    option.components = _components(gpu, sized, pools, labels, rack_limit_kw)
     return option
+
+
+def by_server(values: list[str]) -> str:
+    """What each server has, the servers with the same named once: ``v (each server)`` when all
+    are alike, else ``v (server 1); w (servers 2, 3)``; ``v`` alone for one server."""
+    groups: dict[str, list[int]] = {}
+    for k, value in enumerate(values, 1):
+        groups.setdefault(value, []).append(k)
+    if len(values) == 1:
+        return values[0]
+    if len(groups) == 1:
+        return f"{values[0]} (each server)"
+    return "; ".join(f"{v} (server {ks[0]})" if len(ks) == 1 else f"{v} (servers {', '.join(map(str, ks))})"
+                     for v, ks in groups.items())
 
 
 def _join(values: list[Any]) -> Any:
@@ -183,7 +195,7 @@ def _join(values: list[Any]) -> Any:
 
 
 def _components(gpu: str, sized: list[dict[str, Any]], pools: dict[str, dict[str, Any]], labels: list[str],
-                per_rack: int, rack_limit_kw: float) -> dict[str, Any]:
+                rack_limit_kw: float) -> dict[str, Any]:
     n = len(sized)
     return {
         "servers": {"count": n, "form": _join([s["form"] for s in sized]), "sku": _join([s["sku"] for s in sized]),
@@ -200,8 +212,8 @@ def _components(gpu: str, sized: list[dict[str, Any]], pools: dict[str, dict[str
                    "per_server": [f"{s['channels']} × {s['dimm_gb']} GB = {s['memory_gb']} GB "
                                   f"(needs {s['ram_need_gb']} GB)" for s in sized]},
         "storage": {"system": "2 × 480 GB SSD, RAID 1 (OS only) per server",
-                    "model_store": _join([f"{s['drives']} × {s['drive_tb']} TB {s['ssd']}, {s['raid']}"
-                                          for s in sized]),
+                    "model_store": by_server([f"{s['drives']} × {s['drive_tb']} TB {s['ssd']}, {s['raid']}"
+                                              for s in sized]),
                     "raid": _join([f"RAID 1 (system) + {s['raid']} (model store)" for s in sized]),
                     "capacity_tb": round(sum(s["store_tb"] for s in sized), 3),
                     "usable_tb": round(sum(s["drives"] * (s["drive_tb"] or 0) / 2 for s in sized), 2),
@@ -209,20 +221,30 @@ def _components(gpu: str, sized: list[dict[str, Any]], pools: dict[str, dict[str
                     "per_server": [f"{s['models_tb']} TB models + {s['logs_tb']} TB logs" for s in sized]},
         "power": {"server_draw_w": max(s["draw_w"] for s in sized), "psu_total_w": max(s["psu_w"] for s in sized),
                   "redundancy": _join([s["redundancy"] or "as shipped" for s in sized]),
-                  "per_server_w": [s["draw_w"] for s in sized]},
+                  "per_server_w": [s["draw_w"] for s in sized],
+                  "psu_per_server": by_server([f"{s['psu_w']} W, {s['redundancy'] or 'as shipped'}" for s in sized])},
         "cooling": {"type": _join([s["cooling"] for s in sized])},
-        "rack": {"servers_per_rack": per_rack, "racks": math.ceil(n / per_rack), "rack_limit_kw": rack_limit_kw,
-                 "power_kw_per_rack": round(per_rack * max(s["draw_w"] for s in sized) / 1000, 2)},
+        "rack": racks_for([s["draw_w"] for s in sized], rack_limit_kw),
     }
+
+
+def racks_for(draws_w: list[float], limit_kw: float) -> dict[str, Any]:
+    """Racks for servers of different draws: as many per rack as the limit holds of the heaviest
+    (the rule rack.servers-per-rack, for every server), filled heaviest first; each rack's load
+    is the sum of its servers' draws (``rack_kw``), the heaviest of them ``power_kw_per_rack``."""
+    n = len(draws_w)
+    per_rack = min(n, max(1, math.floor(limit_kw * 1000 / max(draws_w))))
+    heaviest = sorted(draws_w, reverse=True)
+    loads = [round(sum(heaviest[i:i + per_rack]) / 1000, 2) for i in range(0, n, per_rack)]
+    return {"servers_per_rack": per_rack, "racks": len(loads), "rack_limit_kw": limit_kw,
+            "power_kw_per_rack": max(loads), "rack_kw": loads}
 
 
 def separate_rack(plans: list[dict[str, Any]]) -> dict[str, Any]:
     """Racks for the pools on servers of their own: all servers in the same racks."""
-    n = sum(p["components"]["servers"].get("count") or 0 for p in plans)
-    draw = max((p["components"]["power"].get("server_draw_w") or 0) for p in plans)
+    draws = [float(p["components"]["power"].get("server_draw_w") or 0)
+             for p in plans for _ in range(p["components"]["servers"].get("count") or 0)]
     limit = max((p["components"]["rack"].get("rack_limit_kw") or 0) for p in plans)
-    if not n or not draw or not limit:
+    if not draws or not max(draws) or not limit:
         return {}
-    per_rack = min(n, max(1, math.floor(limit * 1000 / draw)))
-    return {"servers_per_rack": per_rack, "racks": math.ceil(n / per_rack), "rack_limit_kw": limit,
-            "power_kw_per_rack": round(per_rack * draw / 1000, 2)}
+    return racks_for(draws, limit)
