@@ -14,6 +14,7 @@ from .render import (
     capex_line,
     component_line,
     input_rows,
+    layout_options,
     plan_head,
     rejection_text,
     warning_text,
@@ -134,18 +135,25 @@ def _defaults(plan: dict[str, Any], lang: str, width: int, lines: int) -> list[s
 def _alternatives(plan: dict[str, Any], lang: str, width: int, lines: int, count: int) -> list[str]:
     if not plan["rejected"]:
         return []
-    from servewise.engine.app.explain import rejections_by_gpu
 
-    groups = rejections_by_gpu(plan)
-    chosen = (plan["components"].get("gpu") or {}).get("model")
-    order = [o for o, v in groups.items() if v[0].get("kind") == "candidate" and o != chosen]
-    order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
     out = [""] + clip(t("brief_alternatives", lang).format(total=len(plan["rejected"])), width)
-    for option in order[:count]:
-        text = rejection_text(groups[option][0], lang)
-        text = without_option(text, option)
+    for option, text in alternatives(plan, lang)[:count]:
         out += clip(f"  - {option}: {text}", width, lines)
     return out
+
+
+def alternatives(plan: dict[str, Any], lang: str) -> list[tuple[str, str]]:
+    """What the plan could have been instead, nearest first, as (option, why not): a several-model
+    plan's other layouts (another host GPU, separate servers), then the GPU models not chosen
+    (each its configuration that came closest), then the rejected options that are not GPUs."""
+    from servewise.engine.app.explain import rejections_by_gpu
+
+    out = [(name, text) for name, text, chosen in layout_options(plan.get("packing") or {}, lang) if not chosen]
+    groups = rejections_by_gpu(plan)
+    chosen_gpu = (plan["components"].get("gpu") or {}).get("model")
+    order = [o for o, v in groups.items() if v[0].get("kind") == "candidate" and o != chosen_gpu]
+    order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
+    return out + [(o, without_option(rejection_text(groups[o][0], lang), o)) for o in order]
 
 
 def to_brief(plan: dict[str, Any], lang: str = "en", width: int = 80) -> str:
@@ -191,15 +199,5 @@ def decision(plan: dict[str, Any], lang: str = "en") -> dict[str, Any]:
         rows.append((msg("render.decision.verdict", lang), t("infeasible", lang)))
     serious = sorted((w for w in plan["warnings"] if w["severity"] != "info"),
                      key=lambda w: SEVERITY_ORDER.get(w["severity"], 3))
-    alternatives = []
-    if plan["rejected"]:
-        from servewise.engine.app.explain import rejections_by_gpu
-
-        groups = rejections_by_gpu(plan)
-        chosen = (plan["components"].get("gpu") or {}).get("model")
-        order = [o for o, v in groups.items() if v[0].get("kind") == "candidate" and o != chosen]
-        order += [o for o, v in groups.items() if v[0].get("kind") != "candidate"]
-        for option in order[:MAX_ALTERNATIVES]:
-            text = rejection_text(groups[option][0], lang)
-            alternatives.append((option, without_option(text, option)))
-    return {"rows": rows, "warnings": serious, "alternatives": alternatives}
+    nearest = alternatives(plan, lang)[:MAX_ALTERNATIVES] if plan["rejected"] else []
+    return {"rows": rows, "warnings": serious, "alternatives": nearest}

@@ -421,6 +421,11 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         out.append(f"  {t('layout', lang)}: {pick(packing.get('because_i18n') or packing.get('because'), lang)}")
         for tenant in packing.get("tenants") or []:
             out.append(f"    {tenant['pool']}: {pick(tenant.get('isolation_i18n') or tenant['isolation'], lang)}")
+        layouts = layout_options(packing, lang)
+        if layouts:
+            out.append(f"  {msg('render.layout.title', lang)}")
+            colon = "：" if lang == "zh" else ": "
+            out += [f"    - {name}{colon}{text}" for name, text, _ in layouts]
     for name in CONTRACT_COMPONENTS if not pools else ():
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
@@ -551,6 +556,31 @@ def warning_text(warn: dict[str, Any], lang: str) -> str:
         return warn["message"]
     prefix = f"[{warn['pool']}] " if warn.get("pool") else ""
     return prefix + value_text(pick(warn["message_i18n"], lang), lang, phrases_only=True)
+
+
+def layout_options(packing: dict[str, Any], lang: str = "en") -> list[tuple[str, str, bool]]:
+    """The layouts a several-model plan compared (its ``packing``: separate servers, packed on each
+    host GPU) as (name, cost per month against the chosen one's, chosen), cheapest first, the
+    infeasible last; empty for a plan that compared none."""
+    options = packing.get("options") or []
+    if len(options) < 2:
+        return []
+    chosen = "separate" if packing.get("chosen") != "packed" else f"packed on {packing.get('host_gpu')}"
+    base = next((o.get("monthly_cost_cny") for o in options if o["option"] == chosen), None)
+    out = []
+    for o in sorted(options, key=lambda o: (o.get("feasible") is False, o.get("monthly_cost_cny") or 0)):
+        name = (msg("render.layout.packed", lang, gpu=o["host_gpu"]) if o.get("host_gpu")
+                else msg("render.layout.separate", lang))
+        if o.get("feasible") is False or o.get("monthly_cost_cny") is None:
+            out.append((name, msg("render.layout.infeasible", lang,
+                                  reason=value_text(o.get("reason") or "", lang, True)), False))
+            continue
+        mark = o["option"] == chosen
+        delta = (msg("render.layout.chosen", lang) if mark else msg(
+            "render.layout.delta", lang, pct=f"{100 * (o['monthly_cost_cny'] - base) / base:+.1f}") if base else "")
+        out.append((name, msg("render.layout.cost", lang, monthly=f"{o['monthly_cost_cny']:,.0f}",
+                              servers=o.get("servers"), delta=delta), mark))
+    return out
 
 
 def without_option(text: str, option: str) -> str:

@@ -393,3 +393,29 @@ def test_why_not_on_an_infeasible_plan_names_its_nearest_miss(example_plans, in_
     assert data["status"] == "rejected" and "None" not in text.splitlines()[0]
     assert "the plan chose no configuration" in " ".join(text.split())
     assert "closest to being chosen: B200 | int4 | tp8" in " ".join(text.split())
+
+
+def test_why_not_another_layout_of_a_several_model_plan(example_plans, in_process):
+    """The layouts a several-model plan compared are alternatives an auditor can ask about:
+    'packed on A30' and 'separate' name the chosen layout and every layout's cost per month,
+    cheapest first, with the step that decided; the brief lists the next layouts first."""
+    from servewise.cli.brief import alternatives
+
+    _, why_not = in_process
+    plan = example_plans["saas-five-tenants"].plan
+    options = {o["option"]: o for o in plan["packing"]["options"]}
+    chosen = f"packed on {plan['packing']['host_gpu']}"
+    other = min((o for o in options.values() if o["option"] != chosen and o.get("feasible", True)),
+                key=lambda o: o["monthly_cost_cny"])
+    text, data = why_not(plan, other["option"].upper())
+    assert data["status"] == "not-chosen" and data["kind"] == "packing" and data["chosen"] == chosen
+    assert data["decided_by"]["rule"] == "pools.pack"
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("- ")]
+    monthly = [int(re.search(r": ([\d,]+) CNY/month", ln).group(1).replace(",", "")) for ln in lines]
+    assert monthly == sorted(monthly) and len(lines) == len(options)
+    assert lines[0].endswith("(chosen)") and lines[0].startswith(f"- {chosen}:")
+    pct = 100 * (other["monthly_cost_cny"] - options[chosen]["monthly_cost_cny"]) / options[chosen]["monthly_cost_cny"]
+    assert f"({pct:+.1f} %)" in lines[1]
+    assert why_not(plan, "separate")[1]["status"] == "not-chosen"
+    assert why_not(plan, chosen)[1]["status"] == "chosen"
+    assert alternatives(plan, "en")[0][0] == other["option"]

@@ -363,6 +363,14 @@ def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] 
     key = normalise_name(query)
     chosen = chosen_candidate(plan)
     base = {"option": query, "chosen": chosen, "knowledge_hash": plan["knowledge_hash"]}
+    # 0. a layout a several-model plan compared ('packed on A30', 'separate')
+    packing = plan.get("packing") or {}
+    layout_option = next((o for o in packing.get("options") or [] if normalise_name(o["option"]) == key), None)
+    if layout_option is not None:
+        chosen_layout = "separate" if packing.get("chosen") != "packed" else f"packed on {packing.get('host_gpu')}"
+        return base | {"chosen": chosen_layout, "kind": "packing", "resolved": layout_option["option"],
+                       "status": "chosen" if layout_option["option"] == chosen_layout else "not-chosen",
+                       "layouts": packing, "groups": [], "decided_by": _deciding_step(plan, "packing.chosen")}
     # 1. an exact rejected option (a candidate id such as 'L40S | bf16 | tp2', or 'infiniband-ndr')
     exact = [r for r in plan["rejected"] if normalise_name(r["option"]) == key]
     if chosen and normalise_name(chosen) == key:

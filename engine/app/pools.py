@@ -196,7 +196,7 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
                 if pairs and not pairs[-1][1].feasible:  # stop at the first misfit
                     lb = labels[pairs[-1][0]]
                     reasons.append(f"{lb} cannot run on {gpu}")
-                    options.append({"option": f"packed on {gpu}", "feasible": False,
+                    options.append({"option": f"packed on {gpu}", "host_gpu": gpu, "feasible": False,
                                     "reason": f"{lb}: no feasible configuration on {gpu}"})
                     continue
                 moved = dict(pairs)
@@ -207,7 +207,8 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
                 if opt is None:
                     reasons.append(f"a pool on {gpu} spans servers or has no packing conclusion")
                     continue
-                options.append({"option": f"packed on {gpu}", "feasible": True, "servers": len(opt.servers),
+                options.append({"option": f"packed on {gpu}", "host_gpu": gpu, "feasible": True,
+                                "servers": len(opt.servers),
                                 "capex_cny": opt.cost["capex_cny"], "monthly_opex_cny": opt.cost["monthly_opex_cny"],
                                 "monthly_cost_cny": opt.cost["monthly_cost_cny"]})
                 if best is None or opt.cost["monthly_cost_cny"] < best[0]:
