@@ -20,6 +20,8 @@ from servewise.engine.app.plan_contract import (
 )
 from servewise.engine.app.plan_contract import closure as _closure
 from servewise.engine.app.pools import combine, pool_given, portable, sub_workload
+from servewise.engine.app.pools_board import Board, summary, take_replans
+from servewise.engine.common import forkmap
 from servewise.engine.common.forkmap import fork_map
 from servewise.engine.common.gctune import fewer_collections
 from servewise.engine.common.messages import both, message
@@ -256,9 +258,24 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
             # a re-plan's plan is written out only if its host's packing is chosen (pools.choose_layout)
             return plan_workload(sub, [d for d in defaults_used if d not in dropped] + extra,
                                  rulebase, file, provided, shared, deferred=gpu is not None)
-        # the pools share this machine's cores (the first is planned here: its whole memory is kept)
-        results = fork_map(pool, entries, portable=portable, counters=(WORK,))
-        return PlanResult(combine(workload, defaults_used, entries, results, pool), results[0].memory)
+        # the pools share this machine's cores (the first is planned here: its whole memory is kept);
+        # a process whose pools are done takes the host re-plans known by then (pools_board.py)
+        board = (Board(len(entries)) if len(entries) > 1 and workload["mode"] != "edge"
+                 and forkmap.processes_available() > 1 else None)
+        try:
+            def planned(i: int) -> PlanResult:
+                result = pool(entries[i])
+                if board is not None:
+                    board.publish(i, summary(result))
+                return result
+
+            after = None if board is None else lambda: take_replans(
+                board, lambda i, gpu: pool(entries[i], gpu), portable)
+            results = fork_map(planned, range(len(entries)), portable=portable, counters=(WORK,), after=after)
+            return PlanResult(combine(workload, defaults_used, entries, results, pool, board), results[0].memory)
+        finally:
+            if board is not None:
+                board.close()
     mem = run_rules(workload, defaults_used, rulebase, file, provided, cache=cache)
     if deferred:
         rb = rulebase

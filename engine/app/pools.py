@@ -15,11 +15,12 @@ from typing import Any
 from servewise.engine.app.inputs import input_defs
 from servewise.engine.app.plan_contract import COMPONENT_FIELDS, PlanResult, cite
 from servewise.engine.app.plan_contract import closure as _closure
+from servewise.engine.app.pools_board import Board, hosts_of, moves_of, summary
 from servewise.engine.app.pools_pack import PackedOption, packed_option, separate_rack, writeoff_months
 from servewise.engine.common.forkmap import fork_map
 from servewise.engine.common.messages import LANGS, both, message
 from servewise.engine.domain.catalog import load_catalog
-from servewise.engine.domain.functions import RunContext, catalog, reset_context, use_context
+from servewise.engine.domain.functions import RunContext, reset_context, use_context
 from servewise.engine.runtime.compiler import WORK
 from servewise.engine.runtime.memory import Memory
 
@@ -141,22 +142,9 @@ def _tenants(option: PackedOption | None, labels: list[str], results: list[PlanR
     return out
 
 
-def _mig_host(results: list[PlanResult], hosts: list[str]) -> str | None:
-    """A MIG-capable GPU to try as host besides the pools' own choices: the best-ranked feasible
-    alternative with MIG instances among the pools' ranked options (largest pool first), where MIG
-    slices may let several small pools share one card."""
-    for r in results:
-        for rej in r.plan["rejected"]:
-            gpu = str(rej["option"]).split(" | ")[0]
-            if rej.get("ranked") and gpu not in hosts and catalog("gpus", gpu, "mig") is True \
-                    and catalog("gpus", gpu, "mig_max_instances"):
-                return gpu
-    return None
-
-
 def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], labels: list[str],
-                  results: list[PlanResult], replan: Callable[[dict[str, Any], str], PlanResult] | None
-                  ) -> tuple[list[PlanResult], PackedOption | None, dict[str, Any]]:
+                  results: list[PlanResult], replan: Callable[[dict[str, Any], str], PlanResult] | None,
+                  board: Board | None = None) -> tuple[list[PlanResult], PackedOption | None, dict[str, Any]]:
     """Separate servers per pool vs the pools packed into shared servers of one host GPU model (each
     GPU model some pool chose, the others re-planned on it): the cheapest per month (capex written off
     over the write-off months + opex) within what the rules allow each pool to share."""
@@ -171,19 +159,18 @@ def choose_layout(workload: dict[str, Any], entries: list[dict[str, Any]], label
     best: tuple[float, list[PlanResult], PackedOption] | None = None
     reasons: list[str] = []
     if replan is not None and len(results) > 1 and all(r.feasible for r in results) and workload["mode"] != "edge":
-        order = sorted(range(len(results)), key=lambda i: (-(results[i].memory.values.get("chosen.gpus") or 0), i))
-        hosts = list(dict.fromkeys(str(results[i].memory.values.get("chosen.gpu")) for i in order))
+        pools = [summary(r) for r in results]
         token = use_context(RunContext(load_catalog()))
         try:
-            mig = _mig_host([results[i] for i in order], hosts)
-            hosts += [mig] if mig else []
-
-            # every pool that chose another GPU, re-planned on each host: one item each, so the
-            # cores share them evenly (a host's re-plans differ several-fold in cost)
-            moves = [(gpu, i) for gpu in hosts for i, r in enumerate(results)
-                     if r.memory.values.get("chosen.gpu") != gpu]
-            done = dict(zip(moves, fork_map(lambda move: replan(entries[move[1]], move[0]), moves,
-                                            portable=portable, counters=(WORK,)), strict=True))
+            hosts = hosts_of(pools)
+            # every pool that chose another GPU, re-planned on each host: those the board holds
+            # (engine/app/pools_board.py), the rest one item each, so the cores share them evenly
+            # (a host's re-plans differ several-fold in cost)
+            moves = moves_of(hosts, dict(enumerate(pools)))
+            done = {m: r for m in moves if board is not None and (r := board.take(m)) is not None}
+            missing = [m for m in moves if m not in done]
+            done |= dict(zip(missing, fork_map(lambda move: replan(entries[move[1]], move[0]), missing,
+                                               portable=portable, counters=(WORK,)), strict=True))
             replanned = []
             for gpu in hosts:  # each host's re-plans in pool order, up to the first that cannot run on it
                 pairs: list[tuple[int, PlanResult]] = []
@@ -366,10 +353,11 @@ def pool_candidates(alone: list[dict[str, Any]], used: list[dict[str, Any]]) -> 
 
 def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[dict[str, Any]],
             results: list[PlanResult],
-            replan: Callable[[dict[str, Any], str], PlanResult] | None = None) -> dict[str, Any]:
+            replan: Callable[[dict[str, Any], str], PlanResult] | None = None,
+            board: Board | None = None) -> dict[str, Any]:
     labels = [_label(e) for e in entries]
     alone = [r.plan.get("candidates") or [] for r in results]  # each pool's options on its own
-    results, option, packing = choose_layout(workload, entries, labels, results, replan)
+    results, option, packing = choose_layout(workload, entries, labels, results, replan, board)
     plans = [r.plan for r in results]
     first = plans[0]
     trace: list[dict[str, Any]] = []

@@ -63,11 +63,15 @@ def processes_available() -> int:
 
 def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
              portable: Callable[[R], Any] = lambda r: r,
-             counters: Sequence[Counter] = ()) -> list[R]:
+             counters: Sequence[Counter] = (),
+             after: Callable[[], None] | None = None) -> list[R]:
     """``[fn(x) for x in items]``, the items shared between this process and forked workers.
 
     ``portable(result)`` is what a worker sends back for a result (it must pickle); the caller
-    keeps its own results as they are.
+    keeps its own results as they are. ``after()``, where workers run, is called by each process
+    once no item is left to take, before the caller waits for the workers (it may take other
+    work meanwhile, e.g. engine/app/pools_board.py; a worker's exception in it is ignored, and
+    its work counts in ``counters``).
     """
     # (the queue pipe holds every item number at once: at most 64 KiB, the smallest pipe buffer)
     n_workers = min(processes_available(), len(items)) - 1 if len(items) * _INDEX.size <= 65536 else 0
@@ -97,11 +101,13 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
                 except OSError:  # no more processes allowed: the caller takes what is left
                     break
                 if pid == 0:  # pragma: no cover - runs in the worker (its coverage is not collected)
-                    _work(fn, items, read_end, path, portable, counters, caller, die_with_caller, mask)
+                    _work(fn, items, read_end, path, portable, counters, caller, die_with_caller, mask, after)
                 workers.append((pid, path))
         results[0] = fn(items[0])
         for i in _take(read_end):
             results[i] = fn(items[i])
+        if after is not None and workers:
+            after()
         while workers:
             pid, path = workers[0]
             _, status = os.waitpid(pid, 0)
@@ -187,7 +193,8 @@ def _pdeathsig() -> Callable[[], object] | None:
 
 def _work(fn: Callable[[Any], Any], items: Sequence[Any], read_end: int, path: str,
           portable: Callable[[Any], Any], counters: Sequence[Counter], caller: int,
-          die_with_caller: Callable[[], object] | None, mask: set[int] | None) -> None:  # pragma: no cover
+          die_with_caller: Callable[[], object] | None, mask: set[int] | None,
+          after: Callable[[], None] | None = None) -> None:  # pragma: no cover
     """A worker's life: take items until the queue is empty or one fails, write the results,
     exit without running the caller's clean-up (``os._exit``). It dies with its caller."""
     code = 1
@@ -208,6 +215,9 @@ def _work(fn: Callable[[Any], Any], items: Sequence[Any], read_end: int, path: s
                 returned[i] = portable(fn(items[i]))
             except Exception:
                 break  # this item and the rest left in the queue are the caller's
+        if after is not None:
+            with contextlib.suppress(Exception):
+                after()
         increments = [Counter({k: v - b.get(k, 0) for k, v in c.items() if v != b.get(k, 0)})
                       for c, b in zip(counters, before, strict=True)]
         with open(path, "wb") as fh:
