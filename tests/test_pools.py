@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 
-from conftest import EXAMPLES
+import pytest
+import yaml
+from conftest import EXAMPLES, ROOT
 
 MULTI = str(EXAMPLES / "multi-model-tenants.yaml")
 
@@ -123,3 +125,46 @@ def test_a_several_model_plan_reads_as_the_servers_are_built(example_plans):
         assert "[" + plan["rejected"][0]["pool"] + "]" in to_text(plan)
         notes = to_text(plan).split("Notes and corrections")[1].split("\n\n")[0]
         assert "sla.cold-start-total" in notes and notes.count("sla.cold-start-total,") <= 1
+
+
+def test_the_shared_servers_are_bought_with_their_network(example_plans):
+    """A packed plan's parts list holds the Ethernet front-end of its shared servers, laid out as
+    a one-model plan's (fn_network.ethernet_layout, the rule bom.network-parts-ethernet): a NIC in
+    every server, a redundant top-of-rack pair at three nines and a cable per link; its capex is
+    the sum of its lines."""
+    from servewise.engine.domain.fn_bom import bom_total
+
+    plan = example_plans["saas-five-tenants"].plan
+    servers = plan["components"]["servers"]["count"]
+    qty = {}
+    for line in plan["bom"]:
+        qty[line["category"]] = qty.get(line["category"], 0) + line["qty"]
+    assert qty["nic-frontend"] == servers
+    assert qty["switch"] == 2 and qty["optics"] == 2 * servers  # one link to each switch of the pair
+    assert plan["cost"]["capex_cny"] == round(bom_total(plan["bom"]), 0)
+    # per token at the shared servers' monthly cost (cost.per-million-tokens' ratio), not the pools' own
+    hours = next(p["value"] for p in yaml.safe_load(open(ROOT / "facts/catalog/policies.yaml", encoding="utf-8"))
+                 if p["id"] == "hours_per_month")
+    tokens_month = plan["performance"]["output_tokens_per_s"] * 3600 * hours / 1e6
+    assert plan["cost"]["cny_per_million_tokens"] == pytest.approx(plan["cost"]["monthly_cost_cny"] / tokens_month,
+                                                                   rel=2e-3)
+    step = next(s for s in plan["trace"] if s["rule"] == "pools.pack"
+                and any(c["fact"].startswith("components.network.") for c in s["conclusions"]))
+    assert "2 top-of-rack switch(es)" in step["because"]
+
+
+def test_an_ethernet_layout_over_many_racks_has_leaves_and_spines():
+    from servewise.engine.domain.catalog import load_catalog
+    from servewise.engine.domain.fn_network import ethernet_layout
+    from servewise.engine.domain.functions import RunContext, reset_context, use_context
+
+    token = use_context(RunContext(load_catalog()))
+    try:
+        wide = ethernet_layout(27, 14, 2, True, "spine-x")
+        alone = ethernet_layout(1, 1, 1, False, "spine-x")
+    finally:
+        reset_context(token)
+    assert (wide["racks_per_group"], wide["groups"], wide["switches"], wide["spine"], wide["spines"]) == \
+        (8, 2, 4, "spine-x", 2)
+    assert wide["dac"] + wide["aoc"] == 27 * 2 and wide["uplinks"] == 8
+    assert (alone["switches"], alone["spine"], alone["dac"], alone["aoc"]) == (1, None, 1, 0)

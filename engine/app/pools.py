@@ -242,7 +242,13 @@ def _component_texts(option: PackedOption | None, components: dict[str, Any], pl
     if option is None:
         return {"rack": both("pools.pack-rack", **rack_args)} if rack.get("racks") else {}
     sv = option.servers
-    return {
+    net = option.network
+    network = {"network": _both_by_lang(
+        "pools.pack-network", {lang: {"spines": message("pools.pack-network-spines", lang, spines=net["spines"])
+                                      if net["spines"] else ""} for lang in LANGS},
+        count=len(sv), nic=option.network_nic, links=net["links_per_server"], switches=net["switches"],
+        groups=net["groups"], dac=net["dac"], aoc=net["aoc"])} if net else {}
+    return network | {
         "servers": both("pools.pack-servers", count=len(sv), gpu=option.host_gpu,
                         gpus=", ".join(str(x["gpus_installed"]) for x in sv), sku=", ".join(x["sku"] for x in sv)),
         "cpu": both("pools.pack-cpu", detail="; ".join(components["cpu"]["per_server"])),
@@ -401,6 +407,11 @@ def combine(workload: dict[str, Any], defaults_used: list[str], entries: list[di
     per_m = [c.get("cny_per_million_tokens") for c in cost]
     weighted = (round(sum(t * c for t, c in zip(tokens, per_m, strict=True)) / sum(tokens), 3)
                 if sum(tokens) > 0 and all(isinstance(c, (int, float)) for c in per_m) else None)
+    monthly = total("monthly_cost_cny", cost)
+    if option is not None and weighted is not None and monthly:
+        # the pools' tokens at the shared servers' monthly cost: the ratio of cost.per-million-tokens
+        # (monthly cost ÷ tokens a month) with the packed monthly cost for the pools' own
+        weighted = round(weighted * option.cost["monthly_cost_cny"] / monthly, 3)
     decisions = {c.get("buy_or_rent") for c in cost}
     warnings = _dedupe_warnings([dict(w, raw=w["message"], raw_i18n=w.get("message_i18n") or {"en": w["message"]},
                                       pool=labels[i]) for i, p in enumerate(plans) for w in p["warnings"]])

@@ -18,8 +18,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from servewise.engine.domain.fn_bom import bom_lines, bom_total, server_capacity, server_gpus, server_label, server_sku
+from servewise.engine.domain.fn_bom import (
+    bom_lines,
+    bom_total,
+    network_lines,
+    server_capacity,
+    server_gpus,
+    server_label,
+    server_sku,
+)
 from servewise.engine.domain.fn_facilities import pcie_gbs, raid10_drive_tb, raid10_drives
+from servewise.engine.domain.fn_network import ethernet_layout
 from servewise.engine.domain.fn_packing import Demand, Server, gpu_share_of, pack_servers
 from servewise.engine.domain.functions import balanced_dimm_gb, catalog, current, memory_channels_populated, policy
 
@@ -32,6 +41,8 @@ class PackedOption:
     bom: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
     tenants: list[dict[str, Any]] = field(default_factory=list)
+    network: dict[str, Any] = field(default_factory=dict)  # fn_network.ethernet_layout of the shared servers
+    network_nic: str | None = None                         # their front-end NIC
 
 
 def demand(label: str, values: dict[str, Any]) -> Demand | None:
@@ -145,18 +156,25 @@ def packed_option(gpu: str, labels: list[str], pools: dict[str, dict[str, Any]],
     given_logs = workload["deployment"].get("log_storage_tb")
     sized = [_size_server(s, gpu, pools, workload, given_logs, i == 0) for i, s in enumerate(servers)]
     region = workload["deployment"]["region"]
+    network = shared_network(labels, pools, len(sized))
+    rack = racks_for([s["draw_w"] for s in sized], rack_limit_kw)
+    layout = ethernet_layout(len(sized), rack["racks"], rack["servers_per_rack"], network["redundant"],
+                             network["spine"]) if network["nic"] else None
     lines: list[dict[str, Any]] = []
     for s in sized:
         for ln in bom_lines(gpu, s["gpus_installed"], 1, s["sku"], region, s["cpu"], s["sockets"],
                             str(pools[s["pools"][0]].get("components.memory.type") or "DDR5 RDIMM"),
-                            s["dimm_gb"], s["channels"], s["ssd"], s["drives"], 2, None, 0, None, 0, s["cooling"],
-                            s["drive_tb"]):
+                            s["dimm_gb"], s["channels"], s["ssd"], s["drives"], 2, network["nic"],
+                            1 if network["nic"] else 0, None, 0, s["cooling"], s["drive_tb"]):
             same = next((x for x in lines if {k: v for k, v in x.items() if k != "qty"}
                          == {k: v for k, v in ln.items() if k != "qty"}), None)
             if same:
                 same["qty"] += ln["qty"]
             else:
                 lines.append(dict(ln))
+    if layout is not None:  # one network for all the shared servers, laid out over their racks
+        lines += network_lines(region, network["nic"], network["switch"], layout["switches"], layout["spine"],
+                               layout["spines"], layout["dac"], layout["aoc"], layout["uplinks"])
     n = len(sized)
     pue = policy("pue_liquid") if any(s["cooling"] == "liquid" for s in sized) else policy("pue_air")
     price = workload["constraints"]["electricity_cny_per_kwh"]
@@ -171,8 +189,23 @@ def packed_option(gpu: str, labels: list[str], pools: dict[str, dict[str, Any]],
                    "monthly_opex_cny": opex, "electricity_cny_per_month": electricity,
                    "ops_labour_cny_per_month": labour, "pue": pue,
                    "monthly_cost_cny": round(capex / months + opex)}
-    option.components = _components(gpu, sized, pools, labels, rack_limit_kw)
+    option.components = _components(gpu, sized, pools, labels, rack)
+    option.network, option.network_nic = layout or {}, network["nic"]
     return option
+
+
+def shared_network(labels: list[str], pools: dict[str, dict[str, Any]], servers: int) -> dict[str, Any]:
+    """The Ethernet front-end the pools' rules chose (bom.net_*), for their shared servers: the
+    fastest NIC any pool needs with its switch, redundant when any pool's is (the strictest
+    availability decides) and the spine switch model of the pools' market; no NIC when no pool
+    has an Ethernet front-end."""
+    nets = [pools[lb] for lb in labels if str(pools[lb].get("bom.net_nic") or "").startswith("ethernet")]
+    if not nets:
+        return {"nic": None, "switch": None, "redundant": False, "spine": None}
+    fastest = max(nets, key=lambda v: int("".join(c for c in str(v["bom.net_nic"]) if c.isdigit()) or 0))
+    return {"nic": fastest["bom.net_nic"], "switch": fastest.get("bom.net_switch"),
+            "redundant": servers > 1 and any(bool(v.get("bom.net_redundant")) for v in nets),
+            "spine": fastest.get("bom.net_spine_model")}
 
 
 def by_server(values: list[str]) -> str:
@@ -195,7 +228,7 @@ def _join(values: list[Any]) -> Any:
 
 
 def _components(gpu: str, sized: list[dict[str, Any]], pools: dict[str, dict[str, Any]], labels: list[str],
-                rack_limit_kw: float) -> dict[str, Any]:
+                rack: dict[str, Any]) -> dict[str, Any]:
     n = len(sized)
     return {
         "servers": {"count": n, "form": _join([s["form"] for s in sized]), "sku": _join([s["sku"] for s in sized]),
@@ -224,7 +257,7 @@ def _components(gpu: str, sized: list[dict[str, Any]], pools: dict[str, dict[str
                   "per_server_w": [s["draw_w"] for s in sized],
                   "psu_per_server": by_server([f"{s['psu_w']} W, {s['redundancy'] or 'as shipped'}" for s in sized])},
         "cooling": {"type": _join([s["cooling"] for s in sized])},
-        "rack": racks_for([s["draw_w"] for s in sized], rack_limit_kw),
+        "rack": rack,
     }
 
 

@@ -338,6 +338,28 @@ def nvlink_bridge(gpu: str, tp: int) -> str | None:
     return f"NVLink bridge {tp}-way ({gpu})"
 
 
+def network_lines(region: str, nic: str | None, switch: str | None, switches: int, spine: str | None,
+                  spines: int, dac_links: int, aoc_links: int, uplinks: int) -> list[dict[str, Any]]:
+    """The switches and cables of a network (a plan's, or the shared servers' of a several-model
+    plan): the leaf ``switch``es, the ``spine``s joining their groups, and for a ``nic`` the copper
+    links inside a group's racks, the optical cables across racks and the 100G uplinks."""
+    lines: list[dict[str, Any]] = []
+
+    def add(part: str | None, category: str, qty: int) -> None:
+        if part and qty:
+            lines.append(_line(part, category, qty, market_price(part, region),
+                               unpriced=f"no sourced {region} price for {part} in market-prices.yaml "
+                                        "(its part or a price class covering it)"))
+
+    add(switch, "switch", switches)
+    add(spine, "switch", spines)
+    if nic:
+        add(f"{nic} optics/cable", "optics", int(dac_links))
+        add(f"{nic} cross-rack cable", "optics", aoc_links)
+        add("100g uplink cable", "optics", uplinks)
+    return lines
+
+
 @domain_function
 def bom_lines(*args: Any) -> list[dict[str, Any]]:
     """Bill of materials of the chosen configuration, from the parts and counts named in ``BOM_ARGS``
@@ -400,15 +422,12 @@ def bom_lines(*args: Any) -> list[dict[str, Any]]:
     nic = spec.get("nic")
     add(nic, "nic-frontend" if nic and str(nic).startswith("ethernet") else "nic",
         servers * int(spec.get("nics") or 0))
-    add(spec.get("switch"), "switch", int(spec.get("switches") or 0))
-    add(spec.get("spine"), "switch", int(spec.get("spines") or 0))
-    if spec.get("nic") and spec.get("nics") and (spec.get("switch") or spec.get("front_nic")):
-        if spec.get("dac_links") is not None:  # the cabling as laid out: copper in a rack, optical across
-            add(f"{spec['nic']} optics/cable", "optics", int(spec["dac_links"]))
-            add(f"{spec['nic']} cross-rack cable", "optics", int(spec.get("aoc_links") or 0))
-            add("100g uplink cable", "optics", int(spec.get("uplinks") or 0))
-        else:
-            add(f"{spec['nic']} optics/cable", "optics", servers * int(spec["nics"]))
+    cabled = bool(spec.get("nic") and spec.get("nics") and (spec.get("switch") or spec.get("front_nic")))
+    # the cabling as laid out (copper in a rack, optical across), else one cable per NIC port
+    dac = spec["dac_links"] if spec.get("dac_links") is not None else servers * int(spec.get("nics") or 0)
+    lines += network_lines(region, spec.get("nic") if cabled else None, spec.get("switch"),
+                           int(spec.get("switches") or 0), spec.get("spine"), int(spec.get("spines") or 0),
+                           dac, int(spec.get("aoc_links") or 0), int(spec.get("uplinks") or 0))
     if spec.get("front_nic"):  # a fabric plan's front-end Ethernet (clients, model files, management)
         front = str(spec["front_nic"])
         add(front, "nic-frontend", servers)

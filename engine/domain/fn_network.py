@@ -1,5 +1,5 @@
 """Domain functions for the inter-node network (rules/bom/network.yaml): which catalogued switch carries
-a lossless RDMA fabric.
+a lossless RDMA fabric, and how an Ethernet front-end is laid out over racks (rules/cost/bom.yaml).
 
 Generic mechanics only: the switches, their ports and features are catalog data (switches.yaml), their
 prices are market data (market-prices.yaml, read through ``fn_bom.market_price``), and how many ports a
@@ -8,12 +8,12 @@ fabric needs (servers x NICs, planes for redundancy) is decided by the rule that
 
 from __future__ import annotations
 
-from math import ceil
+from math import ceil, floor
 from typing import Any
 
 # the module, not its names: importing fn_bom first loads this module while fn_bom is half-imported
 from servewise.engine.domain import fn_bom
-from servewise.engine.domain.functions import current, domain_function, note_detail
+from servewise.engine.domain.functions import current, domain_function, note_detail, policy
 
 UNORDERABLE = ("restricted", "discontinued")  # availability.yaml statuses a switch is not bought in
 
@@ -76,3 +76,29 @@ def fabric_switch(port_gbps: int, ports: int, region: str, domestic: bool = Fals
     return {**{k: best[k] for k in ("id", "ports", "per_plane", "low_cny", "high_cny", "mid_cny", "own_market")},
             "considered": len(ranked), "next": runner["id"] if runner else None,
             "next_mid_cny": runner["mid_cny"] if runner else None}
+
+
+@domain_function
+def ethernet_layout(servers: int, racks: int | None, servers_per_rack: int | None, redundant: bool,
+                    spine: str | None) -> dict[str, Any]:
+    """The Ethernet front-end of ``servers`` servers in ``racks`` racks of at most
+    ``servers_per_rack`` (the rule bom.network-parts-ethernet, and the shared servers of a
+    several-model plan): one NIC per server with a link to each switch of its group (two, a
+    redundant pair, when ``redundant``); a rack of at least policy tor_per_rack_min_servers
+    servers has its own switches, sparser racks share a group of up to tor_group_max_racks adjacent
+    racks (as many as tor_ports ports hold); more than one group is joined by ``spine`` switches,
+    redundant like the leaves; copper DAC links inside a group's own racks, active optical cables
+    from the other racks, one 100G uplink from each leaf to each spine."""
+    links = 2 if redundant else 1
+    rack_servers = max(1, min(servers_per_rack or servers, servers))
+    racks = max(1, racks or 1)
+    per_group = 1 if rack_servers >= policy("tor_per_rack_min_servers") else max(
+        1, min(racks, policy("tor_group_max_racks"), floor(policy("tor_ports") / rack_servers)))
+    groups = ceil(racks / per_group)
+    switches = groups * (2 if redundant else 1)
+    spines = (2 if redundant else 1) if groups > 1 else 0
+    dac = min(servers, groups * rack_servers) * links
+    return {"redundant": redundant, "links_per_server": links, "rack_servers": rack_servers, "racks": racks,
+            "racks_per_group": per_group, "groups": groups, "switches": switches,
+            "spine": spine if groups > 1 else None, "spines": spines, "dac": dac, "aoc": servers * links - dac,
+            "uplinks": switches * spines}
