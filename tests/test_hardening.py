@@ -588,3 +588,4 @@ def test_ctrl_c_during_a_several_model_plan_leaves_no_worker_and_no_file(tmp_pat
     else:
         pytest.fail("a worker outlived the interrupted plan")
     assert not out.exists() and not list(tmp_path.glob("servewise-worker-*"))
+    assert not list(tmp_path.glob("servewise-board-*"))  # nor the board of early re-plans

@@ -52,34 +52,38 @@ def test_the_board_holds_what_each_process_left(board):
     assert board.planned() == {} and board.take(("A10", 0)) is None
     board.publish(1, PoolSummary(True, "A10", 2, ()))
     assert board.planned() == {1: PoolSummary(True, "A10", 2, ())}
-    board.put(("A10", 0), "mine", portable=lambda r: r)  # the caller's own: kept as it is
-    assert board.take(("A10", 0)) == "mine"
-    board.owner = -1  # as a worker: written for the caller, through portable()
-    board.put(("A10", 2), "theirs", portable=lambda r: r.upper())
+    board.put(("A10", 2), "theirs", portable=lambda r: r.upper())  # as the worker sends it
     assert board.take(("A10", 2)) == "THEIRS"
     folder = board.folder
     board.close()
     assert not os.path.exists(folder)
 
 
-def test_replans_are_taken_as_the_pools_become_known(board, ctx, monkeypatch):
-    """With two of three pools planned, only the re-plans already known are taken; then it waits
-    for the third, and takes the rest (its own on every host, the others on its GPU)."""
+def test_replans_are_taken_as_the_pools_become_known(board, ctx):
+    """With two of three pools planned, only the re-plans already known are taken, and it ends
+    (never waiting for the third); a pool planned meanwhile adds its re-plans at once; with every
+    pool planned, the rest (its own on every host, the others on its GPU)."""
     board.publish(0, PoolSummary(True, "L20", 2, ()))
     board.publish(1, PoolSummary(True, "A10", 2, ()))
     done: list[tuple[str, int]] = []
 
     def replan(i: int, gpu: str) -> str:
         done.append((gpu, i))
+        if len(done) == 1:  # the third pool is planned by another process meanwhile
+            board.publish(2, PoolSummary(True, "T4", 1, ()))
         return f"{i}@{gpu}"
 
-    def sleep(_: float) -> None:  # the third pool is planned while this process waits
-        assert done == [("L20", 1), ("A10", 0)]
-        board.publish(2, PoolSummary(True, "T4", 1, ()))
-
-    monkeypatch.setattr(pools_board.time, "sleep", sleep)
+    first = Board(3)
+    try:
+        first.publish(0, PoolSummary(True, "L20", 2, ()))
+        first.publish(1, PoolSummary(True, "A10", 2, ()))
+        first_done: list[tuple[str, int]] = []
+        take_replans(first, lambda i, gpu: first_done.append((gpu, i)) or "x", portable=lambda r: r)
+        assert first_done == [("L20", 1), ("A10", 0)]  # and it ended, the third pool unknown
+    finally:
+        first.close()
     take_replans(board, replan, portable=lambda r: r)
-    assert done == [("L20", 1), ("A10", 0), ("L20", 2), ("A10", 2), ("T4", 0), ("T4", 1)]
+    assert done == [("L20", 1), ("L20", 2), ("A10", 0), ("A10", 2), ("T4", 0), ("T4", 1)]
     assert board.take(("T4", 1)) == "1@T4"
 
 
@@ -123,3 +127,29 @@ def test_a_failing_several_model_plan_leaves_no_board(example_plans, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         plan_module.plan_file(example_plans["multi-model-tenants"].path, load_rules())
     assert glob.glob(os.path.join(str(tmp_path), "servewise-*")) == []
+
+
+def test_without_a_temporary_folder_the_plan_is_the_same(example_plans, monkeypatch, tmp_path):
+    """No board can be made, or it cannot be written (a full or read-only temporary folder): the
+    re-plans wait for the pools, as without it, and the plan is the same."""
+    from servewise.cli.render import to_json
+    from servewise.engine.app import plan as plan_module
+    from servewise.engine.lang.rulebase import load_rules
+
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(forkmap, "processes_available", lambda: 2)
+    name = "multi-model-tenants"
+
+    def refused(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(pools_board.tempfile, "mkdtemp", refused)
+    assert to_json(plan_module.plan_file(example_plans[name].path, load_rules()).plan) == example_plans[name].json_text
+    monkeypatch.undo()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(forkmap, "processes_available", lambda: 2)
+    monkeypatch.setattr(Board, "_write", refused)
+    monkeypatch.setattr(os, "open", refused)
+    assert to_json(plan_module.plan_file(example_plans[name].path, load_rules()).plan) == example_plans[name].json_text

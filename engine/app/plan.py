@@ -259,8 +259,8 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
             return plan_workload(sub, [d for d in defaults_used if d not in dropped] + extra,
                                  rulebase, file, provided, shared, deferred=gpu is not None)
         # the pools share this machine's cores (the first is planned here: its whole memory is kept);
-        # a process whose pools are done takes the host re-plans known by then (pools_board.py)
-        board = (Board(len(entries)) if len(entries) > 1 and workload["mode"] != "edge"
+        # a worker whose pools are done takes the host re-plans known by then (pools_board.py)
+        board = (_board(len(entries)) if len(entries) > 1 and workload["mode"] != "edge"
                  and forkmap.processes_available() > 1 else None)
         try:
             def planned(i: int) -> PlanResult:
@@ -281,6 +281,15 @@ def _plan_workload(workload: dict[str, Any], defaults_used: list[str], rulebase:
         rb = rulebase
         return DeferredPlanResult(mem, lambda: assemble(workload, defaults_used, mem, rb))
     return PlanResult(assemble(workload, defaults_used, mem, rulebase), mem)
+
+
+def _board(pools: int) -> Board | None:
+    """The board the processes of a several-model plan share (None where no temporary folder can
+    be made: the re-plans then all wait for the pools, as without it)."""
+    try:
+        return Board(pools)
+    except OSError:
+        return None
 
 
 def run_rules(workload: dict[str, Any], defaults_used: list[str], rulebase: RuleBase,

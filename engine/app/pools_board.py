@@ -4,15 +4,16 @@ To compare packing the pools into shared servers, every pool is re-planned on ev
 (engine/app/pools.py choose_layout): each GPU some pool chose, and the first MIG-capable GPU
 among the pools' ranked alternatives. Which re-plans are needed becomes known pool by pool: once
 a pool has chosen GPU G, every other planned pool needs a re-plan on G, and it needs one on every
-host known. With several processes (engine/common/forkmap.py), a process whose pools are done
-would wait for the others' last pools; instead it takes such re-plans from a board shared
+host known. With several processes (engine/common/forkmap.py), a worker whose pools are done
+would wait for the caller's last pools; instead it takes such re-plans from a board shared
 through a temporary folder:
 
 - each planned pool leaves a summary there (its GPU, how many, its ranked alternatives' GPUs);
-- a process claims a re-plan by creating its claim file (so each is computed once), computes it
-  and leaves its result (the caller keeps its own in memory);
+- a worker claims a re-plan by creating its claim file (so each is computed once), computes it
+  and leaves its result; it never waits for a pool (the caller, planning it, waits for the
+  worker), so it ends when nothing known is left to take;
 - once every pool is planned, the hosts are the ones choose_layout finds (:func:`hosts_of`, the
-  same function), and the processes share the rest of the re-plans.
+  same function), MIG-capable alternative included.
 
 choose_layout then takes the re-plans from the board and computes only what is missing (a
 re-plan that failed, or one a process never finished). A re-plan is a pure function of its pool
@@ -27,7 +28,6 @@ import os
 import pickle
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +35,6 @@ from typing import Any
 from servewise.engine.app.plan_contract import PlanResult
 from servewise.engine.domain.catalog import load_catalog
 from servewise.engine.domain.functions import RunContext, catalog, reset_context, use_context
-
-POLL_S = 0.005  # how often a process with nothing to take looks for a newly planned pool
 
 
 @dataclass(frozen=True)
@@ -80,8 +78,6 @@ class Board:
     def __init__(self, pools: int):
         self.pools = pools
         self.folder = tempfile.mkdtemp(prefix="servewise-board-")
-        self.owner = os.getpid()
-        self.local: dict[tuple[str, int], PlanResult] = {}  # the caller's own re-plans, as they are
         self._seen: dict[int, PoolSummary] = {}
         self._tried: set[tuple[str, int]] = set()  # claimed here or by another process: not tried again
 
@@ -103,8 +99,10 @@ class Board:
             return None
 
     def publish(self, index: int, pool: PoolSummary) -> None:
-        """Pool ``index`` is planned."""
-        self._write(self._path("pool", index), pool)
+        """Pool ``index`` is planned (nothing is lost where it cannot be written: choose_layout
+        computes what the board lacks)."""
+        with contextlib.suppress(OSError):
+            self._write(self._path("pool", index), pool)
 
     def planned(self) -> dict[int, PoolSummary]:
         """The pools planned so far, by index."""
@@ -122,20 +120,19 @@ class Board:
         self._tried.add(move)
         try:
             os.close(os.open(self._path("claim", move), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
+        except OSError:  # taken by another process (or the folder cannot be written: left to choose_layout)
             return False
         return True
 
     def put(self, move: tuple[str, int], result: PlanResult, portable: Callable[[PlanResult], Any]) -> None:
-        if os.getpid() == self.owner:
-            self.local[move] = result
-        else:
+        """A worker's re-plan ``move``, as ``portable`` sends it (lost where it cannot be written:
+        choose_layout computes it again)."""
+        with contextlib.suppress(OSError):
             self._write(self._path("result", move), portable(result))
 
     def take(self, move: tuple[str, int]) -> PlanResult | None:
-        """The re-plan ``move`` if some process finished it (in the caller, after the workers ended)."""
-        mine = self.local.get(move)
-        return mine if mine is not None else self._read(self._path("result", move))
+        """The re-plan ``move`` if a worker finished it (read by the caller once the workers ended)."""
+        return self._read(self._path("result", move))
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
@@ -143,9 +140,10 @@ class Board:
 
 def take_replans(board: Board, replan: Callable[[int, str], PlanResult],
                  portable: Callable[[PlanResult], Any]) -> None:
-    """Compute the re-plans known to be needed and not yet claimed, until every pool is planned
-    and none is left (``fork_map``'s ``after``). A re-plan that fails is left to choose_layout,
-    which computes it again where its error is reported."""
+    """Compute the re-plans known to be needed and not yet claimed, until none is (a worker's
+    ``after`` in ``fork_map``: it never waits for a pool another process plans, so it ends
+    whatever happens to that pool). A re-plan that fails is left to choose_layout, which computes
+    it again where its error is reported."""
     while True:
         pools = board.planned()
         if not all(p.feasible for p in pools.values()):
@@ -160,10 +158,7 @@ def take_replans(board: Board, replan: Callable[[int, str], PlanResult],
         else:  # the GPUs chosen so far: each is a host whatever the pools still to come choose
             hosts = list(dict.fromkeys(str(p.gpu) for p in pools.values()))
         move = next((m for m in moves_of(hosts, pools) if board.claim(m)), None)
-        if move is not None:
-            with contextlib.suppress(Exception):
-                board.put(move, replan(move[1], move[0]), portable)
-        elif done:
+        if move is None:
             return
-        else:
-            time.sleep(POLL_S)
+        with contextlib.suppress(Exception):
+            board.put(move, replan(move[1], move[0]), portable)

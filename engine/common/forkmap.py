@@ -68,10 +68,11 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
     """``[fn(x) for x in items]``, the items shared between this process and forked workers.
 
     ``portable(result)`` is what a worker sends back for a result (it must pickle); the caller
-    keeps its own results as they are. ``after()``, where workers run, is called by each process
-    once no item is left to take, before the caller waits for the workers (it may take other
-    work meanwhile, e.g. engine/app/pools_board.py; a worker's exception in it is ignored, and
-    its work counts in ``counters``).
+    keeps its own results as they are. ``after()`` is called by each worker once no item is left
+    to take, before it sends its results (it may take other work meanwhile, e.g.
+    engine/app/pools_board.py; it must not wait for the caller, which waits for the workers); a
+    worker that failed an item does not call it, an exception in it is ignored, and its work
+    counts in ``counters``.
     """
     # (the queue pipe holds every item number at once: at most 64 KiB, the smallest pipe buffer)
     n_workers = min(processes_available(), len(items)) - 1 if len(items) * _INDEX.size <= 65536 else 0
@@ -106,8 +107,6 @@ def fork_map(fn: Callable[[T], R], items: Sequence[T], *,
         results[0] = fn(items[0])
         for i in _take(read_end):
             results[i] = fn(items[i])
-        if after is not None and workers:
-            after()
         while workers:
             pid, path = workers[0]
             _, status = os.waitpid(pid, 0)
@@ -210,12 +209,14 @@ def _work(fn: Callable[[Any], Any], items: Sequence[Any], read_end: int, path: s
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         before = [Counter(c) for c in counters]
         returned: dict[int, Any] = {}
+        failed = False
         for i in _take(read_end):
             try:
                 returned[i] = portable(fn(items[i]))
             except Exception:
+                failed = True
                 break  # this item and the rest left in the queue are the caller's
-        if after is not None:
+        if after is not None and not failed:
             with contextlib.suppress(Exception):
                 after()
         increments = [Counter({k: v - b.get(k, 0) for k, v in c.items() if v != b.get(k, 0)})

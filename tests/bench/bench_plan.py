@@ -42,14 +42,18 @@ NOTES = """## What changed, and what did not (#14)
 Session 47 (paired against cc92cde, 3 runs each, alternately; the machine as slow and as noisy
 as in session 46: chat-70b-online, whose code did not change, read 1.22 s before and 1.50 s after).
 Every single-model example within noise (median ratio 0.98, 0.73-1.37 x), `rules test` 6.36 -> 6.48
-s, +3,000 rules 2.10 -> 2.05 s. What changed is the several-model plans: **a process whose pools are
+s, +3,000 rules 2.10 -> 2.05 s. What changed is the several-model plans: **a worker whose pools are
 done takes the host re-plans known by then** (engine/app/pools_board.py: once a pool has chosen GPU
 G every other planned pool needs a re-plan on G; claimed through a file, computed once, left on a
-board in a temporary folder), so the core that used to wait for the other's last pool works, and
+board in a temporary folder), so the core that used to wait for the caller's last pool works, and
 choose_layout computes only what the board lacks; plans byte-identical, same engine work. In the
-table: saas-five-tenants 3.91 -> 3.79 s, multi-model-tenants 2.42 -> 2.20 s; in 8 extra alternate
-pairs of the two codes (before = the commit before the board, 652c9ea): 4.78 -> 4.17 s (8 of 8
-pairs faster) and 3.24 -> 2.79 s (7 of 8). Still missed: the several-model plans (CPU 6.3 s and 3.7 s:
+table (measured with a first version in which the caller took re-plans too and a worker waited for
+the caller's pools): saas-five-tenants 3.91 -> 3.79 s, multi-model-tenants 2.42 -> 2.20 s; in 8
+extra alternate pairs of the two codes (before = the commit before the board, 652c9ea): 4.78 -> 4.17
+s (8 of 8 pairs faster) and 3.24 -> 2.79 s (7 of 8). The final version never waits (a worker that
+waited could wait for ever for a pool whose worker failed, since the caller plans such a pool only
+after its workers end): in 6 pairs against 652c9ea, 3.99 -> 3.55 s (5 of 6) and 2.76 -> 2.28 s (6 of
+6). Still missed: the several-model plans (CPU 6.3 s and 3.7 s:
 five and three full pool plans plus 15 and 8 host re-plans), chat-70b-online <= 0.5 s, `rules test`
 <= 5 s, +3,000 rules <= 2 s and the single-model examples above 1 s on this machine.
 
