@@ -153,3 +153,40 @@ def test_without_a_temporary_folder_the_plan_is_the_same(example_plans, monkeypa
     monkeypatch.setattr(Board, "_write", refused)
     monkeypatch.setattr(os, "open", refused)
     assert to_json(plan_module.plan_file(example_plans[name].path, load_rules()).plan) == example_plans[name].json_text
+
+
+def test_a_pool_failing_in_a_worker_neither_hangs_nor_changes_the_plan(example_plans, monkeypatch, tmp_path):
+    """A pool whose plan fails only in the worker (its process, not the plan) is planned again by
+    the caller once the workers end; nobody waits for it meanwhile, and the plan is the same."""
+    import signal
+
+    from servewise.cli.render import to_json
+    from servewise.engine.app import plan as plan_module
+    from servewise.engine.lang.rulebase import load_rules
+
+    if not hasattr(os, "fork") or not hasattr(signal, "alarm"):
+        pytest.skip("no fork or alarm on this platform")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(forkmap, "processes_available", lambda: 2)
+    caller, real = os.getpid(), plan_module.plan_workload
+
+    def failing_in_a_worker(workload, *args, **kwargs):
+        if os.getpid() != caller and workload.get("model") == "Qwen2.5-14B" and not workload["constraints"].get(
+                "gpu_models"):
+            raise MemoryError("this worker only")
+        return real(workload, *args, **kwargs)
+
+    monkeypatch.setattr(plan_module, "plan_workload", failing_in_a_worker)
+
+    def hung(*_):
+        raise AssertionError("the plan hangs")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(120)
+    try:
+        name = "multi-model-tenants"
+        assert to_json(plan_module.plan_file(example_plans[name].path, load_rules()).plan) == \
+            example_plans[name].json_text
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
