@@ -419,3 +419,19 @@ def test_why_not_another_layout_of_a_several_model_plan(example_plans, in_proces
     assert why_not(plan, "separate")[1]["status"] == "not-chosen"
     assert why_not(plan, chosen)[1]["status"] == "chosen"
     assert alternatives(plan, "en")[0][0] == other["option"]
+
+
+def test_why_not_a_layout_names_the_layouts_and_refuses_a_tampered_one(example_plans, tmp_path):
+    """An unknown layout name is a one-line error that suggests the layouts the plan compared; a
+    plan whose layout has a host GPU that is not a name is refused by the plan schema (exit 2)."""
+    plan = example_plans["saas-five-tenants"].plan
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan), encoding="utf-8")
+    result = run("why-not", str(path), "packed on")
+    assert result.exit_code == 2 and "did you mean packed on" in result.output
+    bad = json.loads(json.dumps(plan))
+    bad["packing"]["options"][1]["host_gpu"] = 5
+    path.write_text(json.dumps(bad), encoding="utf-8")
+    result = run("why-not", str(path), "separate")
+    assert result.exit_code == 2 and "packing.options[1].host_gpu" in result.output
+    assert len(result.output.strip().splitlines()) == 1

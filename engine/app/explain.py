@@ -306,6 +306,7 @@ def known_options(plan: dict[str, Any], catalog_gpus: Iterable[str] = ()) -> lis
     names = [r["option"] for r in plan["rejected"]] + [r["option"].split(" | ")[0] for r in plan["rejected"]]
     names += list(catalog_gpus) + [v for vs in ALTERNATIVES.values() for v in vs] + list(PRECISIONS)
     names += list(dict.fromkeys(LAYOUT_NAMES.values()))  # replicas, attention-dp, disaggregated, speculative
+    names += [o["option"] for o in (plan.get("packing") or {}).get("options") or []]  # packed on A30, separate
     return list(dict.fromkeys(names))
 
 
