@@ -20,7 +20,7 @@ from servewise.engine.common.text import terminal_safe
 
 from .brief import clip
 from .errors import InputError
-from .i18n import pick, value_text
+from .i18n import colon, pick, value_text
 from .render import chain_value, component_line, layout_options, severity, shown_conclusions, to_json, warning_text
 from .wrap import output_width, wrap, wrap_line
 
@@ -257,8 +257,7 @@ def render_why_not(result: dict[str, Any], lang: str) -> str:
         out.append(f"  {result['resolved']}: {tr('not_searched', lang)}")
     if result.get("field"):
         out.append(f"  {result['field']} = {fmt(result.get('value'))}")
-    colon = "：" if lang == "zh" else ": "
-    out += [f"  - {name}{colon}{text}" for name, text, _ in layouts]
+    out += [f"  - {name}{colon(lang)}{text}" for name, text, _ in layouts]
     if result["groups"] and status != "chosen":
         best = result.get("closest") or result["groups"][0]["entries"][0]
         because = value_text(pick(best.get("because_i18n") or best["because"], lang), lang, True)

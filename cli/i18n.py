@@ -67,6 +67,11 @@ def pick(texts: dict[str, str] | str | None, lang: str) -> str:
     return texts.get(lang) or texts.get("en") or ""
 
 
+def colon(lang: str) -> str:
+    """The colon after a label: full width in Chinese."""
+    return "：" if lang == "zh" else ": "
+
+
 def display_width(text: str) -> int:
     """Columns ``text`` takes in a terminal: wide and full-width characters (CJK) count two."""
     return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1

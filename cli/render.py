@@ -10,7 +10,7 @@ from typing import Any
 
 from servewise.engine.app.plan import COMPONENT_FIELDS
 
-from .i18n import COMPONENT_NAMES, msg, pad, pick, t, value_text
+from .i18n import COMPONENT_NAMES, colon, msg, pad, pick, t, value_text
 
 CONTRACT_COMPONENTS = tuple(COMPONENT_FIELDS)
 
@@ -424,8 +424,7 @@ def to_text(plan: dict[str, Any], lang: str = "en") -> str:
         layouts = layout_options(packing, lang)
         if layouts:
             out.append(f"  {msg('render.layout.title', lang)}")
-            colon = "：" if lang == "zh" else ": "
-            out += [f"    - {name}{colon}{text}" for name, text, _ in layouts]
+            out += [f"    - {name}{colon(lang)}{text}" for name, text, _ in layouts]
     for name in CONTRACT_COMPONENTS if not pools else ():
         comp = plan["components"].get(name, {})
         label = pick(COMPONENT_NAMES.get(name, {"en": name}), lang)
@@ -565,7 +564,9 @@ def layout_options(packing: dict[str, Any], lang: str = "en") -> list[tuple[str,
     options = packing.get("options") or []
     if len(options) < 2:
         return []
-    chosen = "separate" if packing.get("chosen") != "packed" else f"packed on {packing.get('host_gpu')}"
+    from servewise.engine.app.explain import chosen_layout
+
+    chosen = chosen_layout(packing)
     base = next((o.get("monthly_cost_cny") for o in options if o["option"] == chosen), None)
     out = []
     for o in sorted(options, key=lambda o: (o.get("feasible") is False, o.get("monthly_cost_cny") or 0)):
@@ -828,17 +829,17 @@ def to_markdown(plan: dict[str, Any], lang: str = "en", charts_dir: str | None =
     def col(*names: str) -> str:
         return "| " + " | ".join(m(f"col.{n}") for n in names) + " |"
 
-    colon = "：" if lang == "zh" else ": "
+    sep = colon(lang)
     o.append(f"# {m('title', model=_md_escape(plan_title(w)))}")
     o.append("")
     o.append(f"- servewise {plan['servewise_version']}, {m('knowledge')} `{plan['knowledge_hash']}`")
-    o.append(f"- {m('feasible')}{colon}**{_yes(plan['feasible'], lang)}**")
+    o.append(f"- {m('feasible')}{sep}**{_yes(plan['feasible'], lang)}**")
     o.append("")
     from .brief import decision
 
     d = decision(plan, lang)
     o += [f"## {msg('render.decision', lang)}", ""]
-    o += [f"- **{label}**{colon if label else ''}{_md_escape(text)}" for label, text in d["rows"]]
+    o += [f"- **{label}**{sep if label else ''}{_md_escape(text)}" for label, text in d["rows"]]
     if d["warnings"]:
         o += ["", f"**{msg('render.decision.warnings', lang)}**", ""]
         o += [f"- **{severity(w['severity'], lang)}** {_md_escape(warning_text(w, lang))} (`{w['rule']}`)"

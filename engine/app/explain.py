@@ -356,6 +356,11 @@ def _why_not_layout(plan: dict[str, Any], layout: str, rules: dict[str, dict[str
                 _deciding_step(plan, "chosen.id") if status == "chosen" else None)}
 
 
+def chosen_layout(packing: dict[str, Any]) -> str:
+    """The option name (``packing.options[].option``) of the layout a several-model plan chose."""
+    return "separate" if packing.get("chosen") != "packed" else f"packed on {packing.get('host_gpu')}"
+
+
 def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] | None = None,
             catalog_gpus: dict[str, str] | None = None) -> dict[str, Any]:
     """Why OPTION is not in the plan: the rules and numbers that rejected it, or why it never was
@@ -368,9 +373,9 @@ def why_not(plan: dict[str, Any], option: str, rules: dict[str, dict[str, Any]] 
     packing = plan.get("packing") or {}
     layout_option = next((o for o in packing.get("options") or [] if normalise_name(o["option"]) == key), None)
     if layout_option is not None:
-        chosen_layout = "separate" if packing.get("chosen") != "packed" else f"packed on {packing.get('host_gpu')}"
-        return base | {"chosen": chosen_layout, "kind": "packing", "resolved": layout_option["option"],
-                       "status": "chosen" if layout_option["option"] == chosen_layout else "not-chosen",
+        chosen = chosen_layout(packing)
+        return base | {"chosen": chosen, "kind": "packing", "resolved": layout_option["option"],
+                       "status": "chosen" if layout_option["option"] == chosen else "not-chosen",
                        "layouts": packing, "groups": [], "decided_by": _deciding_step(plan, "packing.chosen")}
     # 1. an exact rejected option (a candidate id such as 'L40S | bf16 | tp2', or 'infiniband-ndr')
     exact = [r for r in plan["rejected"] if normalise_name(r["option"]) == key]
